@@ -1,0 +1,360 @@
+"""The agent loop: stream the model, run the tools it asks for, repeat until an answer."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Literal
+
+import anyio
+
+from zero.agent.events import (
+    AssistantText,
+    PermissionDecided,
+    PermissionRequested,
+    Reasoning,
+    RetryScheduled,
+    RunEvent,
+    RunFinished,
+    RunStarted,
+    RunStatus,
+    ToolCallStarted,
+    ToolFinished,
+    TurnCompleted,
+    UsageUpdated,
+)
+from zero.agent.messages import Message, ModelRequest, ToolCall, ToolSpec, Usage
+from zero.agent.pricing import PriceTable
+from zero.agent.provider import Provider
+from zero.agent.retry import RetryPolicy
+from zero.errors import ProviderError, StreamDroppedError, ToolError, ZeroError
+from zero.tools import (
+    PermissionMode,
+    Tool,
+    ToolContext,
+    ToolOutput,
+    ToolRegistry,
+    Workspace,
+    budget_output,
+    decide,
+    redact,
+)
+from zero.tools.permissions import REASONS
+
+__all__ = ["AgentConfig", "AgentRun", "Approver", "EventSink", "RunResult"]
+
+EventSink = Callable[[RunEvent], Awaitable[None]]
+Approver = Callable[[PermissionRequested], Awaitable[bool]]
+ToolStatus = Literal["ok", "error", "denied"]
+
+
+@dataclass(slots=True)
+class AgentConfig:
+    """Everything one agent needs to run, fixed for the run."""
+
+    provider: Provider
+    model: str
+    tools: ToolRegistry
+    workspace: Workspace
+    permission_mode: PermissionMode = "auto"
+    max_turns: int | None = 50
+    max_output_tokens: int | None = None
+    reasoning_effort: str | None = None
+    prices: PriceTable = field(default_factory=PriceTable.builtin)
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+    approver: Approver | None = None
+    redactor: Callable[[str], str] = redact
+    max_output_chars: int = 24_000
+
+
+@dataclass(frozen=True, slots=True)
+class RunResult:
+    status: RunStatus
+    output: str
+    usage: Usage
+    turns: int
+    duration_ms: int
+    error_code: str | None = None
+    error: str | None = None
+
+
+@dataclass(slots=True)
+class _Turn:
+    """What one model call produced, kept while it streams so a cancel loses nothing."""
+
+    text: list[str] = field(default_factory=list)
+    calls: list[ToolCall] = field(default_factory=list)
+    results: list[Message] = field(default_factory=list)
+    committed: bool = False
+
+
+async def _discard(event: RunEvent) -> None:
+    return None
+
+
+class AgentRun:
+    """One run of an agent over a conversation.
+
+    ``messages`` is the history so far (a system message first for a new session);
+    ``run(prompt)`` appends the prompt and works until the model answers without
+    calling a tool, a limit is reached, or the run is cancelled. Its state stays
+    readable afterwards, including after a cancellation.
+    """
+
+    def __init__(
+        self,
+        config: AgentConfig,
+        session_id: str,
+        messages: list[Message] | None = None,
+        sink: EventSink = _discard,
+        *,
+        recorded: int = 0,
+    ):
+        self.config = config
+        self.session_id = session_id
+        self.messages: list[Message] = list(messages or [])
+        self.sink = sink
+        self.ctx = ToolContext(workspace=config.workspace, session_id=session_id)
+        self.usage = Usage()
+        self.turns = 0
+        self.output = ""
+        self.status: RunStatus | None = None
+        self._recorded = recorded  # how many of ``messages`` the sink has already seen
+        self._specs = self._visible_specs()
+
+    def _visible_specs(self) -> tuple[ToolSpec, ...]:
+        # A tool the mode always refuses is not shown, so the model does not plan around it.
+        return tuple(
+            ToolSpec(t.name, t.description, t.parameters)
+            for t in self.config.tools
+            if decide(self.config.permission_mode, t.side_effect) != "deny"
+        )
+
+    async def run(self, prompt: str | None) -> RunResult:
+        started = time.monotonic()
+        if prompt is not None:
+            self.messages.append(Message("user", prompt))
+        new, self._recorded = tuple(self.messages[self._recorded :]), len(self.messages)
+        error: ZeroError | None = None
+        turn = _Turn()
+        await self.sink(
+            RunStarted(
+                self.session_id,
+                self.config.provider.name,
+                self.config.model,
+                str(self.config.workspace.root),
+                new,
+            )
+        )
+        try:
+            status: RunStatus = "max_turns"
+            while self.config.max_turns is None or self.turns < self.config.max_turns:
+                turn = _Turn()
+                self.turns += 1
+                await self._call_model(turn)
+                if turn.calls:
+                    await self._run_tools(turn)
+                await self._commit(turn)
+                if not turn.calls:
+                    status = "completed"
+                    break
+        except ProviderError as e:
+            status, error = "failed", e
+            await self._commit(turn)
+        except anyio.get_cancelled_exc_class():
+            with anyio.CancelScope(shield=True):
+                await self._commit(turn)
+                await self._finish("cancelled", started, None)
+            raise
+        return await self._finish(status, started, error)
+
+    async def _finish(self, status: RunStatus, started: float, error: ZeroError | None) -> RunResult:
+        self.status = status
+        result = RunResult(
+            status,
+            self.output,
+            self.usage,
+            self.turns,
+            int((time.monotonic() - started) * 1000),
+            error.code if error else None,
+            self.config.redactor(str(error)) if error else None,
+        )
+        await self.sink(
+            RunFinished(
+                self.session_id,
+                status,
+                result.output,
+                result.usage,
+                result.turns,
+                result.duration_ms,
+                result.error_code,
+                result.error,
+            )
+        )
+        return result
+
+    async def _commit(self, turn: _Turn) -> None:
+        """Append the turn to the conversation once, keeping it valid for a resume.
+
+        A cancelled turn keeps its partial text, and a tool call left without a result
+        gets one saying it was cancelled, so the history always pairs calls and results.
+        """
+        if turn.committed or not (turn.text or turn.calls):
+            return
+        turn.committed = True
+        text = self.config.redactor("".join(turn.text))
+        if text.strip():
+            self.output = text
+        added = [Message("assistant", text, tuple(turn.calls))]
+        answered = {m.tool_call_id for m in turn.results}
+        added += turn.results
+        added += [
+            Message("tool", "cancelled before it finished", tool_call_id=c.id, name=c.name, is_error=True)
+            for c in turn.calls
+            if c.id not in answered
+        ]
+        self.messages.extend(added)
+        self._recorded = len(self.messages)
+        await self.sink(TurnCompleted(self.session_id, self.turns, tuple(added)))
+
+    async def _call_model(self, turn: _Turn) -> None:
+        request = ModelRequest(
+            model=self.config.model,
+            messages=tuple(self.messages),
+            tools=self._specs,
+            max_output_tokens=self.config.max_output_tokens,
+            reasoning_effort=self.config.reasoning_effort,
+        )
+        # Characters already sent downstream: a retried call skips them, so nothing is shown twice.
+        shown_text = shown_reasoning = 0
+        attempt = 0
+        while True:
+            attempt += 1
+            turn.text.clear()
+            turn.calls.clear()
+            text_len = reasoning_len = 0
+            finished = False
+            usage: Usage | None = None
+            try:
+                async for event in self.config.provider.stream(request):
+                    if event.kind == "text":
+                        turn.text.append(event.text)
+                        text_len += len(event.text)
+                        if text_len > shown_text:
+                            fresh = event.text[max(0, len(event.text) - (text_len - shown_text)) :]
+                            shown_text = text_len
+                            await self.sink(AssistantText(self.session_id, fresh))
+                    elif event.kind == "reasoning":
+                        reasoning_len += len(event.text)
+                        if reasoning_len > shown_reasoning:
+                            fresh = event.text[max(0, len(event.text) - (reasoning_len - shown_reasoning)) :]
+                            shown_reasoning = reasoning_len
+                            await self.sink(Reasoning(self.session_id, fresh))
+                    elif event.kind == "tool_call_done":
+                        turn.calls.append(event.call)
+                    elif event.kind == "usage":
+                        usage = event.usage
+                    elif event.kind == "finish":
+                        finished = True
+                if not finished:
+                    raise StreamDroppedError("the response stream ended before the model finished")
+            except ProviderError as e:
+                if not self.config.retry.should_retry(e, attempt):
+                    raise
+                delay = self.config.retry.delay(e, attempt)
+                await self.sink(RetryScheduled(self.session_id, attempt, delay, e.code, str(e)))
+                await anyio.sleep(delay)
+                continue
+            break
+        priced = self.config.prices.priced(self.config.model, usage or Usage())
+        priced = Usage(priced.prompt_tokens, priced.completion_tokens, priced.cached_tokens, priced.cost_usd, 1)
+        if usage is None:
+            priced = Usage(calls=1, cost_usd=None)  # the server reported nothing: cost unknown
+        self.usage = self.usage + priced
+        await self.sink(UsageUpdated(self.session_id, self.config.model, priced, self.usage))
+
+    async def _run_tools(self, turn: _Turn) -> None:
+        """Run the turn's tool calls: reads side by side, anything else one at a time, in order."""
+        results: dict[str, Message] = {}
+        group: list[ToolCall] = []
+
+        async def flush() -> None:
+            if len(group) == 1:
+                results[group[0].id] = await self._run_tool(group[0])
+            elif group:
+                async with anyio.create_task_group() as tg:
+                    for call in group:
+                        tg.start_soon(self._store, call, results)
+            group.clear()
+
+        for call in turn.calls:
+            tool = self.config.tools.get(call.name)
+            if tool is not None and tool.side_effect == "read" and not getattr(tool, "sequential", False):
+                group.append(call)
+                continue
+            await flush()
+            results[call.id] = await self._run_tool(call)
+            turn.results[:] = [results[c.id] for c in turn.calls if c.id in results]
+        await flush()
+        turn.results[:] = [results[c.id] for c in turn.calls if c.id in results]
+
+    async def _store(self, call: ToolCall, results: dict[str, Message]) -> None:
+        results[call.id] = await self._run_tool(call)
+
+    async def _run_tool(self, call: ToolCall) -> Message:
+        started = time.monotonic()
+        tool = self.config.tools.get(call.name)
+        side_effect = tool.side_effect if tool else "read"
+        await self.sink(ToolCallStarted(self.session_id, call, side_effect))
+        status, output = await self._execute(call, tool)
+        text, truncated = budget_output(self.config.redactor(output.text), self.config.max_output_chars)
+        await self.sink(
+            ToolFinished(
+                self.session_id,
+                call.id,
+                call.name,
+                status,
+                text,
+                truncated,
+                output.changed_files,
+                int((time.monotonic() - started) * 1000),
+            )
+        )
+        return Message("tool", text, tool_call_id=call.id, name=call.name, is_error=status != "ok")
+
+    async def _execute(self, call: ToolCall, tool: Tool | None) -> tuple[ToolStatus, ToolOutput]:
+        if tool is None:
+            names = ", ".join(self.config.tools.names()) or "none"
+            return "error", ToolOutput(f"Error: there is no tool named {call.name!r}. Available tools: {names}")
+        if call.parse_error:
+            return "error", ToolOutput(f"Error: {call.name}: {call.parse_error}")
+        mode = self.config.permission_mode
+        decision = decide(mode, tool.side_effect)
+        if decision == "deny":
+            return "denied", ToolOutput(f"Permission denied: {call.name} is not allowed in {mode} mode.")
+        if decision == "prompt":
+            request = PermissionRequested(
+                self.session_id, call.id, call.name, tool.side_effect, mode, REASONS[tool.side_effect]
+            )
+            await self.sink(request)
+            if self.config.approver is None:
+                return "denied", ToolOutput(
+                    f"Permission denied: {call.name} needs approval in {mode} mode and this run has "
+                    "no one to approve it. Continue without it, or say what you would have done."
+                )
+            granted = await self.config.approver(request)
+            reason = "approved" if granted else "denied by the user"
+            await self.sink(PermissionDecided(self.session_id, call.id, call.name, granted, reason))
+            if not granted:
+                return "denied", ToolOutput(f"Permission denied: the user refused {call.name}.")
+        try:
+            output = await tool.call(call.arguments, self.ctx)
+        except ToolError as e:
+            return "error", ToolOutput(f"Error: {e}")
+        except anyio.get_cancelled_exc_class():
+            raise
+        except Exception as e:  # a broken tool must not end the run; the model hears about it
+            return "error", ToolOutput(f"Error: {call.name} failed unexpectedly: {type(e).__name__}: {e}")
+        return ("error" if output.is_error else "ok"), output
+

@@ -1,0 +1,132 @@
+"""Anthropic Messages adapter.
+
+The ``anthropic`` SDK is imported here only, and its types and exceptions stay here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import anthropic
+
+from zero import errors
+from zero.agent.messages import Message, ModelRequest, Usage
+from zero.agent.provider import ToolCallAssembler
+from zero.agent.providers._errors import status_error
+from zero.agent.stream import (
+    Finish,
+    ReasoningDelta,
+    StreamEvent,
+    TextDelta,
+    ToolCallDelta,
+    ToolCallStart,
+    UsageReport,
+)
+
+__all__ = ["AnthropicProvider"]
+
+DEFAULT_MAX_TOKENS = 8192
+_FINISH = {"end_turn": "stop", "stop_sequence": "stop", "tool_use": "tool_calls", "max_tokens": "length"}
+
+
+class AnthropicProvider:
+    """Streams messages. Retries are Zero's, so the SDK's own are off."""
+
+    name = "anthropic"
+
+    def __init__(self, *, api_key: str | None, base_url: str | None = None, timeout: float = 600.0):
+        self._client = anthropic.AsyncAnthropic(api_key=api_key, base_url=base_url, max_retries=0, timeout=timeout)
+
+    async def aclose(self) -> None:
+        await self._client.close()
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
+        system = "\n\n".join(m.content for m in request.messages if m.role == "system")
+        kwargs: dict[str, Any] = {
+            "model": request.model,
+            "max_tokens": request.max_output_tokens or DEFAULT_MAX_TOKENS,
+            "messages": _messages(request.messages),
+            "stream": True,
+        }
+        if system:
+            kwargs["system"] = system
+        if request.tools:
+            kwargs["tools"] = [
+                {"name": t.name, "description": t.description, "input_schema": t.parameters} for t in request.tools
+            ]
+        try:
+            stream = await self._client.messages.create(**kwargs)
+            async for event in self._events(stream):
+                yield event
+        except anthropic.APIStatusError as e:
+            body = e.body if isinstance(e.body, dict) else {}
+            inner = body.get("error") if isinstance(body.get("error"), dict) else {}
+            assert isinstance(inner, dict)
+            message = str(inner.get("message") or e.message)
+            raise status_error(self.name, e.status_code, message, e.response.headers, str(inner.get("type", ""))) from e
+        except anthropic.APITimeoutError as e:
+            raise errors.ProviderTimeoutError(f"anthropic API timed out: {e}") from e
+        except anthropic.APIConnectionError as e:
+            cause = f" ({e.__cause__})" if e.__cause__ else ""
+            raise errors.ProviderConnectionError(f"cannot reach the anthropic API at {self._client.base_url}{cause}") from e
+        except anthropic.AnthropicError as e:
+            raise errors.ProviderError(f"anthropic API error: {e}") from e
+
+    async def _events(self, stream: Any) -> AsyncIterator[StreamEvent]:
+        calls = ToolCallAssembler()
+        prompt = cached = completion = 0
+        finish: str | None = None
+        async for event in stream:
+            kind = event.type
+            if kind == "message_start":
+                u = event.message.usage
+                cached = u.cache_read_input_tokens or 0
+                prompt = u.input_tokens + cached + (u.cache_creation_input_tokens or 0)
+                completion = u.output_tokens or 0
+            elif kind == "content_block_start":
+                block = event.content_block
+                if block.type == "tool_use":
+                    calls.start(event.index, block.id, block.name)
+                    yield ToolCallStart(event.index, block.id, block.name)
+            elif kind == "content_block_delta":
+                delta = event.delta
+                if delta.type == "text_delta":
+                    yield TextDelta(delta.text)
+                elif delta.type == "input_json_delta":
+                    calls.add(event.index, delta.partial_json)
+                    yield ToolCallDelta(event.index, delta.partial_json)
+                elif delta.type == "thinking_delta":
+                    yield ReasoningDelta(delta.thinking)
+            elif kind == "message_delta":
+                completion = event.usage.output_tokens
+                finish = _FINISH.get(event.delta.stop_reason or "", event.delta.stop_reason or "stop")
+            elif kind == "message_stop" and finish is None:
+                finish = "stop"
+        if finish is None:
+            raise errors.StreamDroppedError("the anthropic stream ended before the model finished")
+        for done in calls.finish():
+            yield done
+        yield UsageReport(Usage(prompt, completion, cached))
+        yield Finish(finish)
+
+
+def _messages(messages: tuple[Message, ...]) -> list[dict[str, Any]]:
+    """Anthropic's shape: tool results are user messages, consecutive ones merged."""
+    out: list[dict[str, Any]] = []
+    for m in messages:
+        if m.role == "system":
+            continue
+        if m.role == "tool":
+            block = {"type": "tool_result", "tool_use_id": m.tool_call_id, "content": m.content, "is_error": m.is_error}
+            if out and out[-1]["role"] == "user" and isinstance(out[-1]["content"], list):
+                out[-1]["content"].append(block)
+            else:
+                out.append({"role": "user", "content": [block]})
+        elif m.role == "assistant":
+            content: list[dict[str, Any]] = [{"type": "text", "text": m.content}] if m.content else []
+            content += [{"type": "tool_use", "id": c.id, "name": c.name, "input": c.arguments} for c in m.tool_calls]
+            out.append({"role": "assistant", "content": content or [{"type": "text", "text": "(no answer)"}]})
+        else:
+            out.append({"role": "user", "content": m.content})
+    return out

@@ -1,0 +1,61 @@
+"""What a provider streams back for one model call: a tagged union of small events."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from zero.agent.messages import ToolCall, Usage
+
+
+@dataclass(frozen=True, slots=True)
+class TextDelta:
+    text: str
+    kind: Literal["text"] = "text"
+
+
+@dataclass(frozen=True, slots=True)
+class ReasoningDelta:
+    text: str
+    kind: Literal["reasoning"] = "reasoning"
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallStart:
+    index: int
+    id: str
+    name: str
+    kind: Literal["tool_call_start"] = "tool_call_start"
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallDelta:
+    index: int
+    arguments: str
+    kind: Literal["tool_call_delta"] = "tool_call_delta"
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallDone:
+    index: int
+    call: ToolCall
+    kind: Literal["tool_call_done"] = "tool_call_done"
+
+
+@dataclass(frozen=True, slots=True)
+class UsageReport:
+    """Token counts of this call (``cost_usd`` is filled in by the loop from the price table)."""
+
+    usage: Usage
+    kind: Literal["usage"] = "usage"
+
+
+@dataclass(frozen=True, slots=True)
+class Finish:
+    """The model finished this call; ``reason`` is ``stop``, ``tool_calls`` or ``length``."""
+
+    reason: str
+    kind: Literal["finish"] = "finish"
+
+
+StreamEvent = TextDelta | ReasoningDelta | ToolCallStart | ToolCallDelta | ToolCallDone | UsageReport | Finish

@@ -1,0 +1,33 @@
+"""Tools: the protocol, the registry, built-in tools, permissions, confinement, redaction."""
+
+from __future__ import annotations
+
+from zero.tools.base import ArgsModel, BuiltinTool, SideEffect, Tool, ToolContext, ToolOutput
+from zero.tools.budget import budget_output
+from zero.tools.builtin import builtin_tools
+from zero.tools.permissions import PERMISSION_MODES, Decision, PermissionMode, decide, narrower
+from zero.tools.redact import Redactor, redact
+from zero.tools.registry import CATEGORIES, ToolRegistry, expand_tools
+from zero.tools.workspace import Workspace
+
+__all__ = [
+    "CATEGORIES",
+    "PERMISSION_MODES",
+    "ArgsModel",
+    "BuiltinTool",
+    "Decision",
+    "PermissionMode",
+    "Redactor",
+    "SideEffect",
+    "Tool",
+    "ToolContext",
+    "ToolOutput",
+    "ToolRegistry",
+    "Workspace",
+    "budget_output",
+    "builtin_tools",
+    "decide",
+    "expand_tools",
+    "narrower",
+    "redact",
+]

@@ -1,0 +1,98 @@
+"""The Tool protocol and the context a tool call runs in."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Generic, Literal, Protocol, TypeVar, runtime_checkable
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from zero.errors import ToolError
+from zero.tools.workspace import Workspace
+
+__all__ = [
+    "ArgsModel",
+    "BuiltinTool",
+    "SideEffect",
+    "Tool",
+    "ToolContext",
+    "ToolOutput",
+]
+
+SideEffect = Literal["read", "write", "shell", "network"]
+
+
+@dataclass(slots=True)
+class ToolOutput:
+    """What a tool returns: text for the model, and the files it changed."""
+
+    text: str
+    is_error: bool = False
+    changed_files: tuple[str, ...] = ()
+
+
+@dataclass(slots=True)
+class ToolContext:
+    """Where a tool call runs: the workspace, the session, and run-scoped state."""
+
+    workspace: Workspace
+    session_id: str = ""
+    plan: list[dict[str, str]] = field(default_factory=list)
+    extras: dict[str, Any] = field(default_factory=dict)
+
+
+@runtime_checkable
+class Tool(Protocol):
+    """A capability the model can call. ``side_effect`` drives the permission policy."""
+
+    name: str
+    description: str
+    side_effect: SideEffect
+
+    @property
+    def parameters(self) -> dict[str, Any]:
+        """JSON schema of the arguments."""
+        ...
+
+    async def call(self, arguments: dict[str, Any], ctx: ToolContext) -> ToolOutput:
+        """Run the tool. Raises ``ToolError`` with a message for the model."""
+        ...
+
+
+class ArgsModel(BaseModel):
+    """Base of tool-argument models: unknown arguments are errors, not silently ignored."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+A = TypeVar("A", bound=ArgsModel)
+
+
+class BuiltinTool(Generic[A]):
+    """A tool whose arguments are a pydantic model, validated before ``run``."""
+
+    name: ClassVar[str]
+    description: ClassVar[str]
+    side_effect: ClassVar[SideEffect]
+    args: type[A]
+
+    @property
+    def parameters(self) -> dict[str, Any]:
+        schema = self.args.model_json_schema()
+        schema.pop("title", None)
+        for prop in schema.get("properties", {}).values():
+            prop.pop("title", None)
+        return schema
+
+    async def call(self, arguments: dict[str, Any], ctx: ToolContext) -> ToolOutput:
+        try:
+            parsed = self.args.model_validate(arguments)
+        except ValidationError as e:
+            problems = "; ".join(
+                f"{'.'.join(str(p) for p in err['loc']) or 'arguments'}: {err['msg']}" for err in e.errors()
+            )
+            raise ToolError(f"invalid arguments for {self.name}: {problems}") from e
+        return await self.run(parsed, ctx)
+
+    async def run(self, args: A, ctx: ToolContext) -> ToolOutput:
+        raise NotImplementedError

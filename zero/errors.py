@@ -1,0 +1,158 @@
+"""Zero's one error root.
+
+Every error Zero raises on purpose is a ``ZeroError``. The tree says who can fix it
+and which exit code the CLI gives (DESIGN.md section 5)::
+
+    ZeroError
+    ├── UserError                 the user can fix it: usage or configuration (exit 2)
+    │   ├── UsageError            bad arguments or input
+    │   └── ConfigError           a bad or missing setting, file or manifest
+    └── RunError                  something failed while running (exit 1)
+        ├── ProviderError         the model API failed (exit 3)
+        │   ├── AuthError, BadRequestError, ContextTooLongError
+        │   └── retryable: RateLimitError, OverloadedError, ProviderTimeoutError,
+        │                  ProviderConnectionError, StreamDroppedError
+        ├── ToolError             a tool call could not be carried out
+        └── SessionError          the session store is missing or damaged
+
+Messages say what happened, why, and what to do.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable
+
+__all__ = [
+    "AuthError",
+    "BadRequestError",
+    "ConfigError",
+    "ContextTooLongError",
+    "OverloadedError",
+    "ProviderConnectionError",
+    "ProviderError",
+    "ProviderTimeoutError",
+    "RateLimitError",
+    "RunError",
+    "SessionError",
+    "StreamDroppedError",
+    "ToolError",
+    "UsageError",
+    "UserError",
+    "ZeroError",
+    "did_you_mean",
+]
+
+
+class ZeroError(Exception):
+    """Root of every error Zero raises on purpose."""
+
+    exit_code = 1
+    code = "error"
+
+
+class UserError(ZeroError):
+    """The user can fix this: bad usage or configuration."""
+
+    exit_code = 2
+    code = "usage_error"
+
+
+class UsageError(UserError):
+    """Bad command-line arguments or input."""
+
+
+class ConfigError(UserError):
+    """A bad or missing setting, config file or manifest."""
+
+    code = "config_error"
+
+
+class RunError(ZeroError):
+    """Something failed while the agent ran."""
+
+    code = "run_error"
+
+
+class ProviderError(RunError):
+    """The model API failed. ``retryable`` errors are retried with backoff."""
+
+    exit_code = 3
+    code = "provider_error"
+    retryable = False
+
+    def __init__(self, message: str, *, status: int | None = None, retry_after: float | None = None):
+        super().__init__(message)
+        self.status = status
+        self.retry_after = retry_after
+
+
+class AuthError(ProviderError):
+    """The API key was refused."""
+
+    code = "auth_error"
+
+
+class BadRequestError(ProviderError):
+    """The API refused the request as malformed."""
+
+    code = "bad_request"
+
+
+class ContextTooLongError(BadRequestError):
+    """The conversation no longer fits the model's context window."""
+
+    code = "context_too_long"
+
+
+class RateLimitError(ProviderError):
+    """HTTP 429: too many requests or tokens."""
+
+    code = "rate_limited"
+    retryable = True
+
+
+class OverloadedError(ProviderError):
+    """HTTP 5xx or an overloaded model."""
+
+    code = "overloaded"
+    retryable = True
+
+
+class ProviderTimeoutError(ProviderError):
+    """The API did not answer in time."""
+
+    code = "timeout"
+    retryable = True
+
+
+class ProviderConnectionError(ProviderError):
+    """The API could not be reached."""
+
+    code = "connection_error"
+    retryable = True
+
+
+class StreamDroppedError(ProviderError):
+    """The response stream ended before the model finished."""
+
+    code = "stream_dropped"
+    retryable = True
+
+
+class ToolError(RunError):
+    """A tool call could not be carried out; its message goes back to the model."""
+
+    code = "tool_error"
+
+
+class SessionError(RunError):
+    """A session is missing or its files are damaged."""
+
+    code = "session_error"
+
+
+def did_you_mean(word: str, choices: Iterable[str]) -> str:
+    """Return ' (did you mean "x"?)' for the closest choice, or '' when none is close."""
+    close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
+    return f' (did you mean "{close[0]}"?)' if close else ""
