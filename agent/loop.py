@@ -120,6 +120,8 @@ class AgentRun:
         self.turns = 0
         self.output = ""
         self.status: RunStatus | None = None
+        # What a cancellation means: a parent's stop ("cancelled") or Ctrl-C/SIGTERM ("interrupted").
+        self.cancel_status: RunStatus = "cancelled"
         self._recorded = recorded  # how many of ``messages`` the sink has already seen
         self._specs = self._visible_specs()
 
@@ -165,7 +167,7 @@ class AgentRun:
         except anyio.get_cancelled_exc_class():
             with anyio.CancelScope(shield=True):
                 await self._commit(turn)
-                await self._finish("cancelled", started, None)
+                await self._finish(self.cancel_status, started, None)
             raise
         return await self._finish(status, started, error)
 

@@ -1,0 +1,80 @@
+"""Pieces every command shares: the workspace, provider setup, exit codes, error output."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+from typing import TextIO
+
+from zero import errors
+from zero.agent import PriceTable, Provider
+from zero.agent.providers import create_provider
+from zero.cli.config import RunSettings, load_config, resolve_settings
+from zero.errors import UsageError
+
+__all__ = ["EXIT_CODES", "exit_code", "make_provider", "print_error", "settings_from_args", "workspace_from_args"]
+
+EXIT_CODES = {
+    "completed": 0,
+    "failed": 1,
+    "skipped": 1,
+    "max_turns": 4,
+    "budget_exhausted": 4,
+    "timed_out": 4,
+    "cancelled": 130,
+    "interrupted": 130,
+}
+
+
+def _all_subclasses(cls: type[errors.ZeroError]) -> list[type[errors.ZeroError]]:
+    found: list[type[errors.ZeroError]] = []
+    for sub in cls.__subclasses__():
+        found += [sub, *_all_subclasses(sub)]
+    return found
+
+
+PROVIDER_ERROR_CODES = frozenset(c.code for c in [errors.ProviderError, *_all_subclasses(errors.ProviderError)])
+
+
+def exit_code(status: str, error_code: str | None = None) -> int:
+    """DESIGN.md section 5: 0 success, 1 failed, 3 provider error, 4 incomplete, 130 interrupted."""
+    if status == "failed" and error_code in PROVIDER_ERROR_CODES:
+        return 3
+    return EXIT_CODES.get(status, 1)
+
+
+def workspace_from_args(args: argparse.Namespace) -> Path:
+    path = Path(args.cwd).expanduser() if args.cwd else Path.cwd()
+    if not path.is_dir():
+        raise UsageError(f"--cwd {args.cwd}: no such folder")
+    return Path(os.path.realpath(path))
+
+
+def settings_from_args(args: argparse.Namespace, workspace: Path) -> RunSettings:
+    config = load_config(workspace)
+    return resolve_settings(
+        config,
+        provider=args.provider,
+        model=args.model,
+        base_url=args.base_url,
+        permission_mode=args.permission_mode,
+        max_turns=getattr(args, "max_turns", None),
+    )
+
+
+def make_provider(settings: RunSettings, args: argparse.Namespace) -> tuple[Provider, PriceTable]:
+    if args.script and settings.provider != "scripted":
+        raise UsageError("--script is only for --provider scripted")
+    provider = create_provider(
+        settings.provider,
+        api_key=settings.api_key,
+        base_url=settings.base_url,
+        script=Path(args.script) if args.script else None,
+    )
+    return provider, PriceTable.builtin().with_overrides(settings.prices)
+
+
+def print_error(message: str, stream: TextIO | None = None) -> None:
+    print(f"zero: error: {message}", file=stream or sys.stderr)  # noqa: T201

@@ -1,0 +1,146 @@
+"""Configuration: config files, environment and flags resolved into one run setup.
+
+Files: ``${XDG_CONFIG_HOME:-~/.config}/zero/config.toml``, overridden key by key by
+``<workspace>/.zero/config.toml``.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from zero.agent import Price
+from zero.agent.providers import DEFAULT_MODELS, PROVIDERS
+from zero.errors import ConfigError, did_you_mean
+from zero.tools import PermissionMode
+
+__all__ = ["Config", "RunSettings", "load_config", "resolve_settings", "user_config_dir", "validation_message"]
+
+NO_PROVIDER = (
+    "No model provider is configured. Set OPENAI_API_KEY or ANTHROPIC_API_KEY in the environment "
+    "(or pick one with --provider / ZERO_PROVIDER / `provider = ...` in ~/.config/zero/config.toml); "
+    "for a local OpenAI-compatible server such as Ollama, vLLM or LM Studio pass "
+    "--base-url http://localhost:11434/v1 --model NAME; to run offline on a script of model turns, "
+    "use --provider scripted --script FILE."
+)
+
+
+class PriceEntry(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    input: float = Field(ge=0)
+    output: float = Field(ge=0)
+    cached_input: float | None = Field(None, ge=0)
+
+
+class Config(BaseModel):
+    """The keys a config file may hold. Unknown keys are errors."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    provider: str | None = None
+    model: str | None = None
+    base_url: str | None = None
+    permission_mode: PermissionMode | None = None
+    max_turns: int | None = Field(None, ge=1)
+    max_concurrency: int | None = Field(None, ge=1)
+    prices: dict[str, PriceEntry] = Field(default_factory=dict)
+
+
+def user_config_dir() -> Path:
+    base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+    return Path(base).expanduser() / "zero"
+
+
+def validation_message(path: Path, e: ValidationError, fields: list[str]) -> str:
+    """One line per problem: the file, the key, what is wrong, and a "did you mean"."""
+    problems = []
+    for err in e.errors():
+        key = ".".join(str(p) for p in err["loc"])
+        if err["type"] == "extra_forbidden":
+            hint = did_you_mean(str(err["loc"][-1]), fields)
+            problems.append(f"{path}: unknown key {key!r}{hint}")
+        else:
+            problems.append(f"{path}: {key}: {err['msg']}")
+    return "\n".join(problems)
+
+
+def _read(path: Path) -> dict[str, Any]:
+    try:
+        data = tomllib.loads(path.read_text("utf-8"))
+    except FileNotFoundError:
+        return {}
+    except tomllib.TOMLDecodeError as e:
+        raise ConfigError(f"{path}: not valid TOML: {e}") from e
+    try:
+        Config.model_validate(data)
+    except ValidationError as e:
+        raise ConfigError(validation_message(path, e, list(Config.model_fields))) from e
+    return data
+
+
+def load_config(workspace: Path) -> Config:
+    """The user config overridden by the project's, key by key (prices merged by model)."""
+    user = _read(user_config_dir() / "config.toml")
+    project = _read(workspace / ".zero" / "config.toml")
+    merged = {**user, **project, "prices": {**user.get("prices", {}), **project.get("prices", {})}}
+    return Config.model_validate(merged)
+
+
+@dataclass(frozen=True, slots=True)
+class RunSettings:
+    """Provider, model and limits of a run, after flags, environment and config."""
+
+    provider: str
+    model: str
+    base_url: str | None
+    api_key: str | None
+    permission_mode: PermissionMode
+    max_turns: int
+    prices: dict[str, Price] = field(default_factory=dict)
+
+
+def resolve_settings(
+    config: Config,
+    *,
+    provider: str | None,
+    model: str | None,
+    base_url: str | None,
+    permission_mode: str | None,
+    max_turns: int | None,
+    environ: dict[str, str] | None = None,
+) -> RunSettings:
+    """Apply the precedence of DESIGN.md section 5: flag, environment, config, then detection."""
+    env = dict(os.environ) if environ is None else environ
+    name = provider or env.get("ZERO_PROVIDER") or config.provider
+    if name is None:
+        if base_url or config.base_url:
+            name = "openai-compatible"
+        elif env.get("OPENAI_API_KEY"):
+            name = "openai"
+        elif env.get("ANTHROPIC_API_KEY"):
+            name = "anthropic"
+        else:
+            raise ConfigError(NO_PROVIDER)
+    if name not in PROVIDERS:
+        raise ConfigError(f"unknown provider {name!r}{did_you_mean(name, PROVIDERS)}; choose one of {', '.join(PROVIDERS)}")
+
+    key_var = {"openai": "OPENAI_API_KEY", "openai-compatible": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
+    url_var = {"openai": "OPENAI_BASE_URL", "openai-compatible": "OPENAI_BASE_URL", "anthropic": "ANTHROPIC_BASE_URL"}
+    url = base_url or (env.get(url_var[name]) if name in url_var else None) or config.base_url
+    api_key = env.get(key_var[name]) if name in key_var else None
+    if name in ("openai", "anthropic") and not api_key and not url:
+        raise ConfigError(
+            f"{key_var[name]} is not set: export it to use the {name} provider, or pass --base-url "
+            "for a compatible local server, or --provider scripted --script FILE to run offline."
+        )
+    chosen = model or env.get("ZERO_MODEL") or config.model or DEFAULT_MODELS.get(name)
+    if not chosen:
+        raise ConfigError(f"the {name} provider has no default model: pass --model NAME (or set ZERO_MODEL)")
+    mode = permission_mode or config.permission_mode or "auto"
+    prices = {m: Price(p.input, p.output, p.cached_input) for m, p in config.prices.items()}
+    return RunSettings(name, chosen, url, api_key, mode, max_turns or config.max_turns or 50, prices)  # type: ignore[arg-type]

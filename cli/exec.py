@@ -1,0 +1,189 @@
+"""``zero exec``: one headless run, printed as text, one JSON object, or stream-json."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import sys
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TextIO
+
+import anyio
+
+from zero.agent import AgentConfig, AgentRun, Message, Provider, PriceTable, RunEvent, RunResult
+from zero.agent.prompts import default_system_prompt
+from zero.cli.common import exit_code, make_provider, print_error, settings_from_args, workspace_from_args
+from zero.cli.config import RunSettings
+from zero.cli.progress import TextProgress
+from zero.cli.streamjson import StreamJsonWriter, new_run_id, read_input
+from zero.errors import UsageError, ZeroError
+from zero.sessions import SessionMetadata, SessionRecorder, SessionStore, new_session_id
+from zero.tools import ToolRegistry, Workspace, builtin_tools
+
+__all__ = ["run_exec"]
+
+
+@dataclass
+class _Setup:
+    workspace: Path
+    prompt: str
+    settings: RunSettings
+    provider: Provider
+    prices: PriceTable
+
+
+def _read_prompt(args: argparse.Namespace, stdin: TextIO) -> str:
+    if args.prompt is not None and args.file:
+        raise UsageError("give the prompt as an argument or with --file, not both")
+    if args.file:
+        try:
+            text = Path(args.file).read_text("utf-8")
+        except OSError as e:
+            raise UsageError(f"--file {args.file}: {e.strerror}") from e
+        source = args.file
+    elif args.prompt is not None:
+        text, source = args.prompt, "prompt"
+    elif not stdin.isatty():
+        text, source = stdin.read(), "stdin"
+    else:
+        raise UsageError('no prompt: pass it as an argument (zero exec "fix the failing test"), with --file, or on stdin')
+    if args.input_format == "stream-json":
+        return read_input(text.splitlines(), source)
+    if not text.strip():
+        raise UsageError(f"the prompt from {source} is empty")
+    return text
+
+
+def run_exec(args: argparse.Namespace, stdout: TextIO | None = None, stdin: TextIO | None = None) -> int:
+    out = stdout or sys.stdout
+    run_id = new_run_id()
+    try:
+        workspace = workspace_from_args(args)
+        prompt = _read_prompt(args, stdin or sys.stdin)
+        if args.max_turns is not None and args.max_turns < 1:
+            raise UsageError("--max-turns must be at least 1")
+        settings = settings_from_args(args, workspace)
+        provider, prices = make_provider(settings, args)
+    except ZeroError as e:
+        return _fail_early(args.output_format, out, run_id, e)
+    setup = _Setup(workspace, prompt, settings, provider, prices)
+    try:
+        return anyio.run(_execute, setup, args, out, run_id)
+    except ZeroError as e:  # the session store failed, or similar: nothing was left half-written
+        if args.debug:
+            traceback.print_exc()
+        return _fail_early(args.output_format, out, run_id, e)
+
+
+def _fail_early(fmt: str, out: TextIO, run_id: str, e: ZeroError) -> int:
+    if fmt == "stream-json":
+        writer = StreamJsonWriter(out, run_id, "")
+        writer.error(e.code, str(e))
+        writer.run_end("failed", e.exit_code)
+    elif fmt == "json":
+        out.write(json.dumps({"type": "result", "runId": run_id, "status": "failed", "exitCode": e.exit_code,
+                              "error": {"code": e.code, "message": str(e)}}) + "\n")
+    else:
+        print_error(str(e))
+    return e.exit_code
+
+
+async def _execute(setup: _Setup, args: argparse.Namespace, out: TextIO, run_id: str) -> int:
+    store = SessionStore.default()
+    session_id = new_session_id()
+    title = setup.prompt.strip().splitlines()[0][:80]
+    await anyio.to_thread.run_sync(
+        store.create,
+        SessionMetadata(
+            session_id=session_id, title=title, cwd=str(setup.workspace), provider=setup.settings.provider,
+            model_id=setup.settings.model, root_session_id=session_id, agent_name="zero",
+        ),
+    )
+    sinks: list[Any] = [SessionRecorder(store, session_id)]
+    writer: StreamJsonWriter | None = None
+    if args.output_format == "stream-json":
+        writer = StreamJsonWriter(out, run_id, session_id)
+        sinks.append(writer)
+    elif args.output_format == "text":
+        sinks.append(TextProgress())
+
+    async def sink(event: RunEvent) -> None:
+        for s in sinks:
+            await s(event)
+
+    config = AgentConfig(
+        provider=setup.provider,
+        model=setup.settings.model,
+        tools=ToolRegistry(builtin_tools()),
+        workspace=Workspace([setup.workspace]),
+        permission_mode=setup.settings.permission_mode,
+        max_turns=setup.settings.max_turns,
+        prices=setup.prices,
+    )
+    run = AgentRun(config, session_id, [Message("system", default_system_prompt(str(setup.workspace)))], sink)
+    result: RunResult | None = None
+    try:
+        async with anyio.create_task_group() as tg:
+
+            async def body() -> None:
+                nonlocal result
+                result = await run.run(setup.prompt)
+                tg.cancel_scope.cancel()
+
+            tg.start_soon(_stop_on_signal, run, tg.cancel_scope)
+            tg.start_soon(body)
+    finally:
+        with anyio.CancelScope(shield=True):
+            await setup.provider.aclose()
+    if result is None:  # interrupted: the loop recorded what it had
+        status, output, error_code, error = run.status or "interrupted", run.output, None, None
+        usage, turns = run.usage, run.turns
+    else:
+        status, output, error_code, error = result.status, result.output, result.error_code, result.error
+        usage, turns = result.usage, result.turns
+    code = exit_code(status, error_code)
+    if writer is not None:
+        if status != "completed":
+            message = error or _incomplete_message(status, turns)
+            writer.error(error_code or status, message, recoverable=status in ("max_turns", "interrupted"))
+        writer.run_end(status, code)
+    elif args.output_format == "json":
+        out.write(
+            json.dumps(
+                {"type": "result", "runId": run_id, "sessionId": session_id, "status": status, "exitCode": code,
+                 "result": output, "usage": usage.to_json(), "costUsd": usage.to_json()["costUsd"], "turns": turns,
+                 "error": {"code": error_code or status, "message": error or _incomplete_message(status, turns)}
+                 if status != "completed" else None},
+                ensure_ascii=False,
+            )
+            + "\n"
+        )
+    else:
+        if output:
+            out.write(output.rstrip("\n") + "\n")
+        if status != "completed":
+            print_error(error or _incomplete_message(status, turns))
+        cost = "unknown" if usage.cost_usd is None else f"${usage.cost_usd:.4f}"
+        print(f"[session {session_id} · {status} · {turns} turns · {usage.total_tokens} tokens · cost {cost}]",  # noqa: T201
+              file=sys.stderr)
+    out.flush()
+    return code
+
+
+def _incomplete_message(status: str, turns: int) -> str:
+    return {
+        "max_turns": f"stopped after {turns} model calls (max turns); the answer above is partial",
+        "interrupted": "interrupted; the session keeps everything up to this point",
+        "cancelled": "cancelled; the session keeps everything up to this point",
+    }.get(status, status)
+
+
+async def _stop_on_signal(run: AgentRun, scope: anyio.CancelScope) -> None:
+    with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        async for _ in signals:
+            run.cancel_status = "interrupted"
+            scope.cancel()
+            return

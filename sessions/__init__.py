@@ -1,0 +1,24 @@
+"""Sessions on disk: the store, ids, metadata, the recorder and replay."""
+
+from __future__ import annotations
+
+from zero.sessions.ids import new_session_id, validate_session_id
+from zero.sessions.models import TERMINAL, SessionKind, SessionMetadata, UsageTotals, now_iso
+from zero.sessions.recorder import SessionRecorder, message_payload
+from zero.sessions.replay import messages_from_events
+from zero.sessions.store import SessionStore, default_data_dir
+
+__all__ = [
+    "TERMINAL",
+    "SessionKind",
+    "SessionMetadata",
+    "SessionRecorder",
+    "SessionStore",
+    "UsageTotals",
+    "default_data_dir",
+    "message_payload",
+    "messages_from_events",
+    "new_session_id",
+    "now_iso",
+    "validate_session_id",
+]

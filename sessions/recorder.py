@@ -1,0 +1,119 @@
+"""The session recorder: a run-event consumer that commits each turn as one batch."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import anyio.to_thread
+
+from zero.agent import Message, RunEvent, Usage
+from zero.sessions.models import SessionMetadata, UsageTotals
+from zero.sessions.store import SessionStore
+
+__all__ = ["SessionRecorder", "message_payload"]
+
+
+def message_payload(m: Message) -> dict[str, Any]:
+    payload: dict[str, Any] = {"role": m.role, "content": m.content}
+    if m.tool_calls:
+        payload["toolCalls"] = [{"id": c.id, "name": c.name, "arguments": c.arguments} for c in m.tool_calls]
+    return payload
+
+
+class SessionRecorder:
+    """Writes one agent's events to its session.
+
+    Streaming deltas are not stored; the whole assistant message is, with the turn's
+    tool calls, results and usage, in ONE batch when the turn completes, so a reader
+    (or a resume) never sees half a turn. Events of other sessions are ignored.
+    """
+
+    def __init__(self, store: SessionStore, session_id: str):
+        self.store = store
+        self.session_id = session_id
+        self._pending: list[tuple[str, dict[str, Any]]] = []
+        self._pending_usage = Usage()
+        self._answered: set[str] = set()
+
+    async def __call__(self, event: RunEvent) -> None:
+        if event.session_id != self.session_id:
+            return
+        if event.kind == "run_started":
+            batch = [("run_start", {"provider": event.provider, "model": event.model, "cwd": event.cwd})]
+            batch += [("message", message_payload(m)) for m in event.messages]
+            await self._write(batch, status="running")
+        elif event.kind == "tool_call":
+            c = event.call
+            self._pending.append(
+                ("tool_call", {"id": c.id, "name": c.name, "arguments": c.arguments, "sideEffect": event.side_effect})
+            )
+        elif event.kind == "permission_request":
+            self._pending.append(
+                (
+                    "permission_request",
+                    {"id": event.call_id, "name": event.name, "sideEffect": event.side_effect,
+                     "permissionMode": event.permission_mode, "reason": event.reason},
+                )
+            )
+        elif event.kind == "permission_decision":
+            self._pending.append(
+                ("permission_decision", {"id": event.call_id, "name": event.name, "granted": event.granted,
+                                         "reason": event.reason})
+            )
+        elif event.kind == "tool_result":
+            self._answered.add(event.call_id)
+            self._pending.append(
+                (
+                    "tool_result",
+                    {"toolCallId": event.call_id, "name": event.name, "status": event.status, "output": event.output,
+                     "truncated": event.truncated, "changedFiles": list(event.changed_files),
+                     "durationMs": event.duration_ms},
+                )
+            )
+        elif event.kind == "usage":
+            self._pending_usage = self._pending_usage + event.usage
+            self._pending.append(("usage", {"model": event.model, **event.usage.to_json()}))
+        elif event.kind == "retry":
+            self._pending.append(
+                ("retry", {"attempt": event.attempt, "delaySeconds": round(event.delay, 3), "code": event.code,
+                           "message": event.message})
+            )
+        elif event.kind == "turn_completed":
+            batch: list[tuple[str, dict[str, Any]]] = []
+            for m in event.messages:
+                if m.role == "tool":
+                    if m.tool_call_id not in self._answered:
+                        batch.append(
+                            ("tool_result", {"toolCallId": m.tool_call_id, "name": m.name, "status": "error",
+                                             "output": m.content, "truncated": False, "changedFiles": []})
+                        )
+                else:
+                    batch.append(("message", message_payload(m)))
+                    batch += self._pending  # the calls and results belong after the assistant message
+                    self._pending = []
+            self._answered.clear()
+            await self._write(batch + self._take())
+        elif event.kind == "run_finished":
+            batch = self._take()
+            if event.error:
+                batch.append(("error", {"code": event.error_code, "message": event.error}))
+            batch.append(
+                ("run_end", {"status": event.status, "turns": event.turns, "durationMs": event.duration_ms,
+                             "usage": event.usage.to_json()})
+            )
+            await self._write(batch, status=event.status)
+
+    def _take(self) -> list[tuple[str, dict[str, Any]]]:
+        taken, self._pending = self._pending, []
+        return taken
+
+    async def _write(self, batch: list[tuple[str, dict[str, Any]]], status: str | None = None) -> None:
+        usage, self._pending_usage = self._pending_usage, Usage()
+
+        def update(meta: SessionMetadata) -> None:
+            if usage.calls:
+                meta.usage = UsageTotals.of(meta.usage.to_usage() + usage)
+            if status is not None:
+                meta.status = status
+
+        await anyio.to_thread.run_sync(self.store.append, self.session_id, batch, update)

@@ -1,0 +1,217 @@
+"""The on-disk session store: ``sessions/<id>/metadata.json`` + ``events.jsonl``.
+
+Durability rules:
+
+* A batch of events is serialised first, then written with ONE ``write`` under an
+  exclusive ``flock`` and fsynced, and only then is ``metadata.json`` replaced
+  atomically (temp file, fsync, rename). A reader never sees half a batch.
+* Sequence numbers come from the log itself (its last complete line), so a stale
+  metadata file cannot produce a duplicate; they are contiguous from 1.
+* A torn last line (a crash mid-write) is skipped on read and cut off before the
+  next append; any other corrupt line is an error naming the line.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from zero.errors import SessionError
+from zero.sessions.ids import validate_session_id
+from zero.sessions.models import SessionMetadata, now_iso
+from zero.tools import redact
+
+__all__ = ["SessionStore", "default_data_dir"]
+
+Event = dict[str, Any]
+_TAIL = 65536
+
+
+def default_data_dir() -> Path:
+    """``$ZERO_HOME``, else ``${XDG_DATA_HOME:-~/.local/share}/zero``."""
+    if home := os.environ.get("ZERO_HOME"):
+        return Path(home).expanduser()
+    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(base).expanduser() / "zero"
+
+
+class SessionStore:
+    """Sessions under ``root`` (``<data dir>/sessions``). Safe across threads and processes."""
+
+    def __init__(self, root: Path | str, *, redactor: Callable[[str], str] = redact):
+        self.root = Path(root)
+        self._redact = redactor
+
+    @classmethod
+    def default(cls) -> SessionStore:
+        return cls(default_data_dir() / "sessions")
+
+    def path(self, session_id: str) -> Path:
+        return self.root / validate_session_id(session_id)
+
+    def exists(self, session_id: str) -> bool:
+        return (self.path(session_id) / "metadata.json").is_file()
+
+    # -- writing -----------------------------------------------------------------
+
+    def create(self, meta: SessionMetadata) -> SessionMetadata:
+        """Create the session's folder and metadata; fails if the session exists."""
+        folder = self.path(meta.session_id)
+        self.root.mkdir(parents=True, exist_ok=True, mode=0o700)
+        try:
+            folder.mkdir(mode=0o700)
+        except FileExistsError:
+            raise SessionError(f"session {meta.session_id} already exists") from None
+        with self._locked(meta.session_id):
+            self._write_metadata(folder, meta)
+        return meta
+
+    def append(
+        self,
+        session_id: str,
+        events: Sequence[tuple[str, dict[str, Any]]],
+        update: Callable[[SessionMetadata], None] | None = None,
+    ) -> SessionMetadata:
+        """Append ``(type, payload)`` events as one batch, then apply ``update`` to the metadata."""
+        folder = self.path(session_id)
+        with self._locked(session_id):
+            meta = self._read_metadata(folder)
+            log = folder / "events.jsonl"
+            if events:
+                created = now_iso()
+                seq = self._last_sequence(log)
+                lines = []
+                for kind, payload in events:
+                    seq += 1
+                    record = {
+                        "id": f"{session_id}:{seq}",
+                        "sessionId": session_id,
+                        "sequence": seq,
+                        "type": kind,
+                        "createdAt": created,
+                        "payload": payload,
+                    }
+                    lines.append(json.dumps(record, ensure_ascii=False, separators=(",", ":")))
+                data = self._redact("\n".join(lines) + "\n").encode("utf-8")
+                fd = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+                try:
+                    os.write(fd, data)
+                    os.fsync(fd)
+                finally:
+                    os.close(fd)
+                meta.event_count = seq
+                meta.last_event_type = events[-1][0]
+                meta.updated_at = created
+            if update is not None:
+                update(meta)
+                meta.updated_at = now_iso() if not events else meta.updated_at
+            self._write_metadata(folder, meta)
+            return meta
+
+    def update(self, session_id: str, change: Callable[[SessionMetadata], None]) -> SessionMetadata:
+        """Change the metadata under the session's lock."""
+        return self.append(session_id, (), change)
+
+    # -- reading -----------------------------------------------------------------
+
+    def metadata(self, session_id: str) -> SessionMetadata:
+        return self._read_metadata(self.path(session_id))
+
+    def events(self, session_id: str) -> list[Event]:
+        """Every event in order; a torn last line is skipped, other bad lines are errors."""
+        log = self.path(session_id) / "events.jsonl"
+        if not self.exists(session_id):
+            raise SessionError(f"session {session_id} not found in {self.root}")
+        try:
+            data = log.read_bytes()
+        except FileNotFoundError:
+            return []
+        return list(_parse(data, log))
+
+    def list(self) -> list[SessionMetadata]:
+        """All readable sessions, newest first."""
+        found = []
+        if self.root.is_dir():
+            for folder in self.root.iterdir():
+                try:
+                    found.append(self._read_metadata(folder))
+                except (SessionError, ValueError):
+                    continue
+        return sorted(found, key=lambda m: (m.updated_at, m.session_id), reverse=True)
+
+    # -- internals ---------------------------------------------------------------
+
+    @contextmanager
+    def _locked(self, session_id: str) -> Iterator[None]:
+        fd = os.open(self.path(session_id) / "session.lock", os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)  # closing releases the lock
+
+    def _read_metadata(self, folder: Path) -> SessionMetadata:
+        try:
+            return SessionMetadata.model_validate_json((folder / "metadata.json").read_bytes())
+        except FileNotFoundError:
+            raise SessionError(f"session {folder.name} not found in {folder.parent}") from None
+        except ValueError as e:
+            raise SessionError(f"{folder / 'metadata.json'} is damaged: {e}") from e
+
+    def _write_metadata(self, folder: Path, meta: SessionMetadata) -> None:
+        target = folder / "metadata.json"
+        tmp = folder / f".metadata.{os.getpid()}.tmp"
+        data = (json.dumps(meta.to_json(), indent=2, ensure_ascii=False) + "\n").encode("utf-8")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        try:
+            os.write(fd, data)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, target)
+        dir_fd = os.open(folder, os.O_RDONLY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
+
+    def _last_sequence(self, log: Path) -> int:
+        """The sequence of the last complete line; a torn tail is cut off first."""
+        try:
+            size = log.stat().st_size
+        except FileNotFoundError:
+            return 0
+        if size == 0:
+            return 0
+        with open(log, "rb+") as f:
+            f.seek(max(0, size - _TAIL))
+            tail = f.read()
+            if not tail.endswith(b"\n"):
+                # A crash cut the last write short: that batch never committed.
+                keep = size - len(tail) + tail.rfind(b"\n") + 1 if b"\n" in tail else 0
+                f.truncate(keep)
+                os.fsync(f.fileno())
+                tail = tail[: tail.rfind(b"\n") + 1] if b"\n" in tail else b""
+        lines = tail.rstrip(b"\n").rsplit(b"\n", 1)
+        if not lines[-1]:
+            return 0
+        try:
+            return int(json.loads(lines[-1])["sequence"])
+        except (ValueError, KeyError) as e:
+            raise SessionError(f"{log}: the last event is damaged ({e}); cannot append safely") from e
+
+
+def _parse(data: bytes, log: Path) -> Iterator[Event]:
+    # Everything after the last newline is a write cut short: it never committed.
+    for number, line in enumerate(data.split(b"\n")[:-1], 1):
+        if not line.strip():
+            continue
+        try:
+            yield json.loads(line)
+        except ValueError as e:
+            raise SessionError(f"{log}: line {number} is not valid JSON ({e})") from e
