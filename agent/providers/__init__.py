@@ -10,7 +10,7 @@ from zero.errors import ConfigError, did_you_mean
 __all__ = ["DEFAULT_MODELS", "PROVIDERS", "create_provider"]
 
 PROVIDERS = ("openai", "anthropic", "openai-compatible", "scripted")
-DEFAULT_MODELS = {"openai": "gpt-4.1-mini", "anthropic": "claude-sonnet-4-5", "scripted": "scripted"}
+DEFAULT_MODELS = {"openai": "gpt-5-mini", "anthropic": "claude-sonnet-4-6", "scripted": "scripted"}
 
 
 def create_provider(

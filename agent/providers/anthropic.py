@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import anthropic
+import httpx2
 
 from zero import errors
 from zero.agent.messages import Message, ModelRequest, Usage
@@ -55,10 +56,16 @@ class AnthropicProvider:
             kwargs["tools"] = [
                 {"name": t.name, "description": t.description, "input_schema": t.parameters} for t in request.tools
             ]
+        started = False
         try:
             stream = await self._client.messages.create(**kwargs)
             async for event in self._events(stream):
+                started = True
                 yield event
+        except httpx2.TransportError as e:  # the SDK lets these through while a stream is read
+            if started:
+                raise errors.StreamDroppedError(f"the anthropic stream broke off: {e}") from e
+            raise errors.ProviderConnectionError(f"cannot reach the anthropic API at {self._client.base_url}: {e}") from e
         except anthropic.APIStatusError as e:
             body = e.body if isinstance(e.body, dict) else {}
             inner = body.get("error") if isinstance(body.get("error"), dict) else {}

@@ -65,9 +65,11 @@ class OpenAIProvider:
             kwargs["max_completion_tokens" if self._official else "max_tokens"] = request.max_output_tokens
         if request.reasoning_effort:
             kwargs["reasoning_effort"] = request.reasoning_effort
+        started = False
         try:
             stream = await self._client.chat.completions.create(**kwargs)
             async for event in self._events(stream):
+                started = True
                 yield event
         except openai.APIStatusError as e:
             raise _translate_status(self.name, e) from e
@@ -75,6 +77,8 @@ class OpenAIProvider:
             raise errors.ProviderTimeoutError(f"{self.name} API timed out: {e}") from e
         except openai.APIConnectionError as e:
             cause = f" ({e.__cause__})" if e.__cause__ else ""
+            if started:
+                raise errors.StreamDroppedError(f"the {self.name} stream broke off{cause}") from e
             raise errors.ProviderConnectionError(
                 f"cannot reach the {self.name} API at {self._client.base_url}{cause}"
             ) from e

@@ -1,0 +1,162 @@
+"""The OpenAI adapter on the real SDK over real HTTP, against a loopback SSE server."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import pytest
+from support.llm_server import LLMServer, Reply, error_reply, openai_reply
+
+from zero import errors
+from zero.agent import AgentConfig, AgentRun, Message, ModelRequest, RetryPolicy, RunEvent, ToolSpec
+from zero.agent.providers.openai import OpenAIProvider
+from zero.tools import ToolRegistry, Workspace, builtin_tools
+
+pytestmark = pytest.mark.anyio
+
+REQUEST = ModelRequest("gpt-4.1-mini", (Message("system", "be brief"), Message("user", "hi")),
+                       (ToolSpec("read_file", "Read a file", {"type": "object", "properties": {}}),))
+
+
+async def collect(provider: OpenAIProvider, request: ModelRequest = REQUEST) -> list[object]:
+    return [e async for e in provider.stream(request)]
+
+
+async def test_text_tool_arguments_and_usage_arrive_as_zero_events() -> None:
+    with LLMServer() as server:
+        server.enqueue(openai_reply("Hello there, friend.", [("call_a", "read_file", {"path": "README.md",
+                                                                                   "start_line": 2})],
+                                    usage=(120, 30), cached=100, pieces=4))
+        provider = OpenAIProvider(api_key="sk-test", base_url=server.url + "/v1")
+        events = await collect(provider)
+        await provider.aclose()
+        sent = server.requests[0]
+    text = "".join(e.text for e in events if e.kind == "text")  # type: ignore[attr-defined]
+    deltas = [e for e in events if e.kind == "tool_call_delta"]
+    done = [e for e in events if e.kind == "tool_call_done"]
+    usage = [e for e in events if e.kind == "usage"]
+    assert text == "Hello there, friend."
+    assert len(deltas) == 4  # the arguments came in several chunks
+    assert done[0].call.id == "call_a"  # type: ignore[attr-defined]
+    assert done[0].call.arguments == {"path": "README.md", "start_line": 2}  # type: ignore[attr-defined]
+    assert usage[0].usage.prompt_tokens == 120 and usage[0].usage.cached_tokens == 100  # type: ignore[attr-defined]
+    assert events[-1].kind == "finish" and events[-1].reason == "tool_calls"  # type: ignore[attr-defined]
+    assert sent["_path"] == "/v1/chat/completions"
+    assert sent["stream"] is True and sent["stream_options"] == {"include_usage": True}
+    assert sent["messages"][0] == {"role": "system", "content": "be brief"}
+    assert sent["tools"][0]["function"]["name"] == "read_file"
+    assert sent["_headers"]["authorization"] == "Bearer sk-test"
+
+
+@pytest.mark.parametrize(
+    ("reply", "error", "retryable"),
+    [
+        (error_reply(401, "Incorrect API key provided", "invalid_request_error"), errors.AuthError, False),
+        (error_reply(429, "Rate limit reached", "rate_limit_exceeded", {"retry-after": "7"}),
+         errors.RateLimitError, True),
+        (error_reply(500, "The server had an error", "server_error"), errors.OverloadedError, True),
+        (error_reply(400, "This model's maximum context length is 128000 tokens", "invalid_request_error"),
+         errors.ContextTooLongError, False),
+        (error_reply(404, "The model does not exist", "invalid_request_error"), errors.BadRequestError, False),
+    ],
+)
+async def test_http_errors_become_zero_errors(reply: Reply, error: type[errors.ProviderError],
+                                              retryable: bool) -> None:
+    with LLMServer() as server:
+        server.enqueue(reply)
+        provider = OpenAIProvider(api_key="sk-test", base_url=server.url)
+        with pytest.raises(error) as caught:
+            await collect(provider)
+        await provider.aclose()
+    assert type(caught.value) is error
+    assert caught.value.retryable is retryable
+    assert caught.value.status == reply.status
+    assert isinstance(caught.value.__cause__, Exception)  # translated once, with `from`
+    if reply.status == 429:
+        assert caught.value.retry_after == 7.0
+
+
+async def test_a_stream_cut_mid_way_is_a_dropped_stream() -> None:
+    reply = openai_reply("one two three four five six", pieces=6)
+    reply.cut_after = 4
+    with LLMServer() as server:
+        server.enqueue(reply)
+        provider = OpenAIProvider(api_key="sk-test", base_url=server.url)
+        with pytest.raises(errors.StreamDroppedError) as caught:
+            await collect(provider)
+        await provider.aclose()
+    assert caught.value.retryable
+
+
+async def test_a_connection_refused_is_a_connection_error() -> None:
+    provider = OpenAIProvider(api_key="sk-test", base_url="http://127.0.0.1:9/v1")
+    with pytest.raises(errors.ProviderConnectionError, match="cannot reach the openai API"):
+        await collect(provider)
+    await provider.aclose()
+
+
+@asynccontextmanager
+async def _run(server_url: str, workspace: Path, events: list[RunEvent]) -> AsyncIterator[AgentRun]:
+    async def sink(event: RunEvent) -> None:
+        events.append(event)
+
+    config = AgentConfig(
+        provider=OpenAIProvider(api_key="sk-test", base_url=server_url),
+        model="gpt-4.1-mini",
+        tools=ToolRegistry(builtin_tools()),
+        workspace=Workspace([workspace]),
+        retry=RetryPolicy(retries=2, base_delay=0.01, max_delay=0.05),
+    )
+    try:
+        yield AgentRun(config, "s1", [Message("system", "sys")], sink)
+    finally:
+        await config.provider.aclose()
+
+
+async def test_retry_after_429_and_500_then_success(workspace: Path) -> None:
+    events: list[RunEvent] = []
+    with LLMServer() as server:
+        server.enqueue(
+            error_reply(429, "slow down", "rate_limit_exceeded", {"retry-after-ms": "20"}),
+            error_reply(500, "oops", "server_error"),
+            openai_reply("Done."),
+        )
+        async with _run(server.url, workspace, events) as run:
+            result = await run.run("hi")
+        assert len(server.requests) == 3
+    retries = [e for e in events if e.kind == "retry"]
+    assert [r.code for r in retries] == ["rate_limited", "overloaded"]  # type: ignore[attr-defined]
+    assert retries[0].delay == pytest.approx(0.02)  # type: ignore[attr-defined]  # Retry-After honoured
+    assert result.status == "completed" and result.output == "Done."
+
+
+async def test_retried_stream_never_repeats_text_already_shown(workspace: Path) -> None:
+    events: list[RunEvent] = []
+    cut = openai_reply("Alpha beta gamma delta", pieces=4)
+    cut.cut_after = 3  # role chunk + two text chunks, then the connection drops
+    with LLMServer() as server:
+        server.enqueue(cut, openai_reply("Alpha beta gamma delta", pieces=4))
+        async with _run(server.url, workspace, events) as run:
+            result = await run.run("hi")
+    shown = "".join(e.delta for e in events if e.kind == "text")  # type: ignore[attr-defined]
+    assert shown == "Alpha beta gamma delta"
+    assert result.output == "Alpha beta gamma delta"
+    assert [e.kind for e in events].count("retry") == 1
+
+
+async def test_agent_reads_a_file_over_the_real_sdk(workspace: Path) -> None:
+    events: list[RunEvent] = []
+    with LLMServer() as server:
+        server.enqueue(
+            openai_reply("Reading.", [("call_1", "read_file", {"path": "README.md"})]),
+            openai_reply("The answer is 42."),
+        )
+        async with _run(server.url, workspace, events) as run:
+            result = await run.run("What is the answer?")
+        second = server.requests[1]["messages"]
+    assert result.status == "completed" and result.output == "The answer is 42."
+    assert second[2]["tool_calls"][0]["function"]["name"] == "read_file"
+    assert second[3]["role"] == "tool" and "The answer is 42." in second[3]["content"]
+    assert second[3]["tool_call_id"] == "call_1"

@@ -1,0 +1,35 @@
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+_PROVIDER_ENV = (
+    "OPENAI_API_KEY", "OPENAI_BASE_URL", "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "ZERO_PROVIDER", "ZERO_MODEL",
+)
+
+
+@pytest.fixture(autouse=True)
+def isolated_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Every test gets its own data and config folders and no provider settings."""
+    for name in _PROVIDER_ENV:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("ZERO_HOME", str(tmp_path / "zero-home"))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    yield
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    root = tmp_path / "ws"
+    root.mkdir()
+    (root / "README.md").write_text("# Demo\nThe answer is 42.\n")
+    (root / "src").mkdir()
+    (root / "src" / "app.py").write_text("def main():\n    return 42  # TODO: explain\n")
+    return root
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
