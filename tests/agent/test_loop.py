@@ -1,0 +1,244 @@
+"""The agent loop, driven by the shipped ScriptedProvider."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from zero.agent import (
+    AgentConfig,
+    AgentRun,
+    Message,
+    PermissionRequested,
+    RetryPolicy,
+    RunEvent,
+    ScriptedProvider,
+    ScriptMatch,
+    ScriptToolCall,
+    ScriptTurn,
+)
+from zero.agent.providers.scripted import ScriptError
+from zero.tools import ArgsModel, BuiltinTool, PermissionMode, ToolContext, ToolOutput, ToolRegistry, Workspace
+from zero.tools import builtin_tools
+
+pytestmark = pytest.mark.anyio
+
+
+def turn(n: int, text: str = "", *calls: tuple[str, dict[str, Any]], **kw: Any) -> ScriptTurn:
+    return ScriptTurn(match=ScriptMatch(turn=n), text=text,
+                      tool_calls=[ScriptToolCall(name=name, arguments=args) for name, args in calls], **kw)
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.events: list[RunEvent] = []
+
+    async def __call__(self, event: RunEvent) -> None:
+        self.events.append(event)
+
+    def kinds(self) -> list[str]:
+        return [e.kind for e in self.events]
+
+    def of(self, kind: str) -> list[Any]:
+        return [e for e in self.events if e.kind == kind]
+
+
+def make_run(workspace: Path, turns: list[ScriptTurn], *, mode: PermissionMode = "auto", tools: list[Any] | None = None,
+             max_turns: int = 10, **kw: Any) -> tuple[AgentRun, Recorder, ScriptedProvider]:
+    provider = ScriptedProvider(turns)
+    config = AgentConfig(provider=provider, model="gpt-4.1-mini", tools=ToolRegistry(tools or builtin_tools()),
+                         workspace=Workspace([workspace]), permission_mode=mode, max_turns=max_turns,
+                         retry=RetryPolicy(2, 0.001, 0.002), **kw)
+    rec = Recorder()
+    return AgentRun(config, "s1", [Message("system", "You are a test agent.")], rec), rec, provider
+
+
+async def test_runs_tools_until_the_model_answers(workspace: Path) -> None:
+    run, rec, provider = make_run(workspace, [
+        turn(1, "Reading.", ("read_file", {"path": "README.md"})),
+        turn(2, "The answer is 42."),
+    ])
+    result = await run.run("What is the answer?")
+    assert result.status == "completed" and result.output == "The answer is 42." and result.turns == 2
+    provider.assert_consumed()
+    tool_message = provider.calls[1].messages[-1]
+    assert tool_message.role == "tool" and "The answer is 42." in tool_message.content
+    assert rec.kinds()[0] == "run_started" and rec.kinds()[-1] == "run_finished"
+    # priced from the table (gpt-4.1-mini: $0.40 in / $1.60 out per million)
+    expected = sum(c.prompt_tokens * 0.4 + c.completion_tokens * 1.6 for c in (e.usage for e in rec.of("usage"))) / 1e6
+    assert result.usage.cost_usd == pytest.approx(expected) and result.usage.calls == 2
+
+
+async def test_max_turns_ends_the_run_as_max_turns_not_success(workspace: Path) -> None:
+    loop = ScriptTurn(text="Still looking.", tool_calls=[ScriptToolCall(name="list_directory")], times=0)
+    run, _, provider = make_run(workspace, [loop], max_turns=3)
+    result = await run.run("Loop forever")
+    assert result.status == "max_turns" and result.turns == 3 and len(provider.calls) == 3
+    assert result.output == "Still looking."  # the partial output is kept
+
+
+class Rendezvous(ArgsModel):
+    name: str
+
+
+class MeetTool(BuiltinTool[Rendezvous]):
+    """Two calls of this read tool finish only if they run at the same time."""
+
+    name = "meet"
+    description = "Wait for the other call."
+    side_effect = "read"
+    args = Rendezvous
+
+    def __init__(self) -> None:
+        self.arrived: dict[str, anyio.Event] = {"a": anyio.Event(), "b": anyio.Event()}
+
+    async def run(self, args: Rendezvous, ctx: ToolContext) -> ToolOutput:
+        self.arrived[args.name].set()
+        other = "b" if args.name == "a" else "a"
+        with anyio.fail_after(5):
+            await self.arrived[other].wait()
+        return ToolOutput(f"{args.name} met {other}")
+
+
+class LogWrite(BuiltinTool[Rendezvous]):
+    name = "log_write"
+    description = "Append to a log, slowly."
+    side_effect = "write"
+    args = Rendezvous
+    log: list[str] = []
+
+    async def run(self, args: Rendezvous, ctx: ToolContext) -> ToolOutput:
+        self.log.append(f"start {args.name}")
+        await anyio.sleep(0.01)
+        self.log.append(f"end {args.name}")
+        return ToolOutput("ok")
+
+
+async def test_read_calls_of_one_turn_run_concurrently(workspace: Path) -> None:
+    meet = MeetTool()
+    run, rec, _ = make_run(workspace, [
+        turn(1, "", ("meet", {"name": "a"}), ("meet", {"name": "b"})),
+        turn(2, "Both met."),
+    ], tools=[meet])
+    result = await run.run("meet")
+    assert result.status == "completed"
+    assert [e.output for e in rec.of("tool_result")] in (["a met b", "b met a"], ["b met a", "a met b"])
+
+
+async def test_writes_run_one_at_a_time_in_order(workspace: Path) -> None:
+    LogWrite.log = []
+    run, _, provider = make_run(workspace, [
+        turn(1, "", ("log_write", {"name": "1"}), ("log_write", {"name": "2"}), ("log_write", {"name": "3"})),
+        turn(2, "Done."),
+    ], tools=[LogWrite()])
+    await run.run("write")
+    assert LogWrite.log == ["start 1", "end 1", "start 2", "end 2", "start 3", "end 3"]
+    results = [m for m in provider.calls[1].messages if m.role == "tool"]
+    assert [m.tool_call_id for m in results] == ["call_1_1", "call_1_2", "call_1_3"]
+
+
+async def test_headless_ask_mode_denies_writes_and_tells_the_model(workspace: Path) -> None:
+    run, rec, provider = make_run(workspace, [
+        turn(1, "", ("write_file", {"path": "x.txt", "content": "x"})),
+        turn(2, "I could not write."),
+    ], mode="ask")
+    await run.run("write x")
+    assert not (workspace / "x.txt").exists()
+    assert rec.kinds().index("permission_request") < rec.kinds().index("tool_result")
+    denied = rec.of("tool_result")[0]
+    assert denied.status == "denied"
+    assert denied.output == ("Permission denied: write_file needs approval in ask mode and this run has no one "
+                             "to approve it. Continue without it, or say what you would have done.")
+    assert provider.calls[1].messages[-1].is_error
+
+
+async def test_an_approver_grants_and_the_decision_is_an_event(workspace: Path) -> None:
+    asked: list[PermissionRequested] = []
+
+    async def approve(request: PermissionRequested) -> bool:
+        asked.append(request)
+        return True
+
+    run, rec, _ = make_run(workspace, [
+        turn(1, "", ("write_file", {"path": "x.txt", "content": "hello"})),
+        turn(2, "Written."),
+    ], mode="ask", approver=approve)
+    await run.run("write x")
+    assert (workspace / "x.txt").read_text() == "hello"
+    assert asked[0].name == "write_file" and asked[0].side_effect == "write"
+    assert rec.of("permission_decision")[0].granted is True
+
+
+async def test_read_only_mode_hides_write_and_shell_tools(workspace: Path) -> None:
+    run, _, provider = make_run(workspace, [turn(1, "ok")], mode="read-only")
+    await run.run("look")
+    assert sorted(t.name for t in provider.calls[0].tools) == ["glob", "grep", "list_directory", "read_file",
+                                                               "update_plan"]
+
+
+async def test_unknown_tools_and_bad_arguments_are_tool_errors_not_crashes(workspace: Path) -> None:
+    run, rec, _ = make_run(workspace, [
+        turn(1, "", ("delete_everything", {}), ("read_file", {"paht": "README.md"})),
+        turn(2, "Sorry."),
+    ])
+    result = await run.run("go")
+    assert result.status == "completed"
+    unknown, bad = rec.of("tool_result")
+    assert unknown.status == "error" and unknown.output.startswith("Error: there is no tool named 'delete_everything'")
+    assert bad.status == "error" and "paht: Extra inputs are not permitted" in bad.output
+    assert "path: Field required" in bad.output
+
+
+async def test_retryable_errors_are_retried_and_recorded(workspace: Path) -> None:
+    run, rec, _ = make_run(workspace, [
+        turn(1, error=ScriptError(kind="rate_limit", retry_after=0.001)),
+        turn(1, "Fine now."),
+    ])
+    result = await run.run("hi")
+    assert result.status == "completed" and [e.code for e in rec.of("retry")] == ["rate_limited"]
+
+
+async def test_a_dropped_stream_is_retried_without_repeating_text(workspace: Path) -> None:
+    run, rec, _ = make_run(workspace, [
+        turn(1, "Hello there, this is", error=ScriptError(kind="stream_dropped")),
+        turn(1, "Hello there, this is the whole answer."),
+    ])
+    result = await run.run("hi")
+    assert "".join(e.delta for e in rec.of("text")) == "Hello there, this is the whole answer."
+    assert result.output == "Hello there, this is the whole answer."
+
+
+async def test_a_permanent_provider_error_fails_the_run(workspace: Path) -> None:
+    run, rec, _ = make_run(workspace, [turn(1, error=ScriptError(kind="auth", message="bad key"))])
+    result = await run.run("hi")
+    assert result.status == "failed" and result.error_code == "auth_error" and result.error == "bad key"
+    assert rec.of("run_finished")[0].error == "bad key"
+
+
+async def test_cancellation_ends_the_run_cancelled_and_keeps_partial_output(workspace: Path) -> None:
+    run, rec, _ = make_run(workspace, [
+        turn(1, "First I will look around.", ("bash", {"command": "sleep 30"})),
+    ])
+    with anyio.move_on_after(0.5):
+        await run.run("work slowly")
+    assert run.status == "cancelled"
+    finished = rec.of("run_finished")[0]
+    assert finished.status == "cancelled" and finished.output == "First I will look around."
+    # the history stays valid: the interrupted call has a result
+    assert run.messages[-1].role == "tool" and run.messages[-1].content == "cancelled before it finished"
+    assert rec.of("turn_completed")[0].messages[0].content == "First I will look around."
+
+
+async def test_a_second_run_continues_the_same_conversation(workspace: Path) -> None:
+    run, rec, provider = make_run(workspace, [
+        ScriptTurn(match=ScriptMatch(last="first"), text="One."),
+        ScriptTurn(match=ScriptMatch(last="second"), text="Two."),
+    ])
+    await run.run("first")
+    result = await run.run("second")
+    assert result.output == "Two."
+    assert [m.content for m in provider.calls[1].messages] == ["You are a test agent.", "first", "One.", "second"]
+    assert rec.of("run_started")[1].messages == (Message("user", "second"),)

@@ -1,0 +1,27 @@
+from __future__ import annotations
+
+import pytest
+
+from zero.agent import Price, PriceTable, Usage
+
+
+def test_known_models_and_their_dated_snapshots_are_priced() -> None:
+    table = PriceTable.builtin()
+    usage = Usage(prompt_tokens=1_000_000, completion_tokens=1_000_000, cached_tokens=400_000)
+    assert table.priced("gpt-4.1-mini", usage).cost_usd == pytest.approx(0.6 * 0.40 + 0.4 * 0.10 + 1.60)
+    assert table.priced("gpt-4.1-mini-2025-04-14", usage).cost_usd == table.priced("gpt-4.1-mini", usage).cost_usd
+    assert table.price("claude-sonnet-4-6") == Price(3.0, 15.0, 0.30)
+    assert table.price("openai/gpt-4o") == table.price("gpt-4o")
+
+
+def test_unknown_models_have_unknown_cost_never_zero() -> None:
+    table = PriceTable.builtin()
+    assert table.price("gpt-4.1-turbo-custom") is None  # a longer name is not a snapshot
+    assert table.priced("llama3.1:8b", Usage(100, 100)).cost_usd is None
+    assert (Usage(1, 1, cost_usd=None) + Usage(1, 1, cost_usd=0.5)).cost_usd is None
+
+
+def test_config_prices_override_and_extend_the_table() -> None:
+    table = PriceTable.builtin().with_overrides({"llama3.1:8b": Price(0.0, 0.0), "gpt-4.1": Price(1.0, 1.0)})
+    assert table.priced("llama3.1:8b", Usage(100, 100)).cost_usd == 0.0
+    assert table.priced("gpt-4.1", Usage(1_000_000, 0)).cost_usd == pytest.approx(1.0)

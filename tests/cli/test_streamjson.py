@@ -1,0 +1,144 @@
+"""stream-json conformance: every event type and field of the protocol document (schema v2)."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from support.cli import lines, write_script, zero
+
+from zero.agent import PermissionDecided
+from zero.cli.streamjson import StreamJsonWriter, read_input
+from zero.errors import UsageError
+
+# The fields docs/STREAM_JSON_PROTOCOL.md gives each output event (besides schemaVersion, type, runId).
+FIELDS: dict[str, set[str]] = {
+    "run_start": {"sessionId", "cwd", "provider", "model", "apiModel"},
+    "reasoning": {"delta"},
+    "text": {"delta"},
+    "tool_call": {"id", "name", "args", "sideEffect"},
+    "permission_request": {"id", "name", "action", "permission", "permissionMode", "sideEffect", "reason"},
+    "permission_decision": {"id", "name", "action", "permission", "permissionGranted", "decisionReason"},
+    "tool_result": {"id", "status", "output", "truncated"},
+    "usage": {"promptTokens", "completionTokens", "totalTokens"},
+    "final": {"text"},
+    "error": {"code", "message", "recoverable"},
+    "run_end": {"status", "exitCode"},
+    "warning": {"code", "message"},
+}
+
+SCRIPT = """
+[[turns]]
+match = { turn = 1 }
+reasoning = "I should look first."
+text = "Looking."
+tool_calls = [
+  { name = "read_file", arguments = { path = "README.md" } },
+  { name = "write_file", arguments = { path = "notes.txt", content = "x" } },
+]
+[[turns]]
+match = { turn = 2 }
+error = { kind = "overloaded", retry_after = 0.01 }
+[[turns]]
+match = { turn = 2 }
+text = "The answer is 42."
+"""
+
+
+def check(event: dict[str, Any], run_id: str) -> None:
+    expected = FIELDS[event["type"]]
+    assert event["schemaVersion"] == 2 and event["runId"] == run_id
+    assert set(event) - {"schemaVersion", "type", "runId"} == expected, event
+
+
+def test_a_run_emits_every_headless_event_type_with_exact_fields(workspace: Path, tmp_path: Path) -> None:
+    script = write_script(tmp_path / "s.toml", SCRIPT)
+    done = zero("exec", "What is the answer?", "--provider", "scripted", "--script", str(script),
+                "--cwd", str(workspace), "--permission-mode", "ask", "--output-format", "stream-json")
+    assert done.returncode == 0, done.stderr
+    events = lines(done.stdout)
+    run_id = events[0]["runId"]
+    for event in events:
+        check(event, run_id)
+    kinds = [e["type"] for e in events]
+    assert kinds == ["run_start", "reasoning", "reasoning", "text", "usage", "tool_call", "tool_result",
+                     "tool_call", "permission_request", "tool_result", "warning", "text", "text", "usage",
+                     "final", "run_end"]
+    by_type = {e["type"]: e for e in events}
+    assert by_type["run_start"]["provider"] == "scripted" and by_type["run_start"]["cwd"] == str(workspace.resolve())
+    assert by_type["tool_call"]["args"] == {"path": "notes.txt", "content": "x"}
+    assert by_type["permission_request"] | {"runId": ""} == {
+        "schemaVersion": 2, "type": "permission_request", "runId": "", "id": "call_1_2", "name": "write_file",
+        "action": "prompt", "permission": "prompt", "permissionMode": "ask", "sideEffect": "write",
+        "reason": "Creates or overwrites files."}
+    assert [e["status"] for e in events if e["type"] == "tool_result"] == ["ok", "denied"]
+    assert by_type["final"]["text"] == "The answer is 42."
+    assert by_type["run_end"]["status"] == "success" and by_type["run_end"]["exitCode"] == 0
+    usage = by_type["usage"]
+    assert usage["totalTokens"] == usage["promptTokens"] + usage["completionTokens"]
+
+
+def test_errors_are_followed_by_run_end(workspace: Path, tmp_path: Path) -> None:
+    script = write_script(tmp_path / "s.toml", '[[turns]]\nerror = { kind = "auth", message = "bad key" }\n')
+    done = zero("exec", "hi", "--provider", "scripted", "--script", str(script), "--cwd", str(workspace),
+                "--output-format", "stream-json")
+    events = lines(done.stdout)
+    for event in events:
+        check(event, events[0]["runId"])
+    assert [e["type"] for e in events] == ["run_start", "error", "run_end"]
+    assert events[1]["code"] == "auth_error" and events[1]["message"] == "bad key" and not events[1]["recoverable"]
+    assert events[2]["status"] == "error" and events[2]["exitCode"] == 3 and done.returncode == 3
+
+
+def test_a_setup_error_still_ends_with_run_end(workspace: Path) -> None:
+    done = zero("exec", "hi", "--cwd", str(workspace), "--output-format", "stream-json")
+    events = lines(done.stdout)
+    assert [e["type"] for e in events] == ["error", "run_end"]
+    check(events[0], events[0]["runId"])
+    assert events[0]["code"] == "config_error" and events[1]["exitCode"] == 2 and done.returncode == 2
+
+
+def test_permission_decision_has_the_documented_fields() -> None:
+    out = io.StringIO()
+    writer = StreamJsonWriter(out, "run_1", "root")
+    anyio.run(writer, PermissionDecided("root", "call_2", "write_file", True, "approved in TUI"))
+    [event] = lines(out.getvalue())
+    check(event, "run_1")
+    assert event["action"] == "allow" and event["permissionGranted"] is True
+
+
+def test_child_events_carry_their_session_id() -> None:
+    out = io.StringIO()
+    writer = StreamJsonWriter(out, "run_1", "root")
+    writer.emit("text", {"delta": "a"}, "root")
+    writer.emit("text", {"delta": "b"}, "child_1")
+    first, second = lines(out.getvalue())
+    assert "sessionId" not in first and second["sessionId"] == "child_1"
+
+
+def test_input_events_are_combined_and_unknown_fields_rejected(workspace: Path, tmp_path: Path) -> None:
+    text = ('{"schemaVersion": 2, "type": "message", "role": "user", "content": "Inspect this repo."}\n\n'
+            '{"schemaVersion": 2, "type": "prompt", "content": "Return only blockers."}\n')
+    assert read_input(text.splitlines()) == "Inspect this repo.\n\nReturn only blockers."
+    for bad, message in [
+        ('{"schemaVersion": 2, "type": "prompt", "content": "x", "extra": 1}', "unknown field 'extra'"),
+        ('{"schemaVersion": 1, "type": "prompt", "content": "x"}', "schemaVersion must be 2"),
+        ('{"schemaVersion": 2, "type": "shout", "content": "x"}', "unknown event type 'shout'"),
+        ('{"schemaVersion": 2, "type": "message", "role": "assistant", "content": "x"}', "must have role 'user'"),
+        ("not json", "not valid JSON"),
+    ]:
+        with pytest.raises(UsageError, match=message):
+            read_input([bad])
+    script = write_script(tmp_path / "s.toml", '[[turns]]\nmatch = { user = "blockers" }\ntext = "none"\n')
+    done = zero("exec", "--input-format", "stream-json", "--provider", "scripted", "--script", str(script),
+                "--cwd", str(workspace), input=text)
+    assert done.returncode == 0 and done.stdout == "none\n"
+    done = zero("exec", "--input-format", "stream-json", "--output-format", "stream-json", "--provider",
+                "scripted", "--script", str(script), "--cwd", str(workspace),
+                input='{"schemaVersion": 2, "type": "prompt", "content": "x", "images": []}')
+    assert done.returncode == 2
+    assert [e["type"] for e in lines(done.stdout)] == ["error", "run_end"]
+    assert "stdin line 1: unknown field 'images'" in lines(done.stdout)[0]["message"]
