@@ -28,9 +28,7 @@ __all__ = [
     "UsageUpdated",
 ]
 
-RunStatus = Literal[
-    "completed", "failed", "cancelled", "interrupted", "budget_exhausted", "timed_out", "max_turns"
-]
+RunStatus = Literal["completed", "failed", "cancelled", "interrupted", "budget_exhausted", "timed_out", "max_turns"]
 
 
 @dataclass(frozen=True, slots=True)

@@ -359,4 +359,3 @@ class AgentRun:
         except Exception as e:  # a broken tool must not end the run; the model hears about it
             return "error", ToolOutput(f"Error: {call.name} failed unexpectedly: {type(e).__name__}: {e}")
         return ("error" if output.is_error else "ok"), output
-

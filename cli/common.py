@@ -35,7 +35,8 @@ def _all_subclasses(cls: type[errors.ZeroError]) -> list[type[errors.ZeroError]]
     return found
 
 
-PROVIDER_ERROR_CODES = frozenset(c.code for c in [errors.ProviderError, *_all_subclasses(errors.ProviderError)])
+_PROVIDER_ERRORS: list[type[errors.ZeroError]] = [errors.ProviderError, *_all_subclasses(errors.ProviderError)]
+PROVIDER_ERROR_CODES = frozenset(c.code for c in _PROVIDER_ERRORS)
 
 
 def exit_code(status: str, error_code: str | None = None) -> int:
@@ -77,4 +78,4 @@ def make_provider(settings: RunSettings, args: argparse.Namespace) -> tuple[Prov
 
 
 def print_error(message: str, stream: TextIO | None = None) -> None:
-    print(f"zero: error: {message}", file=stream or sys.stderr)  # noqa: T201
+    (stream or sys.stderr).write(f"zero: error: {message}\n")

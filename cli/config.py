@@ -127,7 +127,9 @@ def resolve_settings(
         else:
             raise ConfigError(NO_PROVIDER)
     if name not in PROVIDERS:
-        raise ConfigError(f"unknown provider {name!r}{did_you_mean(name, PROVIDERS)}; choose one of {', '.join(PROVIDERS)}")
+        raise ConfigError(
+            f"unknown provider {name!r}{did_you_mean(name, PROVIDERS)}; choose one of {', '.join(PROVIDERS)}"
+        )
 
     key_var = {"openai": "OPENAI_API_KEY", "openai-compatible": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
     url_var = {"openai": "OPENAI_BASE_URL", "openai-compatible": "OPENAI_BASE_URL", "anthropic": "ANTHROPIC_BASE_URL"}

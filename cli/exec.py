@@ -13,7 +13,7 @@ from typing import Any, TextIO
 
 import anyio
 
-from zero.agent import AgentConfig, AgentRun, Message, Provider, PriceTable, RunEvent, RunResult
+from zero.agent import AgentConfig, AgentRun, Message, PriceTable, Provider, RunEvent, RunResult
 from zero.agent.prompts import default_system_prompt
 from zero.cli.common import exit_code, make_provider, print_error, settings_from_args, workspace_from_args
 from zero.cli.config import RunSettings
@@ -49,7 +49,9 @@ def _read_prompt(args: argparse.Namespace, stdin: TextIO) -> str:
     elif not stdin.isatty():
         text, source = stdin.read(), "stdin"
     else:
-        raise UsageError('no prompt: pass it as an argument (zero exec "fix the failing test"), with --file, or on stdin')
+        raise UsageError(
+            'no prompt: pass it as an argument (zero exec "fix the failing test"), with --file, or on stdin'
+        )
     if args.input_format == "stream-json":
         return read_input(text.splitlines(), source)
     if not text.strip():
@@ -84,8 +86,18 @@ def _fail_early(fmt: str, out: TextIO, run_id: str, e: ZeroError) -> int:
         writer.error(e.code, str(e))
         writer.run_end("failed", e.exit_code)
     elif fmt == "json":
-        out.write(json.dumps({"type": "result", "runId": run_id, "status": "failed", "exitCode": e.exit_code,
-                              "error": {"code": e.code, "message": str(e)}}) + "\n")
+        out.write(
+            json.dumps(
+                {
+                    "type": "result",
+                    "runId": run_id,
+                    "status": "failed",
+                    "exitCode": e.exit_code,
+                    "error": {"code": e.code, "message": str(e)},
+                }
+            )
+            + "\n"
+        )
     else:
         print_error(str(e))
     return e.exit_code
@@ -98,8 +110,13 @@ async def _execute(setup: _Setup, args: argparse.Namespace, out: TextIO, run_id:
     await anyio.to_thread.run_sync(
         store.create,
         SessionMetadata(
-            session_id=session_id, title=title, cwd=str(setup.workspace), provider=setup.settings.provider,
-            model_id=setup.settings.model, root_session_id=session_id, agent_name="zero",
+            session_id=session_id,
+            title=title,
+            cwd=str(setup.workspace),
+            provider=setup.settings.provider,
+            model_id=setup.settings.model,
+            root_session_id=session_id,
+            agent_name="zero",
         ),
     )
     sinks: list[Any] = [SessionRecorder(store, session_id)]
@@ -153,10 +170,20 @@ async def _execute(setup: _Setup, args: argparse.Namespace, out: TextIO, run_id:
     elif args.output_format == "json":
         out.write(
             json.dumps(
-                {"type": "result", "runId": run_id, "sessionId": session_id, "status": status, "exitCode": code,
-                 "result": output, "usage": usage.to_json(), "costUsd": usage.to_json()["costUsd"], "turns": turns,
-                 "error": {"code": error_code or status, "message": error or _incomplete_message(status, turns)}
-                 if status != "completed" else None},
+                {
+                    "type": "result",
+                    "runId": run_id,
+                    "sessionId": session_id,
+                    "status": status,
+                    "exitCode": code,
+                    "result": output,
+                    "usage": usage.to_json(),
+                    "costUsd": usage.to_json()["costUsd"],
+                    "turns": turns,
+                    "error": {"code": error_code or status, "message": error or _incomplete_message(status, turns)}
+                    if status != "completed"
+                    else None,
+                },
                 ensure_ascii=False,
             )
             + "\n"
@@ -167,8 +194,9 @@ async def _execute(setup: _Setup, args: argparse.Namespace, out: TextIO, run_id:
         if status != "completed":
             print_error(error or _incomplete_message(status, turns))
         cost = "unknown" if usage.cost_usd is None else f"${usage.cost_usd:.4f}"
-        print(f"[session {session_id} · {status} · {turns} turns · {usage.total_tokens} tokens · cost {cost}]",  # noqa: T201
-              file=sys.stderr)
+        sys.stderr.write(
+            f"[session {session_id} · {status} · {turns} turns · {usage.total_tokens} tokens · cost {cost}]\n"
+        )
     out.flush()
     return code
 

@@ -18,12 +18,20 @@ PROVIDERS = ("openai", "anthropic", "openai-compatible", "scripted")
 
 def _common(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("model and workspace")
-    group.add_argument("--provider", choices=PROVIDERS, help="model provider (default: ZERO_PROVIDER, config, or the first API key found)")
+    group.add_argument(
+        "--provider",
+        choices=PROVIDERS,
+        help="model provider (default: ZERO_PROVIDER, config, or the first API key found)",
+    )
     group.add_argument("--model", help="model name (default: ZERO_MODEL, config, or the provider's default)")
-    group.add_argument("--base-url", help="API base URL; alone, selects an OpenAI-compatible server (Ollama, vLLM, LM Studio)")
+    group.add_argument(
+        "--base-url", help="API base URL; alone, selects an OpenAI-compatible server (Ollama, vLLM, LM Studio)"
+    )
     group.add_argument("--script", help="script of model turns for --provider scripted (TOML or JSON)")
     group.add_argument("--cwd", help="workspace folder (default: the current folder)")
-    group.add_argument("--permission-mode", choices=PERMISSION_MODES, help="what tools may do without approval (default: auto)")
+    group.add_argument(
+        "--permission-mode", choices=PERMISSION_MODES, help="what tools may do without approval (default: auto)"
+    )
     group.add_argument("--debug", action="store_true", help="show tracebacks")
 
 
@@ -62,7 +70,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return run_exec(args)
     parser.error(f"unknown command {args.command!r}")  # argparse exits with 2
-    return 2
 
 
 if __name__ == "__main__":

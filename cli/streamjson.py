@@ -72,8 +72,13 @@ class StreamJsonWriter:
             if sid == self.root_session_id:
                 self.emit(
                     "run_start",
-                    {"sessionId": sid, "cwd": event.cwd, "provider": event.provider, "model": event.model,
-                     "apiModel": event.model},
+                    {
+                        "sessionId": sid,
+                        "cwd": event.cwd,
+                        "provider": event.provider,
+                        "model": event.model,
+                        "apiModel": event.model,
+                    },
                 )
         elif event.kind == "text":
             self.emit("text", {"delta": event.delta}, sid)
@@ -82,22 +87,39 @@ class StreamJsonWriter:
         elif event.kind == "tool_call":
             self.emit(
                 "tool_call",
-                {"id": event.call.id, "name": event.call.name, "args": event.call.arguments,
-                 "sideEffect": event.side_effect},
+                {
+                    "id": event.call.id,
+                    "name": event.call.name,
+                    "args": event.call.arguments,
+                    "sideEffect": event.side_effect,
+                },
                 sid,
             )
         elif event.kind == "permission_request":
             self.emit(
                 "permission_request",
-                {"id": event.call_id, "name": event.name, "action": "prompt", "permission": "prompt",
-                 "permissionMode": event.permission_mode, "sideEffect": event.side_effect, "reason": event.reason},
+                {
+                    "id": event.call_id,
+                    "name": event.name,
+                    "action": "prompt",
+                    "permission": "prompt",
+                    "permissionMode": event.permission_mode,
+                    "sideEffect": event.side_effect,
+                    "reason": event.reason,
+                },
                 sid,
             )
         elif event.kind == "permission_decision":
             self.emit(
                 "permission_decision",
-                {"id": event.call_id, "name": event.name, "action": "allow" if event.granted else "deny",
-                 "permission": "prompt", "permissionGranted": event.granted, "decisionReason": event.reason},
+                {
+                    "id": event.call_id,
+                    "name": event.name,
+                    "action": "allow" if event.granted else "deny",
+                    "permission": "prompt",
+                    "permissionGranted": event.granted,
+                    "decisionReason": event.reason,
+                },
                 sid,
             )
         elif event.kind == "tool_result":
@@ -110,21 +132,30 @@ class StreamJsonWriter:
             u = event.usage
             self.emit(
                 "usage",
-                {"promptTokens": u.prompt_tokens, "completionTokens": u.completion_tokens,
-                 "totalTokens": u.total_tokens},
+                {
+                    "promptTokens": u.prompt_tokens,
+                    "completionTokens": u.completion_tokens,
+                    "totalTokens": u.total_tokens,
+                },
                 sid,
             )
         elif event.kind == "retry":
             self.emit(
                 "warning",
-                {"code": "retry", "message": f"{event.message}; retrying in {event.delay:.1f} s (attempt {event.attempt})"},
+                {
+                    "code": "retry",
+                    "message": f"{event.message}; retrying in {event.delay:.1f} s (attempt {event.attempt})",
+                },
                 sid,
             )
         elif event.kind == "run_finished" and sid == self.root_session_id and event.status == "completed":
             self.emit("final", {"text": event.output})
 
 
-_INPUT_FIELDS = {"message": {"schemaVersion", "type", "role", "content"}, "prompt": {"schemaVersion", "type", "content"}}
+_INPUT_FIELDS = {
+    "message": {"schemaVersion", "type", "role", "content"},
+    "prompt": {"schemaVersion", "type", "content"},
+}
 
 
 def read_input(lines: Iterable[str], source: str = "stdin") -> str:

@@ -12,6 +12,8 @@ from zero.sessions.store import SessionStore
 
 __all__ = ["SessionRecorder", "message_payload"]
 
+Batch = list[tuple[str, dict[str, Any]]]
+
 
 def message_payload(m: Message) -> dict[str, Any]:
     payload: dict[str, Any] = {"role": m.role, "content": m.content}
@@ -31,7 +33,7 @@ class SessionRecorder:
     def __init__(self, store: SessionStore, session_id: str):
         self.store = store
         self.session_id = session_id
-        self._pending: list[tuple[str, dict[str, Any]]] = []
+        self._pending: Batch = []
         self._pending_usage = Usage()
         self._answered: set[str] = set()
 
@@ -39,7 +41,7 @@ class SessionRecorder:
         if event.session_id != self.session_id:
             return
         if event.kind == "run_started":
-            batch = [("run_start", {"provider": event.provider, "model": event.model, "cwd": event.cwd})]
+            batch: Batch = [("run_start", {"provider": event.provider, "model": event.model, "cwd": event.cwd})]
             batch += [("message", message_payload(m)) for m in event.messages]
             await self._write(batch, status="running")
         elif event.kind == "tool_call":
@@ -51,23 +53,36 @@ class SessionRecorder:
             self._pending.append(
                 (
                     "permission_request",
-                    {"id": event.call_id, "name": event.name, "sideEffect": event.side_effect,
-                     "permissionMode": event.permission_mode, "reason": event.reason},
+                    {
+                        "id": event.call_id,
+                        "name": event.name,
+                        "sideEffect": event.side_effect,
+                        "permissionMode": event.permission_mode,
+                        "reason": event.reason,
+                    },
                 )
             )
         elif event.kind == "permission_decision":
             self._pending.append(
-                ("permission_decision", {"id": event.call_id, "name": event.name, "granted": event.granted,
-                                         "reason": event.reason})
+                (
+                    "permission_decision",
+                    {"id": event.call_id, "name": event.name, "granted": event.granted, "reason": event.reason},
+                )
             )
         elif event.kind == "tool_result":
             self._answered.add(event.call_id)
             self._pending.append(
                 (
                     "tool_result",
-                    {"toolCallId": event.call_id, "name": event.name, "status": event.status, "output": event.output,
-                     "truncated": event.truncated, "changedFiles": list(event.changed_files),
-                     "durationMs": event.duration_ms},
+                    {
+                        "toolCallId": event.call_id,
+                        "name": event.name,
+                        "status": event.status,
+                        "output": event.output,
+                        "truncated": event.truncated,
+                        "changedFiles": list(event.changed_files),
+                        "durationMs": event.duration_ms,
+                    },
                 )
             )
         elif event.kind == "usage":
@@ -75,17 +90,33 @@ class SessionRecorder:
             self._pending.append(("usage", {"model": event.model, **event.usage.to_json()}))
         elif event.kind == "retry":
             self._pending.append(
-                ("retry", {"attempt": event.attempt, "delaySeconds": round(event.delay, 3), "code": event.code,
-                           "message": event.message})
+                (
+                    "retry",
+                    {
+                        "attempt": event.attempt,
+                        "delaySeconds": round(event.delay, 3),
+                        "code": event.code,
+                        "message": event.message,
+                    },
+                )
             )
         elif event.kind == "turn_completed":
-            batch: list[tuple[str, dict[str, Any]]] = []
+            batch = []
             for m in event.messages:
                 if m.role == "tool":
                     if m.tool_call_id not in self._answered:
                         batch.append(
-                            ("tool_result", {"toolCallId": m.tool_call_id, "name": m.name, "status": "error",
-                                             "output": m.content, "truncated": False, "changedFiles": []})
+                            (
+                                "tool_result",
+                                {
+                                    "toolCallId": m.tool_call_id,
+                                    "name": m.name,
+                                    "status": "error",
+                                    "output": m.content,
+                                    "truncated": False,
+                                    "changedFiles": [],
+                                },
+                            )
                         )
                 else:
                     batch.append(("message", message_payload(m)))
@@ -98,16 +129,23 @@ class SessionRecorder:
             if event.error:
                 batch.append(("error", {"code": event.error_code, "message": event.error}))
             batch.append(
-                ("run_end", {"status": event.status, "turns": event.turns, "durationMs": event.duration_ms,
-                             "usage": event.usage.to_json()})
+                (
+                    "run_end",
+                    {
+                        "status": event.status,
+                        "turns": event.turns,
+                        "durationMs": event.duration_ms,
+                        "usage": event.usage.to_json(),
+                    },
+                )
             )
             await self._write(batch, status=event.status)
 
-    def _take(self) -> list[tuple[str, dict[str, Any]]]:
+    def _take(self) -> Batch:
         taken, self._pending = self._pending, []
         return taken
 
-    async def _write(self, batch: list[tuple[str, dict[str, Any]]], status: str | None = None) -> None:
+    async def _write(self, batch: Batch, status: str | None = None) -> None:
         usage, self._pending_usage = self._pending_usage, Usage()
 
         def update(meta: SessionMetadata) -> None:

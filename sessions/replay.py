@@ -21,8 +21,9 @@ def messages_from_events(events: Iterable[dict[str, Any]]) -> list[Message]:
 
     def close_open() -> None:
         for call in open_calls.values():
-            messages.append(Message("tool", "interrupted before it finished", tool_call_id=call.id,
-                                    name=call.name, is_error=True))
+            messages.append(
+                Message("tool", "interrupted before it finished", tool_call_id=call.id, name=call.name, is_error=True)
+            )
         open_calls.clear()
 
     for event in events:
@@ -36,7 +37,14 @@ def messages_from_events(events: Iterable[dict[str, Any]]) -> list[Message]:
             open_calls = {c.id: c for c in calls}
         elif kind == "tool_result" and payload.get("toolCallId") in open_calls:
             call = open_calls.pop(payload["toolCallId"])
-            messages.append(Message("tool", payload.get("output", ""), tool_call_id=call.id, name=call.name,
-                                    is_error=payload.get("status") != "ok"))
+            messages.append(
+                Message(
+                    "tool",
+                    payload.get("output", ""),
+                    tool_call_id=call.id,
+                    name=call.name,
+                    is_error=payload.get("status") != "ok",
+                )
+            )
     close_open()
     return messages

@@ -6,7 +6,12 @@ from pathlib import Path
 import pytest
 
 _PROVIDER_ENV = (
-    "OPENAI_API_KEY", "OPENAI_BASE_URL", "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "ZERO_PROVIDER", "ZERO_MODEL",
+    "OPENAI_API_KEY",
+    "OPENAI_BASE_URL",
+    "ANTHROPIC_API_KEY",
+    "ANTHROPIC_BASE_URL",
+    "ZERO_PROVIDER",
+    "ZERO_MODEL",
 )
 
 

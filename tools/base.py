@@ -45,9 +45,14 @@ class ToolContext:
 class Tool(Protocol):
     """A capability the model can call. ``side_effect`` drives the permission policy."""
 
-    name: str
-    description: str
-    side_effect: SideEffect
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def description(self) -> str: ...
+
+    @property
+    def side_effect(self) -> SideEffect: ...
 
     @property
     def parameters(self) -> dict[str, Any]:

@@ -65,7 +65,9 @@ class AnthropicProvider:
         except httpx2.TransportError as e:  # the SDK lets these through while a stream is read
             if started:
                 raise errors.StreamDroppedError(f"the anthropic stream broke off: {e}") from e
-            raise errors.ProviderConnectionError(f"cannot reach the anthropic API at {self._client.base_url}: {e}") from e
+            raise errors.ProviderConnectionError(
+                f"cannot reach the anthropic API at {self._client.base_url}: {e}"
+            ) from e
         except anthropic.APIStatusError as e:
             body = e.body if isinstance(e.body, dict) else {}
             inner = body.get("error") if isinstance(body.get("error"), dict) else {}
@@ -76,7 +78,9 @@ class AnthropicProvider:
             raise errors.ProviderTimeoutError(f"anthropic API timed out: {e}") from e
         except anthropic.APIConnectionError as e:
             cause = f" ({e.__cause__})" if e.__cause__ else ""
-            raise errors.ProviderConnectionError(f"cannot reach the anthropic API at {self._client.base_url}{cause}") from e
+            raise errors.ProviderConnectionError(
+                f"cannot reach the anthropic API at {self._client.base_url}{cause}"
+            ) from e
         except anthropic.AnthropicError as e:
             raise errors.ProviderError(f"anthropic API error: {e}") from e
 

@@ -58,7 +58,10 @@ class OpenAIProvider:
         }
         if request.tools:
             kwargs["tools"] = [
-                {"type": "function", "function": {"name": t.name, "description": t.description, "parameters": t.parameters}}
+                {
+                    "type": "function",
+                    "function": {"name": t.name, "description": t.description, "parameters": t.parameters},
+                }
                 for t in request.tools
             ]
         if request.max_output_tokens:

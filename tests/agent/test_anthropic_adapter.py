@@ -33,8 +33,15 @@ async def test_text_tool_use_input_json_deltas_and_usage() -> None:
         max_output_tokens=1000,
     )
     with LLMServer() as server:
-        server.enqueue(anthropic_reply("Let me check that.", [("toolu_1", "read_file", {"path": "README.md"})],
-                                       usage=(500, 40), cached=300, pieces=3))
+        server.enqueue(
+            anthropic_reply(
+                "Let me check that.",
+                [("toolu_1", "read_file", {"path": "README.md"})],
+                usage=(500, 40),
+                cached=300,
+                pieces=3,
+            )
+        )
         provider = AnthropicProvider(api_key="sk-ant-test", base_url=server.url)
         events = await collect(provider, request)
         await provider.aclose()
@@ -48,12 +55,21 @@ async def test_text_tool_use_input_json_deltas_and_usage() -> None:
     assert events[-1].reason == "tool_calls"  # type: ignore[attr-defined]
     assert sent["_path"] == "/v1/messages"
     assert sent["system"] == "be brief" and sent["max_tokens"] == 1000 and sent["stream"] is True
-    assert sent["tools"][0] == {"name": "read_file", "description": "Read a file",
-                                "input_schema": {"type": "object", "properties": {}}}
-    assert sent["messages"][1]["content"][1] == {"type": "tool_use", "id": "toolu_0", "name": "glob",
-                                                 "input": {"pattern": "*.md"}}
-    assert sent["messages"][2] == {"role": "user", "content": [
-        {"type": "tool_result", "tool_use_id": "toolu_0", "content": "README.md", "is_error": False}]}
+    assert sent["tools"][0] == {
+        "name": "read_file",
+        "description": "Read a file",
+        "input_schema": {"type": "object", "properties": {}},
+    }
+    assert sent["messages"][1]["content"][1] == {
+        "type": "tool_use",
+        "id": "toolu_0",
+        "name": "glob",
+        "input": {"pattern": "*.md"},
+    }
+    assert sent["messages"][2] == {
+        "role": "user",
+        "content": [{"type": "tool_result", "tool_use_id": "toolu_0", "content": "README.md", "is_error": False}],
+    }
     assert sent["_headers"]["authorization"] == "Bearer sk-ant-test"
     assert "anthropic-version" in sent["_headers"]
 
@@ -62,16 +78,21 @@ async def test_text_tool_use_input_json_deltas_and_usage() -> None:
     ("reply", "error", "retryable"),
     [
         (error_reply(401, "invalid x-api-key", "authentication_error"), errors.AuthError, False),
-        (error_reply(429, "Number of requests exceeded", "rate_limit_error", {"retry-after": "3"}),
-         errors.RateLimitError, True),
+        (
+            error_reply(429, "Number of requests exceeded", "rate_limit_error", {"retry-after": "3"}),
+            errors.RateLimitError,
+            True,
+        ),
         (error_reply(529, "Overloaded", "overloaded_error"), errors.OverloadedError, True),
         (error_reply(500, "Internal server error", "api_error"), errors.OverloadedError, True),
-        (error_reply(400, "prompt is too long: 210000 tokens > 200000 maximum", "invalid_request_error"),
-         errors.ContextTooLongError, False),
+        (
+            error_reply(400, "prompt is too long: 210000 tokens > 200000 maximum", "invalid_request_error"),
+            errors.ContextTooLongError,
+            False,
+        ),
     ],
 )
-async def test_http_errors_become_zero_errors(reply: Reply, error: type[errors.ProviderError],
-                                              retryable: bool) -> None:
+async def test_http_errors_become_zero_errors(reply: Reply, error: type[errors.ProviderError], retryable: bool) -> None:
     request = ModelRequest("claude-sonnet-4-6", (Message("user", "hi"),))
     with LLMServer() as server:
         server.enqueue(reply)
@@ -87,8 +108,9 @@ async def test_http_errors_become_zero_errors(reply: Reply, error: type[errors.P
 async def test_an_error_event_mid_stream_is_translated() -> None:
     request = ModelRequest("claude-sonnet-4-6", (Message("user", "hi"),))
     reply = anthropic_reply("partial answer")
-    reply.events.insert(4, ("error", json.dumps({"type": "error", "error": {"type": "overloaded_error",
-                                                                            "message": "Overloaded"}})))
+    reply.events.insert(
+        4, ("error", json.dumps({"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}))
+    )
     with LLMServer() as server:
         server.enqueue(reply)
         provider = AnthropicProvider(api_key="sk-ant-test", base_url=server.url)
@@ -123,8 +145,13 @@ async def test_agent_runs_tools_through_the_anthropic_adapter(workspace: Path) -
             anthropic_reply("There is one TODO, in src/app.py."),
         )
         provider = AnthropicProvider(api_key="sk-ant-test", base_url=server.url)
-        config = AgentConfig(provider=provider, model="claude-sonnet-4-6", tools=ToolRegistry(builtin_tools()),
-                             workspace=Workspace([workspace]), retry=RetryPolicy(2, 0.01, 0.02))
+        config = AgentConfig(
+            provider=provider,
+            model="claude-sonnet-4-6",
+            tools=ToolRegistry(builtin_tools()),
+            workspace=Workspace([workspace]),
+            retry=RetryPolicy(2, 0.01, 0.02),
+        )
         result = await AgentRun(config, "s1", [Message("system", "sys")], sink).run("Find TODOs")
         await provider.aclose()
         last = server.requests[-1]["messages"]

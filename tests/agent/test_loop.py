@@ -21,15 +21,27 @@ from zero.agent import (
     ScriptTurn,
 )
 from zero.agent.providers.scripted import ScriptError
-from zero.tools import ArgsModel, BuiltinTool, PermissionMode, ToolContext, ToolOutput, ToolRegistry, Workspace
-from zero.tools import builtin_tools
+from zero.tools import (
+    ArgsModel,
+    BuiltinTool,
+    PermissionMode,
+    ToolContext,
+    ToolOutput,
+    ToolRegistry,
+    Workspace,
+    builtin_tools,
+)
 
 pytestmark = pytest.mark.anyio
 
 
 def turn(n: int, text: str = "", *calls: tuple[str, dict[str, Any]], **kw: Any) -> ScriptTurn:
-    return ScriptTurn(match=ScriptMatch(turn=n), text=text,
-                      tool_calls=[ScriptToolCall(name=name, arguments=args) for name, args in calls], **kw)
+    return ScriptTurn(
+        match=ScriptMatch(turn=n),
+        text=text,
+        tool_calls=[ScriptToolCall(name=name, arguments=args) for name, args in calls],
+        **kw,
+    )
 
 
 class Recorder:
@@ -46,21 +58,38 @@ class Recorder:
         return [e for e in self.events if e.kind == kind]
 
 
-def make_run(workspace: Path, turns: list[ScriptTurn], *, mode: PermissionMode = "auto", tools: list[Any] | None = None,
-             max_turns: int = 10, **kw: Any) -> tuple[AgentRun, Recorder, ScriptedProvider]:
+def make_run(
+    workspace: Path,
+    turns: list[ScriptTurn],
+    *,
+    mode: PermissionMode = "auto",
+    tools: list[Any] | None = None,
+    max_turns: int = 10,
+    **kw: Any,
+) -> tuple[AgentRun, Recorder, ScriptedProvider]:
     provider = ScriptedProvider(turns)
-    config = AgentConfig(provider=provider, model="gpt-4.1-mini", tools=ToolRegistry(tools or builtin_tools()),
-                         workspace=Workspace([workspace]), permission_mode=mode, max_turns=max_turns,
-                         retry=RetryPolicy(2, 0.001, 0.002), **kw)
+    config = AgentConfig(
+        provider=provider,
+        model="gpt-4.1-mini",
+        tools=ToolRegistry(tools or builtin_tools()),
+        workspace=Workspace([workspace]),
+        permission_mode=mode,
+        max_turns=max_turns,
+        retry=RetryPolicy(2, 0.001, 0.002),
+        **kw,
+    )
     rec = Recorder()
     return AgentRun(config, "s1", [Message("system", "You are a test agent.")], rec), rec, provider
 
 
 async def test_runs_tools_until_the_model_answers(workspace: Path) -> None:
-    run, rec, provider = make_run(workspace, [
-        turn(1, "Reading.", ("read_file", {"path": "README.md"})),
-        turn(2, "The answer is 42."),
-    ])
+    run, rec, provider = make_run(
+        workspace,
+        [
+            turn(1, "Reading.", ("read_file", {"path": "README.md"})),
+            turn(2, "The answer is 42."),
+        ],
+    )
     result = await run.run("What is the answer?")
     assert result.status == "completed" and result.output == "The answer is 42." and result.turns == 2
     provider.assert_consumed()
@@ -119,10 +148,14 @@ class LogWrite(BuiltinTool[Rendezvous]):
 
 async def test_read_calls_of_one_turn_run_concurrently(workspace: Path) -> None:
     meet = MeetTool()
-    run, rec, _ = make_run(workspace, [
-        turn(1, "", ("meet", {"name": "a"}), ("meet", {"name": "b"})),
-        turn(2, "Both met."),
-    ], tools=[meet])
+    run, rec, _ = make_run(
+        workspace,
+        [
+            turn(1, "", ("meet", {"name": "a"}), ("meet", {"name": "b"})),
+            turn(2, "Both met."),
+        ],
+        tools=[meet],
+    )
     result = await run.run("meet")
     assert result.status == "completed"
     assert [e.output for e in rec.of("tool_result")] in (["a met b", "b met a"], ["b met a", "a met b"])
@@ -130,10 +163,14 @@ async def test_read_calls_of_one_turn_run_concurrently(workspace: Path) -> None:
 
 async def test_writes_run_one_at_a_time_in_order(workspace: Path) -> None:
     LogWrite.log = []
-    run, _, provider = make_run(workspace, [
-        turn(1, "", ("log_write", {"name": "1"}), ("log_write", {"name": "2"}), ("log_write", {"name": "3"})),
-        turn(2, "Done."),
-    ], tools=[LogWrite()])
+    run, _, provider = make_run(
+        workspace,
+        [
+            turn(1, "", ("log_write", {"name": "1"}), ("log_write", {"name": "2"}), ("log_write", {"name": "3"})),
+            turn(2, "Done."),
+        ],
+        tools=[LogWrite()],
+    )
     await run.run("write")
     assert LogWrite.log == ["start 1", "end 1", "start 2", "end 2", "start 3", "end 3"]
     results = [m for m in provider.calls[1].messages if m.role == "tool"]
@@ -141,17 +178,23 @@ async def test_writes_run_one_at_a_time_in_order(workspace: Path) -> None:
 
 
 async def test_headless_ask_mode_denies_writes_and_tells_the_model(workspace: Path) -> None:
-    run, rec, provider = make_run(workspace, [
-        turn(1, "", ("write_file", {"path": "x.txt", "content": "x"})),
-        turn(2, "I could not write."),
-    ], mode="ask")
+    run, rec, provider = make_run(
+        workspace,
+        [
+            turn(1, "", ("write_file", {"path": "x.txt", "content": "x"})),
+            turn(2, "I could not write."),
+        ],
+        mode="ask",
+    )
     await run.run("write x")
     assert not (workspace / "x.txt").exists()
     assert rec.kinds().index("permission_request") < rec.kinds().index("tool_result")
     denied = rec.of("tool_result")[0]
     assert denied.status == "denied"
-    assert denied.output == ("Permission denied: write_file needs approval in ask mode and this run has no one "
-                             "to approve it. Continue without it, or say what you would have done.")
+    assert denied.output == (
+        "Permission denied: write_file needs approval in ask mode and this run has no one "
+        "to approve it. Continue without it, or say what you would have done."
+    )
     assert provider.calls[1].messages[-1].is_error
 
 
@@ -162,10 +205,15 @@ async def test_an_approver_grants_and_the_decision_is_an_event(workspace: Path) 
         asked.append(request)
         return True
 
-    run, rec, _ = make_run(workspace, [
-        turn(1, "", ("write_file", {"path": "x.txt", "content": "hello"})),
-        turn(2, "Written."),
-    ], mode="ask", approver=approve)
+    run, rec, _ = make_run(
+        workspace,
+        [
+            turn(1, "", ("write_file", {"path": "x.txt", "content": "hello"})),
+            turn(2, "Written."),
+        ],
+        mode="ask",
+        approver=approve,
+    )
     await run.run("write x")
     assert (workspace / "x.txt").read_text() == "hello"
     assert asked[0].name == "write_file" and asked[0].side_effect == "write"
@@ -175,15 +223,23 @@ async def test_an_approver_grants_and_the_decision_is_an_event(workspace: Path) 
 async def test_read_only_mode_hides_write_and_shell_tools(workspace: Path) -> None:
     run, _, provider = make_run(workspace, [turn(1, "ok")], mode="read-only")
     await run.run("look")
-    assert sorted(t.name for t in provider.calls[0].tools) == ["glob", "grep", "list_directory", "read_file",
-                                                               "update_plan"]
+    assert sorted(t.name for t in provider.calls[0].tools) == [
+        "glob",
+        "grep",
+        "list_directory",
+        "read_file",
+        "update_plan",
+    ]
 
 
 async def test_unknown_tools_and_bad_arguments_are_tool_errors_not_crashes(workspace: Path) -> None:
-    run, rec, _ = make_run(workspace, [
-        turn(1, "", ("delete_everything", {}), ("read_file", {"paht": "README.md"})),
-        turn(2, "Sorry."),
-    ])
+    run, rec, _ = make_run(
+        workspace,
+        [
+            turn(1, "", ("delete_everything", {}), ("read_file", {"paht": "README.md"})),
+            turn(2, "Sorry."),
+        ],
+    )
     result = await run.run("go")
     assert result.status == "completed"
     unknown, bad = rec.of("tool_result")
@@ -193,19 +249,25 @@ async def test_unknown_tools_and_bad_arguments_are_tool_errors_not_crashes(works
 
 
 async def test_retryable_errors_are_retried_and_recorded(workspace: Path) -> None:
-    run, rec, _ = make_run(workspace, [
-        turn(1, error=ScriptError(kind="rate_limit", retry_after=0.001)),
-        turn(1, "Fine now."),
-    ])
+    run, rec, _ = make_run(
+        workspace,
+        [
+            turn(1, error=ScriptError(kind="rate_limit", retry_after=0.001)),
+            turn(1, "Fine now."),
+        ],
+    )
     result = await run.run("hi")
     assert result.status == "completed" and [e.code for e in rec.of("retry")] == ["rate_limited"]
 
 
 async def test_a_dropped_stream_is_retried_without_repeating_text(workspace: Path) -> None:
-    run, rec, _ = make_run(workspace, [
-        turn(1, "Hello there, this is", error=ScriptError(kind="stream_dropped")),
-        turn(1, "Hello there, this is the whole answer."),
-    ])
+    run, rec, _ = make_run(
+        workspace,
+        [
+            turn(1, "Hello there, this is", error=ScriptError(kind="stream_dropped")),
+            turn(1, "Hello there, this is the whole answer."),
+        ],
+    )
     result = await run.run("hi")
     assert "".join(e.delta for e in rec.of("text")) == "Hello there, this is the whole answer."
     assert result.output == "Hello there, this is the whole answer."
@@ -219,9 +281,12 @@ async def test_a_permanent_provider_error_fails_the_run(workspace: Path) -> None
 
 
 async def test_cancellation_ends_the_run_cancelled_and_keeps_partial_output(workspace: Path) -> None:
-    run, rec, _ = make_run(workspace, [
-        turn(1, "First I will look around.", ("bash", {"command": "sleep 30"})),
-    ])
+    run, rec, _ = make_run(
+        workspace,
+        [
+            turn(1, "First I will look around.", ("bash", {"command": "sleep 30"})),
+        ],
+    )
     with anyio.move_on_after(0.5):
         await run.run("work slowly")
     assert run.status == "cancelled"
@@ -233,10 +298,13 @@ async def test_cancellation_ends_the_run_cancelled_and_keeps_partial_output(work
 
 
 async def test_a_second_run_continues_the_same_conversation(workspace: Path) -> None:
-    run, rec, provider = make_run(workspace, [
-        ScriptTurn(match=ScriptMatch(last="first"), text="One."),
-        ScriptTurn(match=ScriptMatch(last="second"), text="Two."),
-    ])
+    run, rec, provider = make_run(
+        workspace,
+        [
+            ScriptTurn(match=ScriptMatch(last="first"), text="One."),
+            ScriptTurn(match=ScriptMatch(last="second"), text="Two."),
+        ],
+    )
     await run.run("first")
     result = await run.run("second")
     assert result.output == "Two."

@@ -16,8 +16,11 @@ from zero.tools import ToolRegistry, Workspace, builtin_tools
 
 pytestmark = pytest.mark.anyio
 
-REQUEST = ModelRequest("gpt-4.1-mini", (Message("system", "be brief"), Message("user", "hi")),
-                       (ToolSpec("read_file", "Read a file", {"type": "object", "properties": {}}),))
+REQUEST = ModelRequest(
+    "gpt-4.1-mini",
+    (Message("system", "be brief"), Message("user", "hi")),
+    (ToolSpec("read_file", "Read a file", {"type": "object", "properties": {}}),),
+)
 
 
 async def collect(provider: OpenAIProvider, request: ModelRequest = REQUEST) -> list[object]:
@@ -26,9 +29,15 @@ async def collect(provider: OpenAIProvider, request: ModelRequest = REQUEST) -> 
 
 async def test_text_tool_arguments_and_usage_arrive_as_zero_events() -> None:
     with LLMServer() as server:
-        server.enqueue(openai_reply("Hello there, friend.", [("call_a", "read_file", {"path": "README.md",
-                                                                                   "start_line": 2})],
-                                    usage=(120, 30), cached=100, pieces=4))
+        server.enqueue(
+            openai_reply(
+                "Hello there, friend.",
+                [("call_a", "read_file", {"path": "README.md", "start_line": 2})],
+                usage=(120, 30),
+                cached=100,
+                pieces=4,
+            )
+        )
         provider = OpenAIProvider(api_key="sk-test", base_url=server.url + "/v1")
         events = await collect(provider)
         await provider.aclose()
@@ -54,16 +63,21 @@ async def test_text_tool_arguments_and_usage_arrive_as_zero_events() -> None:
     ("reply", "error", "retryable"),
     [
         (error_reply(401, "Incorrect API key provided", "invalid_request_error"), errors.AuthError, False),
-        (error_reply(429, "Rate limit reached", "rate_limit_exceeded", {"retry-after": "7"}),
-         errors.RateLimitError, True),
+        (
+            error_reply(429, "Rate limit reached", "rate_limit_exceeded", {"retry-after": "7"}),
+            errors.RateLimitError,
+            True,
+        ),
         (error_reply(500, "The server had an error", "server_error"), errors.OverloadedError, True),
-        (error_reply(400, "This model's maximum context length is 128000 tokens", "invalid_request_error"),
-         errors.ContextTooLongError, False),
+        (
+            error_reply(400, "This model's maximum context length is 128000 tokens", "invalid_request_error"),
+            errors.ContextTooLongError,
+            False,
+        ),
         (error_reply(404, "The model does not exist", "invalid_request_error"), errors.BadRequestError, False),
     ],
 )
-async def test_http_errors_become_zero_errors(reply: Reply, error: type[errors.ProviderError],
-                                              retryable: bool) -> None:
+async def test_http_errors_become_zero_errors(reply: Reply, error: type[errors.ProviderError], retryable: bool) -> None:
     with LLMServer() as server:
         server.enqueue(reply)
         provider = OpenAIProvider(api_key="sk-test", base_url=server.url)

@@ -22,12 +22,14 @@ async def text_of(provider: ScriptedProvider, req: ModelRequest) -> str:
 
 
 async def test_turns_are_chosen_by_the_conversation_not_by_call_order() -> None:
-    provider = ScriptedProvider([
-        ScriptTurn(match=ScriptMatch(system="reviewer", turn=1), text="review", delay=0.02),
-        ScriptTurn(match=ScriptMatch(system="mapper", turn=1), text="map"),
-        ScriptTurn(match=ScriptMatch(user="task 2"), text="two"),
-        ScriptTurn(match=ScriptMatch(user="task 1"), text="one"),
-    ])
+    provider = ScriptedProvider(
+        [
+            ScriptTurn(match=ScriptMatch(system="reviewer", turn=1), text="review", delay=0.02),
+            ScriptTurn(match=ScriptMatch(system="mapper", turn=1), text="map"),
+            ScriptTurn(match=ScriptMatch(user="task 2"), text="two"),
+            ScriptTurn(match=ScriptMatch(user="task 1"), text="one"),
+        ]
+    )
     got: dict[str, str] = {}
 
     async def ask(key: str, req: ModelRequest) -> None:
@@ -63,8 +65,10 @@ def test_unconsumed_turns_are_reported() -> None:
 
 def test_script_files_load_from_toml_and_json(tmp_path: Path) -> None:
     toml = tmp_path / "s.toml"
-    toml.write_text('[[turns]]\nmatch = { turn = 1 }\ntext = "hi"\n'
-                    'tool_calls = [{ name = "read_file", arguments = { path = "a" } }]\n')
+    toml.write_text(
+        '[[turns]]\nmatch = { turn = 1 }\ntext = "hi"\n'
+        'tool_calls = [{ name = "read_file", arguments = { path = "a" } }]\n'
+    )
     assert ScriptedProvider.from_file(toml).turns[0].tool_calls[0].arguments == {"path": "a"}
     js = tmp_path / "s.json"
     js.write_text('{"turns": [{"text": "hi", "usage": {"prompt_tokens": 5, "completion_tokens": 2}}]}')

@@ -33,8 +33,9 @@ def sessions() -> SessionStore:
 
 def test_scripted_exec_prints_the_answer_and_records_the_session(workspace: Path, tmp_path: Path) -> None:
     script = write_script(tmp_path / "s.toml", READ_README)
-    done = zero("exec", "What does the README say?", "--provider", "scripted", "--script", str(script),
-                "--cwd", str(workspace))
+    done = zero(
+        "exec", "What does the README say?", "--provider", "scripted", "--script", str(script), "--cwd", str(workspace)
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout == "The README says the answer is 42.\n"
     assert "→ read_file README.md" in done.stderr
@@ -42,16 +43,38 @@ def test_scripted_exec_prints_the_answer_and_records_the_session(workspace: Path
     assert meta.status == "completed" and meta.cwd == str(workspace.resolve()) and meta.provider == "scripted"
     assert meta.title == "What does the README say?" and meta.root_session_id == meta.session_id
     kinds = [e["type"] for e in sessions().events(meta.session_id)]
-    assert kinds == ["run_start", "message", "message", "message", "usage", "tool_call", "tool_result", "message",
-                     "usage", "run_end"]
+    assert kinds == [
+        "run_start",
+        "message",
+        "message",
+        "message",
+        "usage",
+        "tool_call",
+        "tool_result",
+        "message",
+        "usage",
+        "run_end",
+    ]
 
 
 def test_exec_against_an_openai_compatible_server_reads_a_file_and_answers(workspace: Path) -> None:
     with LLMServer() as server:
-        server.enqueue(openai_reply("Reading.", [("call_1", "read_file", {"path": "README.md"})], usage=(300, 20)),
-                       openai_reply("The answer is 42.", usage=(400, 10)))
-        done = zero("exec", "What is the answer?", "--base-url", server.url + "/v1", "--model", "gpt-4.1-mini",
-                    "--cwd", str(workspace), "--output-format", "json")
+        server.enqueue(
+            openai_reply("Reading.", [("call_1", "read_file", {"path": "README.md"})], usage=(300, 20)),
+            openai_reply("The answer is 42.", usage=(400, 10)),
+        )
+        done = zero(
+            "exec",
+            "What is the answer?",
+            "--base-url",
+            server.url + "/v1",
+            "--model",
+            "gpt-4.1-mini",
+            "--cwd",
+            str(workspace),
+            "--output-format",
+            "json",
+        )
         tool_result = server.requests[1]["messages"][3]
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout)
@@ -59,18 +82,36 @@ def test_exec_against_an_openai_compatible_server_reads_a_file_and_answers(works
     assert result["usage"]["promptTokens"] == 700 and result["costUsd"] == round((700 * 0.4 + 30 * 1.6) / 1e6, 6)
     assert tool_result["role"] == "tool" and "The answer is 42." in tool_result["content"]
     events = sessions().events(result["sessionId"])
-    assert [e["type"] for e in events] == ["run_start", "message", "message", "message", "usage", "tool_call",
-                                           "tool_result", "message", "usage", "run_end"]
+    assert [e["type"] for e in events] == [
+        "run_start",
+        "message",
+        "message",
+        "message",
+        "usage",
+        "tool_call",
+        "tool_result",
+        "message",
+        "usage",
+        "run_end",
+    ]
     assert events[6]["payload"]["status"] == "ok" and "The answer is 42." in events[6]["payload"]["output"]
     assert sessions().metadata(result["sessionId"]).usage.prompt_tokens == 700
 
 
 def test_exec_through_the_anthropic_provider(workspace: Path) -> None:
     with LLMServer() as server:
-        server.enqueue(anthropic_reply("", [("toolu_1", "grep", {"pattern": "TODO"})]),
-                       anthropic_reply("One TODO in src/app.py."))
-        done = zero("exec", "Find TODOs", "--provider", "anthropic", "--cwd", str(workspace),
-                    env={"ANTHROPIC_API_KEY": "sk-ant-test", "ANTHROPIC_BASE_URL": server.url})
+        server.enqueue(
+            anthropic_reply("", [("toolu_1", "grep", {"pattern": "TODO"})]), anthropic_reply("One TODO in src/app.py.")
+        )
+        done = zero(
+            "exec",
+            "Find TODOs",
+            "--provider",
+            "anthropic",
+            "--cwd",
+            str(workspace),
+            env={"ANTHROPIC_API_KEY": "sk-ant-test", "ANTHROPIC_BASE_URL": server.url},
+        )
     assert done.returncode == 0, done.stderr
     assert done.stdout == "One TODO in src/app.py.\n"
 
@@ -78,8 +119,15 @@ def test_exec_through_the_anthropic_provider(workspace: Path) -> None:
 def test_provider_errors_exit_3_with_a_clear_message(workspace: Path) -> None:
     with LLMServer() as server:
         server.enqueue(error_reply(401, "Incorrect API key provided", "invalid_request_error"))
-        done = zero("exec", "hi", "--provider", "openai", "--cwd", str(workspace),
-                    env={"OPENAI_API_KEY": "sk-wrong", "OPENAI_BASE_URL": server.url})
+        done = zero(
+            "exec",
+            "hi",
+            "--provider",
+            "openai",
+            "--cwd",
+            str(workspace),
+            env={"OPENAI_API_KEY": "sk-wrong", "OPENAI_BASE_URL": server.url},
+        )
     assert done.returncode == 3
     assert "openai API error 401: Incorrect API key provided. Check the API key" in done.stderr
     [meta] = sessions().list()
@@ -109,18 +157,24 @@ def test_usage_errors_exit_2(workspace: Path, tmp_path: Path) -> None:
 
 
 def test_max_turns_exits_4_with_the_partial_answer(workspace: Path, tmp_path: Path) -> None:
-    script = write_script(tmp_path / "loop.toml", '[[turns]]\ntimes = 0\ntext = "Still looking."\n'
-                                                  'tool_calls = [{ name = "list_directory" }]\n')
-    done = zero("exec", "loop", "--provider", "scripted", "--script", str(script), "--cwd", str(workspace),
-                "--max-turns", "2")
+    script = write_script(
+        tmp_path / "loop.toml",
+        '[[turns]]\ntimes = 0\ntext = "Still looking."\ntool_calls = [{ name = "list_directory" }]\n',
+    )
+    done = zero(
+        "exec", "loop", "--provider", "scripted", "--script", str(script), "--cwd", str(workspace), "--max-turns", "2"
+    )
     assert done.returncode == 4
     assert done.stdout == "Still looking.\n"
     assert "stopped after 2 model calls (max turns)" in done.stderr
 
 
 def test_prompt_from_stdin_and_file(workspace: Path, tmp_path: Path) -> None:
-    script = write_script(tmp_path / "s.toml", '[[turns]]\nmatch = { user = "from stdin" }\ntext = "got stdin"\n'
-                                               '[[turns]]\nmatch = { user = "from a file" }\ntext = "got file"\n')
+    script = write_script(
+        tmp_path / "s.toml",
+        '[[turns]]\nmatch = { user = "from stdin" }\ntext = "got stdin"\n'
+        '[[turns]]\nmatch = { user = "from a file" }\ntext = "got file"\n',
+    )
     base = ["exec", "--provider", "scripted", "--script", str(script), "--cwd", str(workspace)]
     assert zero(*base, input="prompt from stdin").stdout == "got stdin\n"
     (tmp_path / "p.txt").write_text("prompt from a file")
@@ -129,16 +183,30 @@ def test_prompt_from_stdin_and_file(workspace: Path, tmp_path: Path) -> None:
 
 def test_an_api_key_printed_by_bash_reaches_neither_output_nor_disk(workspace: Path, tmp_path: Path) -> None:
     key = "sk-proj-ThisIsAFakeKeyForTesting1234567890"
-    script = write_script(tmp_path / "s.toml", """
+    script = write_script(
+        tmp_path / "s.toml",
+        """
 [[turns]]
 match = { turn = 1 }
 tool_calls = [{ name = "bash", arguments = { command = "echo my key is $OPENAI_API_KEY" } }]
 [[turns]]
 match = { turn = 2 }
 text = "Done."
-""")
-    done = zero("exec", "print the key", "--provider", "scripted", "--script", str(script), "--cwd", str(workspace),
-                "--output-format", "stream-json", env={"OPENAI_API_KEY": key})
+""",
+    )
+    done = zero(
+        "exec",
+        "print the key",
+        "--provider",
+        "scripted",
+        "--script",
+        str(script),
+        "--cwd",
+        str(workspace),
+        "--output-format",
+        "stream-json",
+        env={"OPENAI_API_KEY": key},
+    )
     assert done.returncode == 0, done.stderr
     assert key not in done.stdout
     result = [e for e in lines(done.stdout) if e["type"] == "tool_result"][0]
@@ -149,14 +217,32 @@ text = "Done."
 
 
 def test_sigint_interrupts_with_exit_130_and_a_final_status(workspace: Path, tmp_path: Path) -> None:
-    script = write_script(tmp_path / "slow.toml", """
+    script = write_script(
+        tmp_path / "slow.toml",
+        """
 [[turns]]
 match = { turn = 1 }
 text = "Working on it."
 tool_calls = [{ name = "bash", arguments = { command = "sleep 60" } }]
-""")
-    proc = subprocess.Popen([ZERO, "exec", "slow", "--provider", "scripted", "--script", str(script), "--cwd",
-                             str(workspace), "--output-format", "stream-json"], stdout=subprocess.PIPE, text=True)
+""",
+    )
+    proc = subprocess.Popen(
+        [
+            ZERO,
+            "exec",
+            "slow",
+            "--provider",
+            "scripted",
+            "--script",
+            str(script),
+            "--cwd",
+            str(workspace),
+            "--output-format",
+            "stream-json",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     assert proc.stdout is not None
     for line in proc.stdout:  # synchronise on the protocol, not on time
         if json.loads(line)["type"] == "tool_call":

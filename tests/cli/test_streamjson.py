@@ -56,24 +56,59 @@ def check(event: dict[str, Any], run_id: str) -> None:
 
 def test_a_run_emits_every_headless_event_type_with_exact_fields(workspace: Path, tmp_path: Path) -> None:
     script = write_script(tmp_path / "s.toml", SCRIPT)
-    done = zero("exec", "What is the answer?", "--provider", "scripted", "--script", str(script),
-                "--cwd", str(workspace), "--permission-mode", "ask", "--output-format", "stream-json")
+    done = zero(
+        "exec",
+        "What is the answer?",
+        "--provider",
+        "scripted",
+        "--script",
+        str(script),
+        "--cwd",
+        str(workspace),
+        "--permission-mode",
+        "ask",
+        "--output-format",
+        "stream-json",
+    )
     assert done.returncode == 0, done.stderr
     events = lines(done.stdout)
     run_id = events[0]["runId"]
     for event in events:
         check(event, run_id)
     kinds = [e["type"] for e in events]
-    assert kinds == ["run_start", "reasoning", "reasoning", "text", "usage", "tool_call", "tool_result",
-                     "tool_call", "permission_request", "tool_result", "warning", "text", "text", "usage",
-                     "final", "run_end"]
+    assert kinds == [
+        "run_start",
+        "reasoning",
+        "reasoning",
+        "text",
+        "usage",
+        "tool_call",
+        "tool_result",
+        "tool_call",
+        "permission_request",
+        "tool_result",
+        "warning",
+        "text",
+        "text",
+        "usage",
+        "final",
+        "run_end",
+    ]
     by_type = {e["type"]: e for e in events}
     assert by_type["run_start"]["provider"] == "scripted" and by_type["run_start"]["cwd"] == str(workspace.resolve())
     assert by_type["tool_call"]["args"] == {"path": "notes.txt", "content": "x"}
     assert by_type["permission_request"] | {"runId": ""} == {
-        "schemaVersion": 2, "type": "permission_request", "runId": "", "id": "call_1_2", "name": "write_file",
-        "action": "prompt", "permission": "prompt", "permissionMode": "ask", "sideEffect": "write",
-        "reason": "Creates or overwrites files."}
+        "schemaVersion": 2,
+        "type": "permission_request",
+        "runId": "",
+        "id": "call_1_2",
+        "name": "write_file",
+        "action": "prompt",
+        "permission": "prompt",
+        "permissionMode": "ask",
+        "sideEffect": "write",
+        "reason": "Creates or overwrites files.",
+    }
     assert [e["status"] for e in events if e["type"] == "tool_result"] == ["ok", "denied"]
     assert by_type["final"]["text"] == "The answer is 42."
     assert by_type["run_end"]["status"] == "success" and by_type["run_end"]["exitCode"] == 0
@@ -83,8 +118,18 @@ def test_a_run_emits_every_headless_event_type_with_exact_fields(workspace: Path
 
 def test_errors_are_followed_by_run_end(workspace: Path, tmp_path: Path) -> None:
     script = write_script(tmp_path / "s.toml", '[[turns]]\nerror = { kind = "auth", message = "bad key" }\n')
-    done = zero("exec", "hi", "--provider", "scripted", "--script", str(script), "--cwd", str(workspace),
-                "--output-format", "stream-json")
+    done = zero(
+        "exec",
+        "hi",
+        "--provider",
+        "scripted",
+        "--script",
+        str(script),
+        "--cwd",
+        str(workspace),
+        "--output-format",
+        "stream-json",
+    )
     events = lines(done.stdout)
     for event in events:
         check(event, events[0]["runId"])
@@ -120,8 +165,10 @@ def test_child_events_carry_their_session_id() -> None:
 
 
 def test_input_events_are_combined_and_unknown_fields_rejected(workspace: Path, tmp_path: Path) -> None:
-    text = ('{"schemaVersion": 2, "type": "message", "role": "user", "content": "Inspect this repo."}\n\n'
-            '{"schemaVersion": 2, "type": "prompt", "content": "Return only blockers."}\n')
+    text = (
+        '{"schemaVersion": 2, "type": "message", "role": "user", "content": "Inspect this repo."}\n\n'
+        '{"schemaVersion": 2, "type": "prompt", "content": "Return only blockers."}\n'
+    )
     assert read_input(text.splitlines()) == "Inspect this repo.\n\nReturn only blockers."
     for bad, message in [
         ('{"schemaVersion": 2, "type": "prompt", "content": "x", "extra": 1}', "unknown field 'extra'"),
@@ -133,12 +180,33 @@ def test_input_events_are_combined_and_unknown_fields_rejected(workspace: Path, 
         with pytest.raises(UsageError, match=message):
             read_input([bad])
     script = write_script(tmp_path / "s.toml", '[[turns]]\nmatch = { user = "blockers" }\ntext = "none"\n')
-    done = zero("exec", "--input-format", "stream-json", "--provider", "scripted", "--script", str(script),
-                "--cwd", str(workspace), input=text)
+    done = zero(
+        "exec",
+        "--input-format",
+        "stream-json",
+        "--provider",
+        "scripted",
+        "--script",
+        str(script),
+        "--cwd",
+        str(workspace),
+        input=text,
+    )
     assert done.returncode == 0 and done.stdout == "none\n"
-    done = zero("exec", "--input-format", "stream-json", "--output-format", "stream-json", "--provider",
-                "scripted", "--script", str(script), "--cwd", str(workspace),
-                input='{"schemaVersion": 2, "type": "prompt", "content": "x", "images": []}')
+    done = zero(
+        "exec",
+        "--input-format",
+        "stream-json",
+        "--output-format",
+        "stream-json",
+        "--provider",
+        "scripted",
+        "--script",
+        str(script),
+        "--cwd",
+        str(workspace),
+        input='{"schemaVersion": 2, "type": "prompt", "content": "x", "images": []}',
+    )
     assert done.returncode == 2
     assert [e["type"] for e in lines(done.stdout)] == ["error", "run_end"]
     assert "stdin line 1: unknown field 'images'" in lines(done.stdout)[0]["message"]

@@ -30,13 +30,25 @@ def test_a_batch_is_appended_with_contiguous_sequences_and_metadata(store: Sessi
     meta = store.append(sid, [("message", {"role": "assistant", "content": "yo"}), ("usage", {"promptTokens": 3})])
     events = store.events(sid)
     assert [e["sequence"] for e in events] == [1, 2, 3]
-    assert events[2] == {"id": f"{sid}:3", "sessionId": sid, "sequence": 3, "type": "usage",
-                         "createdAt": events[2]["createdAt"], "payload": {"promptTokens": 3}}
+    assert events[2] == {
+        "id": f"{sid}:3",
+        "sessionId": sid,
+        "sequence": 3,
+        "type": "usage",
+        "createdAt": events[2]["createdAt"],
+        "payload": {"promptTokens": 3},
+    }
     assert meta.event_count == 3 and meta.last_event_type == "usage"
     on_disk = json.loads((store.path(sid) / "metadata.json").read_text())
     assert on_disk["sessionId"] == sid and on_disk["eventCount"] == 3 and on_disk["lastEventType"] == "usage"
-    assert set(on_disk["usage"]) == {"promptTokens", "completionTokens", "totalTokens", "cachedTokens", "costUsd",
-                                     "calls"}
+    assert set(on_disk["usage"]) == {
+        "promptTokens",
+        "completionTokens",
+        "totalTokens",
+        "cachedTokens",
+        "costUsd",
+        "calls",
+    }
     assert "childrenUsage" in on_disk
 
 

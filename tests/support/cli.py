@@ -12,10 +12,17 @@ from typing import Any
 ZERO = str(Path(sys.executable).with_name("zero"))
 
 
-def zero(*args: str, env: dict[str, str] | None = None, input: str | None = None,
-         timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([ZERO, *args], capture_output=True, text=True, env={**os.environ, **(env or {})},
-                          input=input if input is not None else "", timeout=timeout)
+def zero(
+    *args: str, env: dict[str, str] | None = None, input: str | None = None, timeout: float = 60
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [ZERO, *args],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **(env or {})},
+        input=input if input is not None else "",
+        timeout=timeout,
+    )
 
 
 def lines(stdout: str) -> list[dict[str, Any]]:

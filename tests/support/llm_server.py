@@ -115,8 +115,14 @@ class LLMServer:
 def _chunk(delta: dict[str, Any] | None, finish: str | None = None, usage: dict[str, int] | None = None) -> str:
     choices = [] if delta is None else [{"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}]
     return json.dumps(
-        {"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 1, "model": "gpt-4.1-mini",
-         "choices": choices, "usage": usage}
+        {
+            "id": "chatcmpl-1",
+            "object": "chat.completion.chunk",
+            "created": 1,
+            "model": "gpt-4.1-mini",
+            "choices": choices,
+            "usage": usage,
+        }
     )
 
 
@@ -133,14 +139,40 @@ def openai_reply(
         events.append((None, _chunk({"content": part})))
     for index, (call_id, name, args) in enumerate(tool_calls):
         raw = json.dumps(args)
-        events.append((None, _chunk({"tool_calls": [{"index": index, "id": call_id, "type": "function",
-                                                      "function": {"name": name, "arguments": ""}}]})))
+        events.append(
+            (
+                None,
+                _chunk(
+                    {
+                        "tool_calls": [
+                            {
+                                "index": index,
+                                "id": call_id,
+                                "type": "function",
+                                "function": {"name": name, "arguments": ""},
+                            }
+                        ]
+                    }
+                ),
+            )
+        )
         for part in _split(raw, pieces):
             events.append((None, _chunk({"tool_calls": [{"index": index, "function": {"arguments": part}}]})))
     events.append((None, _chunk({}, "tool_calls" if tool_calls else "stop")))
-    events.append((None, _chunk(None, usage={"prompt_tokens": usage[0], "completion_tokens": usage[1],
-                                             "total_tokens": sum(usage),
-                                             "prompt_tokens_details": {"cached_tokens": cached}})))
+    events.append(
+        (
+            None,
+            _chunk(
+                None,
+                usage={
+                    "prompt_tokens": usage[0],
+                    "completion_tokens": usage[1],
+                    "total_tokens": sum(usage),
+                    "prompt_tokens_details": {"cached_tokens": cached},
+                },
+            ),
+        )
+    )
     events.append((None, "[DONE]"))
     return Reply(events=events)
 
@@ -159,11 +191,26 @@ def anthropic_reply(
         return name, json.dumps({"type": name, **payload})
 
     events = [
-        ev("message_start", {"message": {"id": "msg_1", "type": "message", "role": "assistant", "content": [],
-                                         "model": "claude-sonnet-4-6", "stop_reason": None, "stop_sequence": None,
-                                         "usage": {"input_tokens": usage[0] - cached, "output_tokens": 1,
-                                                   "cache_read_input_tokens": cached,
-                                                   "cache_creation_input_tokens": 0}}}),
+        ev(
+            "message_start",
+            {
+                "message": {
+                    "id": "msg_1",
+                    "type": "message",
+                    "role": "assistant",
+                    "content": [],
+                    "model": "claude-sonnet-4-6",
+                    "stop_reason": None,
+                    "stop_sequence": None,
+                    "usage": {
+                        "input_tokens": usage[0] - cached,
+                        "output_tokens": 1,
+                        "cache_read_input_tokens": cached,
+                        "cache_creation_input_tokens": 0,
+                    },
+                }
+            },
+        ),
         ev("ping", {}),
     ]
     index = 0
@@ -175,14 +222,26 @@ def anthropic_reply(
         index = 1
     for offset, (call_id, name, args) in enumerate(tool_calls):
         i = index + offset
-        events.append(ev("content_block_start", {"index": i, "content_block": {"type": "tool_use", "id": call_id,
-                                                                                "name": name, "input": {}}}))
+        events.append(
+            ev(
+                "content_block_start",
+                {"index": i, "content_block": {"type": "tool_use", "id": call_id, "name": name, "input": {}}},
+            )
+        )
         for part in _split(json.dumps(args), pieces):
-            events.append(ev("content_block_delta", {"index": i, "delta": {"type": "input_json_delta",
-                                                                          "partial_json": part}}))
+            events.append(
+                ev("content_block_delta", {"index": i, "delta": {"type": "input_json_delta", "partial_json": part}})
+            )
         events.append(ev("content_block_stop", {"index": i}))
-    events.append(ev("message_delta", {"delta": {"stop_reason": "tool_use" if tool_calls else "end_turn",
-                                                 "stop_sequence": None}, "usage": {"output_tokens": usage[1]}}))
+    events.append(
+        ev(
+            "message_delta",
+            {
+                "delta": {"stop_reason": "tool_use" if tool_calls else "end_turn", "stop_sequence": None},
+                "usage": {"output_tokens": usage[1]},
+            },
+        )
+    )
     events.append(ev("message_stop", {}))
     return Reply(events=events)
 

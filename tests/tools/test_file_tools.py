@@ -49,12 +49,16 @@ async def test_edit_file_refuses_missing_or_ambiguous_text(workspace: Path) -> N
     (workspace / "dup.py").write_text("x = 1\ny = 2\nx = 1\n")
     with pytest.raises(ToolError) as missing:
         await call(workspace, "edit_file", path="dup.py", old_text="z = 9", new_text="z = 0")
-    assert str(missing.value) == ("old_text was not found in dup.py; read the file again and copy the exact text, "
-                                  "including indentation and line breaks")
+    assert str(missing.value) == (
+        "old_text was not found in dup.py; read the file again and copy the exact text, "
+        "including indentation and line breaks"
+    )
     with pytest.raises(ToolError) as ambiguous:
         await call(workspace, "edit_file", path="dup.py", old_text="x = 1", new_text="x = 2")
-    assert str(ambiguous.value) == ("old_text occurs 2 times in dup.py (lines 1, 3); include more surrounding text "
-                                    "to make it unique, or set replace_all")
+    assert str(ambiguous.value) == (
+        "old_text occurs 2 times in dup.py (lines 1, 3); include more surrounding text "
+        "to make it unique, or set replace_all"
+    )
     assert (workspace / "dup.py").read_text() == "x = 1\ny = 2\nx = 1\n"
     await call(workspace, "edit_file", path="dup.py", old_text="x = 1", new_text="x = 2", replace_all=True)
     assert (workspace / "dup.py").read_text() == "x = 2\ny = 2\nx = 2\n"
@@ -73,7 +77,9 @@ async def test_list_glob_and_grep(workspace: Path) -> None:
 async def test_grep_output_is_bounded(workspace: Path) -> None:
     (workspace / "many.txt").write_text("hit\n" * 500)
     out = await call(workspace, "grep", pattern="hit", max_results=10)
-    assert out.text.count("many.txt:") == 10 and out.text.endswith("[stopped at 10 matches; narrow the pattern or path]")
+    assert out.text.count("many.txt:") == 10 and out.text.endswith(
+        "[stopped at 10 matches; narrow the pattern or path]"
+    )
 
 
 @pytest.fixture

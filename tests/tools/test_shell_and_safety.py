@@ -6,6 +6,7 @@ import os
 import time
 from pathlib import Path
 
+import anyio
 import pytest
 
 from zero.errors import ConfigError
@@ -27,17 +28,20 @@ async def test_bash_timeout_kills_the_whole_process_group(workspace: Path, tmp_p
     out = await Bash().call({"command": command, "timeout_seconds": 0.3}, ToolContext(Workspace([workspace])))
     assert time.monotonic() - started < 3
     assert out.is_error and out.text.endswith("[killed after 0.3 s timeout]")
-    time.sleep(2)
+    await anyio.sleep(2)
     assert not marker.exists()  # the background child died with the group
 
 
 def test_redaction_masks_token_formats_and_secret_env_values() -> None:
     redact = Redactor({"MY_SERVICE_TOKEN": "plain-value-123", "HOME": "/root"})
-    text = ("key sk-proj-abcdefghijklmnopqrstuvwx and sk-ant-api03-abcdefghijklmnopqrstuvwxyz "
-            "ghp_abcdefghijklmnopqrstuvwxyz0123456789 AKIAABCDEFGHIJKLMNOP "
-            "Authorization: Bearer abcdefghijklmnopqrstuvwxyz.123 token plain-value-123 at /root")
-    assert redact(text) == ("key [REDACTED] and [REDACTED] [REDACTED] [REDACTED] "
-                            "Authorization: Bearer [REDACTED] token [REDACTED] at /root")
+    text = (
+        "key sk-proj-abcdefghijklmnopqrstuvwx and sk-ant-api03-abcdefghijklmnopqrstuvwxyz "
+        "ghp_abcdefghijklmnopqrstuvwxyz0123456789 AKIAABCDEFGHIJKLMNOP "
+        "Authorization: Bearer abcdefghijklmnopqrstuvwxyz.123 token plain-value-123 at /root"
+    )
+    assert redact(text) == (
+        "key [REDACTED] and [REDACTED] [REDACTED] [REDACTED] Authorization: Bearer [REDACTED] token [REDACTED] at /root"
+    )
 
 
 def test_budget_keeps_head_and_tail_and_says_what_was_cut() -> None:

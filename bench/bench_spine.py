@@ -1,0 +1,69 @@
+"""Spine benchmarks: `zero --help` start-up time, and session appends per second.
+
+python bench/bench_spine.py
+"""
+
+from __future__ import annotations
+
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from zero.sessions import SessionMetadata, SessionStore, new_session_id
+
+ZERO = str(Path(sys.executable).with_name("zero"))
+
+
+def help_wall_time(runs: int = 10) -> float:
+    subprocess.run([ZERO, "--help"], capture_output=True, check=True)  # warm the file cache
+    times = []
+    for _ in range(runs):
+        started = time.perf_counter()
+        subprocess.run([ZERO, "--help"], capture_output=True, check=True)
+        times.append(time.perf_counter() - started)
+    return statistics.median(times)
+
+
+def python_start(runs: int = 10) -> float:
+    times = []
+    for _ in range(runs):
+        started = time.perf_counter()
+        subprocess.run([sys.executable, "-c", "pass"], capture_output=True, check=True)
+        times.append(time.perf_counter() - started)
+    return statistics.median(times)
+
+
+def appends_per_second(batch: int, seconds: float = 2.0) -> tuple[float, float]:
+    """(batches/s, events/s) appending ``batch`` events at a time to one session."""
+    with tempfile.TemporaryDirectory() as root:
+        store = SessionStore(Path(root))
+        sid = new_session_id()
+        store.create(SessionMetadata(session_id=sid))
+        payload = {"role": "assistant", "content": "x" * 200}
+        events = [("message", payload)] * batch
+        count = 0
+        started = time.perf_counter()
+        while time.perf_counter() - started < seconds:
+            store.append(sid, events)
+            count += 1
+        elapsed = time.perf_counter() - started
+        assert store.metadata(sid).event_count == count * batch
+    return count / elapsed, count * batch / elapsed
+
+
+def main() -> None:
+    print(f"python -c pass          median of 10: {python_start() * 1000:6.1f} ms")
+    print(f"zero --help             median of 10: {help_wall_time() * 1000:6.1f} ms   (target < 150 ms)")
+    for batch in (1, 10, 100):
+        batches, events = appends_per_second(batch)
+        print(
+            f"session append, {batch:3d}/batch: {batches:8.0f} batches/s  {events:9.0f} events/s  "
+            "(each batch: flock, one write, fsync, atomic metadata replace)"
+        )
+
+
+if __name__ == "__main__":
+    main()
