@@ -310,3 +310,33 @@ async def test_a_second_run_continues_the_same_conversation(workspace: Path) -> 
     assert result.output == "Two."
     assert [m.content for m in provider.calls[1].messages] == ["You are a test agent.", "first", "One.", "second"]
     assert rec.of("run_started")[1].messages == (Message("user", "second"),)
+
+
+class SilentEnd:
+    """A provider whose stream ends without saying the model finished."""
+
+    name = "silent"
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    async def stream(self, request: Any) -> Any:
+        from zero.agent.stream import Finish, TextDelta
+
+        self.calls += 1
+        yield TextDelta("partial")
+        if self.calls > 1:
+            yield Finish("stop")
+
+    async def aclose(self) -> None:
+        return None
+
+
+async def test_a_stream_that_ends_without_finishing_is_retried_as_dropped(workspace: Path) -> None:
+    provider = SilentEnd()
+    config = AgentConfig(provider=provider, model="m", tools=ToolRegistry(), workspace=Workspace([workspace]),
+                         retry=RetryPolicy(1, 0.001, 0.001))
+    rec = Recorder()
+    result = await AgentRun(config, "s1", [], rec).run("hi")
+    assert [e.code for e in rec.of("retry")] == ["stream_dropped"]
+    assert provider.calls == 2 and result.output == "partial"

@@ -174,3 +174,14 @@ async def test_agent_reads_a_file_over_the_real_sdk(workspace: Path) -> None:
     assert second[2]["tool_calls"][0]["function"]["name"] == "read_file"
     assert second[3]["role"] == "tool" and "The answer is 42." in second[3]["content"]
     assert second[3]["tool_call_id"] == "call_1"
+
+
+async def test_a_stream_without_a_finish_reason_is_dropped() -> None:
+    reply = openai_reply("cut short")
+    reply.events = [e for e in reply.events if '"finish_reason": "stop"' not in e[1]]
+    with LLMServer() as server:
+        server.enqueue(reply)
+        provider = OpenAIProvider(api_key="sk-test", base_url=server.url)
+        with pytest.raises(errors.StreamDroppedError, match="ended before the model finished"):
+            await collect(provider)
+        await provider.aclose()
