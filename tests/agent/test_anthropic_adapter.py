@@ -11,12 +11,13 @@ from support.llm_server import LLMServer, Reply, anthropic_reply, error_reply
 from zero import errors
 from zero.agent import AgentConfig, AgentRun, Message, ModelRequest, RetryPolicy, RunEvent, ToolCall, ToolSpec
 from zero.agent.providers.anthropic import AnthropicProvider
+from zero.agent.stream import Finish, StreamEvent
 from zero.tools import ToolRegistry, Workspace, builtin_tools
 
 pytestmark = pytest.mark.anyio
 
 
-async def collect(provider: AnthropicProvider, request: ModelRequest) -> list[object]:
+async def collect(provider: AnthropicProvider, request: ModelRequest) -> list[StreamEvent]:
     return [e async for e in provider.stream(request)]
 
 
@@ -46,13 +47,13 @@ async def test_text_tool_use_input_json_deltas_and_usage() -> None:
         events = await collect(provider, request)
         await provider.aclose()
         sent = server.requests[0]
-    assert "".join(e.text for e in events if e.kind == "text") == "Let me check that."  # type: ignore[attr-defined]
+    assert "".join(e.text for e in events if e.kind == "text") == "Let me check that."
     assert len([e for e in events if e.kind == "tool_call_delta"]) == 3
     done = [e for e in events if e.kind == "tool_call_done"][0]
-    assert done.call == ToolCall("toolu_1", "read_file", {"path": "README.md"})  # type: ignore[attr-defined]
-    usage = [e for e in events if e.kind == "usage"][0].usage  # type: ignore[attr-defined]
+    assert done.call == ToolCall("toolu_1", "read_file", {"path": "README.md"})
+    usage = [e for e in events if e.kind == "usage"][0].usage
     assert (usage.prompt_tokens, usage.cached_tokens, usage.completion_tokens) == (500, 300, 40)
-    assert events[-1].reason == "tool_calls"  # type: ignore[attr-defined]
+    assert events[-1] == Finish("tool_calls")
     assert sent["_path"] == "/v1/messages"
     assert sent["system"] == "be brief" and sent["max_tokens"] == 1000 and sent["stream"] is True
     assert sent["tools"][0] == {

@@ -334,8 +334,13 @@ class SilentEnd:
 
 async def test_a_stream_that_ends_without_finishing_is_retried_as_dropped(workspace: Path) -> None:
     provider = SilentEnd()
-    config = AgentConfig(provider=provider, model="m", tools=ToolRegistry(), workspace=Workspace([workspace]),
-                         retry=RetryPolicy(1, 0.001, 0.001))
+    config = AgentConfig(
+        provider=provider,
+        model="m",
+        tools=ToolRegistry(),
+        workspace=Workspace([workspace]),
+        retry=RetryPolicy(1, 0.001, 0.001),
+    )
     rec = Recorder()
     result = await AgentRun(config, "s1", [], rec).run("hi")
     assert [e.code for e in rec.of("retry")] == ["stream_dropped"]

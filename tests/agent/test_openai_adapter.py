@@ -12,6 +12,7 @@ from support.llm_server import LLMServer, Reply, error_reply, openai_reply
 from zero import errors
 from zero.agent import AgentConfig, AgentRun, Message, ModelRequest, RetryPolicy, RunEvent, ToolSpec
 from zero.agent.providers.openai import OpenAIProvider
+from zero.agent.stream import StreamEvent
 from zero.tools import ToolRegistry, Workspace, builtin_tools
 
 pytestmark = pytest.mark.anyio
@@ -23,7 +24,7 @@ REQUEST = ModelRequest(
 )
 
 
-async def collect(provider: OpenAIProvider, request: ModelRequest = REQUEST) -> list[object]:
+async def collect(provider: OpenAIProvider, request: ModelRequest = REQUEST) -> list[StreamEvent]:
     return [e async for e in provider.stream(request)]
 
 
@@ -42,16 +43,16 @@ async def test_text_tool_arguments_and_usage_arrive_as_zero_events() -> None:
         events = await collect(provider)
         await provider.aclose()
         sent = server.requests[0]
-    text = "".join(e.text for e in events if e.kind == "text")  # type: ignore[attr-defined]
+    text = "".join(e.text for e in events if e.kind == "text")
     deltas = [e for e in events if e.kind == "tool_call_delta"]
     done = [e for e in events if e.kind == "tool_call_done"]
     usage = [e for e in events if e.kind == "usage"]
     assert text == "Hello there, friend."
     assert len(deltas) == 4  # the arguments came in several chunks
-    assert done[0].call.id == "call_a"  # type: ignore[attr-defined]
-    assert done[0].call.arguments == {"path": "README.md", "start_line": 2}  # type: ignore[attr-defined]
-    assert usage[0].usage.prompt_tokens == 120 and usage[0].usage.cached_tokens == 100  # type: ignore[attr-defined]
-    assert events[-1].kind == "finish" and events[-1].reason == "tool_calls"  # type: ignore[attr-defined]
+    assert done[0].call.id == "call_a"
+    assert done[0].call.arguments == {"path": "README.md", "start_line": 2}
+    assert usage[0].usage.prompt_tokens == 120 and usage[0].usage.cached_tokens == 100
+    assert events[-1].kind == "finish" and events[-1].reason == "tool_calls"
     assert sent["_path"] == "/v1/chat/completions"
     assert sent["stream"] is True and sent["stream_options"] == {"include_usage": True}
     assert sent["messages"][0] == {"role": "system", "content": "be brief"}
@@ -141,8 +142,8 @@ async def test_retry_after_429_and_500_then_success(workspace: Path) -> None:
             result = await run.run("hi")
         assert len(server.requests) == 3
     retries = [e for e in events if e.kind == "retry"]
-    assert [r.code for r in retries] == ["rate_limited", "overloaded"]  # type: ignore[attr-defined]
-    assert retries[0].delay == pytest.approx(0.02)  # type: ignore[attr-defined]  # Retry-After honoured
+    assert [r.code for r in retries] == ["rate_limited", "overloaded"]
+    assert retries[0].delay == pytest.approx(0.02)  # Retry-After honoured
     assert result.status == "completed" and result.output == "Done."
 
 
@@ -154,7 +155,7 @@ async def test_retried_stream_never_repeats_text_already_shown(workspace: Path) 
         server.enqueue(cut, openai_reply("Alpha beta gamma delta", pieces=4))
         async with _run(server.url, workspace, events) as run:
             result = await run.run("hi")
-    shown = "".join(e.delta for e in events if e.kind == "text")  # type: ignore[attr-defined]
+    shown = "".join(e.delta for e in events if e.kind == "text")
     assert shown == "Alpha beta gamma delta"
     assert result.output == "Alpha beta gamma delta"
     assert [e.kind for e in events].count("retry") == 1

@@ -18,7 +18,7 @@ def request(*messages: Message) -> ModelRequest:
 
 
 async def text_of(provider: ScriptedProvider, req: ModelRequest) -> str:
-    return "".join([e.text async for e in provider.stream(req) if e.kind == "text"])  # type: ignore[attr-defined]
+    return "".join([e.text async for e in provider.stream(req) if e.kind == "text"])
 
 
 async def test_turns_are_chosen_by_the_conversation_not_by_call_order() -> None:

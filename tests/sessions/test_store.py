@@ -20,7 +20,7 @@ def store(tmp_path: Path) -> SessionStore:
 
 def make(store: SessionStore, **fields: object) -> str:
     sid = new_session_id()
-    store.create(SessionMetadata(session_id=sid, cwd="/repo", **fields))  # type: ignore[arg-type]
+    store.create(SessionMetadata(session_id=sid, cwd="/repo", **fields))
     return sid
 
 

@@ -76,13 +76,13 @@ class LLMServer:
                 for k, v in reply.headers.items():
                     self.send_header(k, v)
                 self.end_headers()
-                for i, (name, data) in enumerate(reply.events):
+                for i, (name, payload) in enumerate(reply.events):
                     if reply.cut_after is not None and i >= reply.cut_after:
                         self.wfile.flush()
                         self.connection.shutdown(socket.SHUT_RDWR)
                         self.close_connection = True
                         return
-                    frame = (f"event: {name}\n" if name else "") + f"data: {data}\n\n"
+                    frame = (f"event: {name}\n" if name else "") + f"data: {payload}\n\n"
                     raw = frame.encode()
                     self.wfile.write(f"{len(raw):x}\r\n".encode() + raw + b"\r\n")
                     self.wfile.flush()
@@ -112,7 +112,7 @@ class LLMServer:
 # -- OpenAI chat completions chunks ---------------------------------------------
 
 
-def _chunk(delta: dict[str, Any] | None, finish: str | None = None, usage: dict[str, int] | None = None) -> str:
+def _chunk(delta: dict[str, Any] | None, finish: str | None = None, usage: dict[str, Any] | None = None) -> str:
     choices = [] if delta is None else [{"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}]
     return json.dumps(
         {
@@ -187,7 +187,7 @@ def anthropic_reply(
     cached: int = 0,
     pieces: int = 3,
 ) -> Reply:
-    def ev(name: str, payload: dict[str, Any]) -> tuple[str, str]:
+    def ev(name: str, payload: dict[str, Any]) -> tuple[str | None, str]:
         return name, json.dumps({"type": name, **payload})
 
     events = [
