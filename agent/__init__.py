@@ -10,6 +10,7 @@ from zero.agent.events import (
     RetryScheduled,
     RunEvent,
     RunFinished,
+    RunResult,
     RunStarted,
     RunStatus,
     ToolCallStarted,
@@ -17,7 +18,7 @@ from zero.agent.events import (
     TurnCompleted,
     UsageUpdated,
 )
-from zero.agent.loop import AgentConfig, AgentRun, Approver, EventSink, RunResult
+from zero.agent.loop import AgentConfig, AgentRun, Approver, EventSink
 from zero.agent.messages import Message, ModelRequest, ToolCall, ToolSpec, Usage
 from zero.agent.pricing import Price, PriceTable
 from zero.agent.provider import Provider

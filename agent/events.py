@@ -20,6 +20,7 @@ __all__ = [
     "RetryScheduled",
     "RunEvent",
     "RunFinished",
+    "RunResult",
     "RunStarted",
     "RunStatus",
     "ToolCallStarted",
@@ -133,8 +134,9 @@ class TurnCompleted:
 
 
 @dataclass(frozen=True, slots=True)
-class RunFinished:
-    session_id: str
+class RunResult:
+    """How a run ended: its status, its (possibly partial) output, usage and error."""
+
     status: RunStatus
     output: str
     usage: Usage
@@ -142,6 +144,12 @@ class RunFinished:
     duration_ms: int
     error_code: str | None = None
     error: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RunFinished:
+    session_id: str
+    result: RunResult
     kind: Literal["run_finished"] = "run_finished"
 
 

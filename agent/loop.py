@@ -17,6 +17,7 @@ from zero.agent.events import (
     RetryScheduled,
     RunEvent,
     RunFinished,
+    RunResult,
     RunStarted,
     RunStatus,
     ToolCallStarted,
@@ -42,7 +43,7 @@ from zero.tools import (
 )
 from zero.tools.permissions import REASONS
 
-__all__ = ["AgentConfig", "AgentRun", "Approver", "EventSink", "RunResult"]
+__all__ = ["AgentConfig", "AgentRun", "Approver", "EventSink"]
 
 EventSink = Callable[[RunEvent], Awaitable[None]]
 Approver = Callable[[PermissionRequested], Awaitable[bool]]
@@ -66,17 +67,6 @@ class AgentConfig:
     approver: Approver | None = None
     redactor: Callable[[str], str] = redact
     max_output_chars: int = 24_000
-
-
-@dataclass(frozen=True, slots=True)
-class RunResult:
-    status: RunStatus
-    output: str
-    usage: Usage
-    turns: int
-    duration_ms: int
-    error_code: str | None = None
-    error: str | None = None
 
 
 @dataclass(slots=True)
@@ -120,6 +110,7 @@ class AgentRun:
         self.turns = 0
         self.output = ""
         self.status: RunStatus | None = None
+        self.result: RunResult | None = None  # set when the run ends, cancelled runs included
         # What a cancellation means: a parent's stop ("cancelled") or Ctrl-C/SIGTERM ("interrupted").
         self.cancel_status: RunStatus = "cancelled"
         self._recorded = recorded  # how many of ``messages`` the sink has already seen
@@ -182,18 +173,8 @@ class AgentRun:
             error.code if error else None,
             self.config.redactor(str(error)) if error else None,
         )
-        await self.sink(
-            RunFinished(
-                self.session_id,
-                status,
-                result.output,
-                result.usage,
-                result.turns,
-                result.duration_ms,
-                result.error_code,
-                result.error,
-            )
-        )
+        self.result = result
+        await self.sink(RunFinished(self.session_id, result))
         return result
 
     async def _commit(self, turn: _Turn) -> None:

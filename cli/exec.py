@@ -13,7 +13,7 @@ from typing import Any, TextIO
 
 import anyio
 
-from zero.agent import AgentConfig, AgentRun, Message, PriceTable, Provider, RunEvent, RunResult
+from zero.agent import AgentConfig, AgentRun, Message, PriceTable, Provider, RunEvent
 from zero.agent.prompts import default_system_prompt
 from zero.cli.common import exit_code, make_provider, print_error, settings_from_args, workspace_from_args
 from zero.cli.config import RunSettings
@@ -141,13 +141,11 @@ async def _execute(setup: _Setup, args: argparse.Namespace, out: TextIO, run_id:
         prices=setup.prices,
     )
     run = AgentRun(config, session_id, [Message("system", default_system_prompt(str(setup.workspace)))], sink)
-    result: RunResult | None = None
     try:
         async with anyio.create_task_group() as tg:
 
             async def body() -> None:
-                nonlocal result
-                result = await run.run(setup.prompt)
+                await run.run(setup.prompt)
                 tg.cancel_scope.cancel()
 
             tg.start_soon(_stop_on_signal, run, tg.cancel_scope)
@@ -155,12 +153,10 @@ async def _execute(setup: _Setup, args: argparse.Namespace, out: TextIO, run_id:
     finally:
         with anyio.CancelScope(shield=True):
             await setup.provider.aclose()
-    if result is None:  # interrupted: the loop recorded what it had
-        status, output, error_code, error = run.status or "interrupted", run.output, None, None
-        usage, turns = run.usage, run.turns
-    else:
-        status, output, error_code, error = result.status, result.output, result.error_code, result.error
-        usage, turns = result.usage, result.turns
+    assert run.result is not None  # the loop records a result even when interrupted
+    result = run.result
+    status, output, error_code, error = result.status, result.output, result.error_code, result.error
+    usage, turns = result.usage, result.turns
     code = exit_code(status, error_code)
     if writer is not None:
         if status != "completed":

@@ -148,8 +148,8 @@ class StreamJsonWriter:
                 },
                 sid,
             )
-        elif event.kind == "run_finished" and sid == self.root_session_id and event.status == "completed":
-            self.emit("final", {"text": event.output})
+        elif event.kind == "run_finished" and sid == self.root_session_id and event.result.status == "completed":
+            self.emit("final", {"text": event.result.output})
 
 
 _INPUT_FIELDS = {

@@ -125,21 +125,22 @@ class SessionRecorder:
             self._answered.clear()
             await self._write(batch + self._take())
         elif event.kind == "run_finished":
+            result = event.result
             batch = self._take()
-            if event.error:
-                batch.append(("error", {"code": event.error_code, "message": event.error}))
+            if result.error:
+                batch.append(("error", {"code": result.error_code, "message": result.error}))
             batch.append(
                 (
                     "run_end",
                     {
-                        "status": event.status,
-                        "turns": event.turns,
-                        "durationMs": event.duration_ms,
-                        "usage": event.usage.to_json(),
+                        "status": result.status,
+                        "turns": result.turns,
+                        "durationMs": result.duration_ms,
+                        "usage": result.usage.to_json(),
                     },
                 )
             )
-            await self._write(batch, status=event.status)
+            await self._write(batch, status=result.status)
 
     def _take(self) -> Batch:
         taken, self._pending = self._pending, []

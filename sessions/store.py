@@ -97,13 +97,7 @@ class SessionStore:
                         "payload": payload,
                     }
                     lines.append(json.dumps(record, ensure_ascii=False, separators=(",", ":")))
-                data = self._redact("\n".join(lines) + "\n").encode("utf-8")
-                fd = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-                try:
-                    os.write(fd, data)
-                    os.fsync(fd)
-                finally:
-                    os.close(fd)
+                _write_synced(log, self._redact("\n".join(lines) + "\n").encode("utf-8"), os.O_APPEND)
                 meta.event_count = seq
                 meta.last_event_type = events[-1][0]
                 meta.updated_at = created
@@ -167,12 +161,7 @@ class SessionStore:
         target = folder / "metadata.json"
         tmp = folder / f".metadata.{os.getpid()}.tmp"
         data = (json.dumps(meta.to_json(), indent=2, ensure_ascii=False) + "\n").encode("utf-8")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        try:
-            os.write(fd, data)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        _write_synced(tmp, data, os.O_TRUNC)
         os.replace(tmp, target)
         dir_fd = os.open(folder, os.O_RDONLY)
         try:
@@ -204,6 +193,18 @@ class SessionStore:
             return int(json.loads(lines[-1])["sequence"])
         except (ValueError, KeyError) as e:
             raise SessionError(f"{log}: the last event is damaged ({e}); cannot append safely") from e
+
+
+def _write_synced(path: Path, data: bytes, mode: int) -> None:
+    """Write ``data`` in one ``write`` (looping only if the OS writes less) and fsync it."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | mode, 0o600)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def _parse(data: bytes, log: Path) -> Iterator[Event]:

@@ -277,7 +277,7 @@ async def test_a_permanent_provider_error_fails_the_run(workspace: Path) -> None
     run, rec, _ = make_run(workspace, [turn(1, error=ScriptError(kind="auth", message="bad key"))])
     result = await run.run("hi")
     assert result.status == "failed" and result.error_code == "auth_error" and result.error == "bad key"
-    assert rec.of("run_finished")[0].error == "bad key"
+    assert rec.of("run_finished")[0].result.error == "bad key"
 
 
 async def test_cancellation_ends_the_run_cancelled_and_keeps_partial_output(workspace: Path) -> None:
@@ -290,7 +290,7 @@ async def test_cancellation_ends_the_run_cancelled_and_keeps_partial_output(work
     with anyio.move_on_after(0.5):
         await run.run("work slowly")
     assert run.status == "cancelled"
-    finished = rec.of("run_finished")[0]
+    finished = rec.of("run_finished")[0].result
     assert finished.status == "cancelled" and finished.output == "First I will look around."
     # the history stays valid: the interrupted call has a result
     assert run.messages[-1].role == "tool" and run.messages[-1].content == "cancelled before it finished"
