@@ -13,12 +13,14 @@ from zero.agent.events import (
     RunResult,
     RunStarted,
     RunStatus,
+    SubagentFinished,
+    SubagentStarted,
     ToolCallStarted,
     ToolFinished,
     TurnCompleted,
     UsageUpdated,
 )
-from zero.agent.loop import AgentConfig, AgentRun, Approver, EventSink
+from zero.agent.loop import AgentConfig, AgentRun, Approver, CallGuard, EventSink
 from zero.agent.messages import Message, ModelRequest, ToolCall, ToolSpec, Usage
 from zero.agent.pricing import Price, PriceTable
 from zero.agent.provider import Provider
@@ -30,6 +32,7 @@ __all__ = [
     "AgentRun",
     "Approver",
     "AssistantText",
+    "CallGuard",
     "EventSink",
     "Message",
     "ModelRequest",
@@ -50,6 +53,8 @@ __all__ = [
     "ScriptToolCall",
     "ScriptTurn",
     "ScriptedProvider",
+    "SubagentFinished",
+    "SubagentStarted",
     "ToolCall",
     "ToolCallStarted",
     "ToolFinished",

@@ -23,6 +23,8 @@ __all__ = [
     "RunResult",
     "RunStarted",
     "RunStatus",
+    "SubagentFinished",
+    "SubagentStarted",
     "ToolCallStarted",
     "ToolFinished",
     "TurnCompleted",
@@ -134,6 +136,29 @@ class TurnCompleted:
 
 
 @dataclass(frozen=True, slots=True)
+class SubagentStarted:
+    """A child agent (a specialist or a team member) is about to run in its own session."""
+
+    session_id: str
+    parent_session_id: str
+    root_session_id: str
+    agent_name: str
+    specialist: str
+    member: str | None = None
+    description: str = ""
+    kind: Literal["subagent_started"] = "subagent_started"
+
+
+@dataclass(frozen=True, slots=True)
+class SubagentFinished:
+    session_id: str
+    status: str
+    usage: Usage
+    duration_ms: int
+    kind: Literal["subagent_finished"] = "subagent_finished"
+
+
+@dataclass(frozen=True, slots=True)
 class RunResult:
     """How a run ended: its status, its (possibly partial) output, usage and error."""
 
@@ -165,4 +190,6 @@ RunEvent = (
     | RetryScheduled
     | TurnCompleted
     | RunFinished
+    | SubagentStarted
+    | SubagentFinished
 )

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, Protocol
 
 import anyio
 
@@ -29,7 +29,7 @@ from zero.agent.messages import Message, ModelRequest, ToolCall, ToolSpec, Usage
 from zero.agent.pricing import PriceTable
 from zero.agent.provider import Provider
 from zero.agent.retry import RetryPolicy
-from zero.errors import ProviderError, StreamDroppedError, ToolError, ZeroError
+from zero.errors import BudgetExhaustedError, ProviderError, StreamDroppedError, ToolError, ZeroError
 from zero.tools import (
     PermissionMode,
     Tool,
@@ -41,11 +41,26 @@ from zero.tools import (
     decide,
     redact,
 )
+from zero.tools.base import current_call_id
 from zero.tools.permissions import REASONS
 
-__all__ = ["AgentConfig", "AgentRun", "Approver", "EventSink"]
+__all__ = ["AgentConfig", "AgentRun", "Approver", "CallGuard", "EventSink"]
 
 EventSink = Callable[[RunEvent], Awaitable[None]]
+
+
+class CallGuard(Protocol):
+    """Checks every model call of a run, e.g. against a budget.
+
+    ``before_call`` raises ``BudgetExhaustedError`` to stop the run before the call
+    starts; ``after_call`` sees the call's priced usage.
+    """
+
+    async def before_call(self, request: ModelRequest, run_usage: Usage) -> None: ...
+
+    async def after_call(self, usage: Usage) -> None: ...
+
+
 Approver = Callable[[PermissionRequested], Awaitable[bool]]
 ToolStatus = Literal["ok", "error", "denied"]
 
@@ -67,6 +82,8 @@ class AgentConfig:
     approver: Approver | None = None
     redactor: Callable[[str], str] = redact
     max_output_chars: int = 24_000
+    guards: tuple[CallGuard, ...] = ()
+    unavailable: dict[str, str] = field(default_factory=dict)  # tool name -> why this agent may not use it
 
 
 @dataclass(slots=True)
@@ -144,8 +161,11 @@ class AgentRun:
             status: RunStatus = "max_turns"
             while self.config.max_turns is None or self.turns < self.config.max_turns:
                 turn = _Turn()
+                request = self._request()
+                for guard in self.config.guards:
+                    await guard.before_call(request, self.usage)
                 self.turns += 1
-                await self._call_model(turn)
+                await self._call_model(turn, request)
                 if turn.calls:
                     await self._run_tools(turn)
                 await self._commit(turn)
@@ -154,6 +174,9 @@ class AgentRun:
                     break
         except ProviderError as e:
             status, error = "failed", e
+            await self._commit(turn)
+        except BudgetExhaustedError as e:
+            status, error = "budget_exhausted", e
             await self._commit(turn)
         except anyio.get_cancelled_exc_class():
             with anyio.CancelScope(shield=True):
@@ -201,14 +224,16 @@ class AgentRun:
         self._recorded = len(self.messages)
         await self.sink(TurnCompleted(self.session_id, self.turns, tuple(added)))
 
-    async def _call_model(self, turn: _Turn) -> None:
-        request = ModelRequest(
+    def _request(self) -> ModelRequest:
+        return ModelRequest(
             model=self.config.model,
             messages=tuple(self.messages),
             tools=self._specs,
             max_output_tokens=self.config.max_output_tokens,
             reasoning_effort=self.config.reasoning_effort,
         )
+
+    async def _call_model(self, turn: _Turn, request: ModelRequest) -> None:
         # Characters already sent downstream: a retried call skips them, so nothing is shown twice.
         shown_text = shown_reasoning = 0
         attempt = 0
@@ -256,6 +281,8 @@ class AgentRun:
             priced = Usage(calls=1, cost_usd=None)  # the server reported nothing: cost unknown
         self.usage = self.usage + priced
         await self.sink(UsageUpdated(self.session_id, self.config.model, priced, self.usage))
+        for guard in self.config.guards:
+            await guard.after_call(priced)
 
     async def _run_tools(self, turn: _Turn) -> None:
         """Run the turn's tool calls: reads side by side, anything else one at a time, in order."""
@@ -273,7 +300,7 @@ class AgentRun:
 
         for call in turn.calls:
             tool = self.config.tools.get(call.name)
-            if tool is not None and tool.side_effect == "read" and not getattr(tool, "sequential", False):
+            if tool is not None and tool.side_effect == "read":
                 group.append(call)
                 continue
             await flush()
@@ -290,6 +317,7 @@ class AgentRun:
         tool = self.config.tools.get(call.name)
         side_effect = tool.side_effect if tool else "read"
         await self.sink(ToolCallStarted(self.session_id, call, side_effect))
+        current_call_id.set(call.id)
         status, output = await self._execute(call, tool)
         text, truncated = budget_output(self.config.redactor(output.text), self.config.max_output_chars)
         await self.sink(
@@ -307,6 +335,10 @@ class AgentRun:
         return Message("tool", text, tool_call_id=call.id, name=call.name, is_error=status != "ok")
 
     async def _execute(self, call: ToolCall, tool: Tool | None) -> tuple[ToolStatus, ToolOutput]:
+        if tool is None and call.name in self.config.unavailable:
+            return "error", ToolOutput(
+                f"Error: {call.name} is not available here: {self.config.unavailable[call.name]}"
+            )
         if tool is None:
             names = ", ".join(self.config.tools.names()) or "none"
             return "error", ToolOutput(f"Error: there is no tool named {call.name!r}. Available tools: {names}")

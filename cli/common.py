@@ -14,7 +14,15 @@ from zero.agent.providers import create_provider
 from zero.cli.config import RunSettings, load_config, resolve_settings
 from zero.errors import UsageError
 
-__all__ = ["EXIT_CODES", "exit_code", "make_provider", "print_error", "settings_from_args", "workspace_from_args"]
+__all__ = [
+    "EXIT_CODES",
+    "Providers",
+    "exit_code",
+    "make_provider",
+    "print_error",
+    "settings_from_args",
+    "workspace_from_args",
+]
 
 EXIT_CODES = {
     "completed": 0,
@@ -66,15 +74,36 @@ def settings_from_args(args: argparse.Namespace, workspace: Path) -> RunSettings
 
 
 def make_provider(settings: RunSettings, args: argparse.Namespace) -> tuple[Provider, PriceTable]:
-    if args.script and settings.provider != "scripted":
+    if getattr(args, "script", None) and settings.provider != "scripted":
         raise UsageError("--script is only for --provider scripted")
     provider = create_provider(
         settings.provider,
         api_key=settings.api_key,
         base_url=settings.base_url,
-        script=Path(args.script) if args.script else None,
+        script=Path(args.script) if getattr(args, "script", None) else None,
     )
     return provider, PriceTable.builtin().with_overrides(settings.prices)
+
+
+class Providers:
+    """Providers by name for specialists that pick another one; closed together at the end."""
+
+    def __init__(self, args: argparse.Namespace, settings: RunSettings, main: Provider):
+        self._args = args
+        self._settings = settings
+        self._made: dict[str, Provider] = {settings.provider: main}
+
+    def __call__(self, name: str) -> Provider:
+        if name not in self._made:
+            other = resolve_settings(
+                self._settings.config, provider=name, model=None, base_url=None, permission_mode=None, max_turns=None
+            )
+            self._made[name] = make_provider(other, self._args)[0]
+        return self._made[name]
+
+    async def aclose(self) -> None:
+        for provider in self._made.values():
+            await provider.aclose()
 
 
 def print_error(message: str, stream: TextIO | None = None) -> None:

@@ -48,6 +48,7 @@ class Config(BaseModel):
     permission_mode: PermissionMode | None = None
     max_turns: int | None = Field(None, ge=1)
     max_concurrency: int | None = Field(None, ge=1)
+    max_depth: int | None = Field(None, ge=0)
     prices: dict[str, PriceEntry] = Field(default_factory=dict)
 
 
@@ -102,6 +103,9 @@ class RunSettings:
     permission_mode: PermissionMode
     max_turns: int
     prices: dict[str, Price] = field(default_factory=dict)
+    max_depth: int = 1
+    max_concurrency: int = 4
+    config: Config = field(default_factory=Config)
 
 
 def resolve_settings(
@@ -145,4 +149,15 @@ def resolve_settings(
         raise ConfigError(f"the {name} provider has no default model: pass --model NAME (or set ZERO_MODEL)")
     mode = permission_mode or config.permission_mode or "auto"
     prices = {m: Price(p.input, p.output, p.cached_input) for m, p in config.prices.items()}
-    return RunSettings(name, chosen, url, api_key, mode, max_turns or config.max_turns or 50, prices)  # type: ignore[arg-type]
+    return RunSettings(
+        name,
+        chosen,
+        url,
+        api_key,
+        mode,  # type: ignore[arg-type]
+        max_turns or config.max_turns or 50,
+        prices,
+        config.max_depth if config.max_depth is not None else 1,
+        config.max_concurrency or 4,
+        config,
+    )

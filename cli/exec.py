@@ -13,15 +13,16 @@ from typing import Any, TextIO
 
 import anyio
 
-from zero.agent import AgentConfig, AgentRun, Message, PriceTable, Provider, RunEvent
+from zero.agent import AgentRun, PriceTable, Provider, RunEvent
 from zero.agent.prompts import default_system_prompt
-from zero.cli.common import exit_code, make_provider, print_error, settings_from_args, workspace_from_args
+from zero.cli.common import Providers, exit_code, make_provider, print_error, settings_from_args, workspace_from_args
 from zero.cli.config import RunSettings
 from zero.cli.progress import TextProgress
 from zero.cli.streamjson import StreamJsonWriter, new_run_id, read_input
 from zero.errors import UsageError, ZeroError
 from zero.sessions import SessionMetadata, SessionRecorder, SessionStore, new_session_id
-from zero.tools import ToolRegistry, Workspace, builtin_tools
+from zero.specialists import AgentContext, Delegator, SpecialistRegistry, delegating_agent, format_cost
+from zero.tools import Workspace
 
 __all__ = ["run_exec"]
 
@@ -131,33 +132,50 @@ async def _execute(setup: _Setup, args: argparse.Namespace, out: TextIO, run_id:
         for s in sinks:
             await s(event)
 
-    config = AgentConfig(
+    workspace = Workspace([setup.workspace])
+    registry = await anyio.to_thread.run_sync(SpecialistRegistry.load, setup.workspace)
+    for problem in registry.errors:
+        sys.stderr.write(f"zero: warning: skipped specialist manifest {problem}\n")
+    providers = Providers(args, setup.settings, setup.provider)
+    context = AgentContext(
+        store=store,
+        registry=registry,
+        workspace=workspace,
         provider=setup.provider,
         model=setup.settings.model,
-        tools=ToolRegistry(builtin_tools()),
-        workspace=Workspace([setup.workspace]),
+        providers=providers,
+        sink=sink,
+        prices=setup.prices,
+        max_depth=setup.settings.max_depth,
+        max_concurrency=setup.settings.max_concurrency,
+    )
+    run, delegator = delegating_agent(
+        context,
+        session_id=session_id,
+        system_prompt=default_system_prompt(str(setup.workspace)),
         permission_mode=setup.settings.permission_mode,
         max_turns=setup.settings.max_turns,
-        prices=setup.prices,
+        sink=sink,
     )
-    run = AgentRun(config, session_id, [Message("system", default_system_prompt(str(setup.workspace)))], sink)
     try:
         async with anyio.create_task_group() as tg:
 
             async def body() -> None:
-                await run.run(setup.prompt)
+                async with delegator:
+                    await run.run(setup.prompt)
                 tg.cancel_scope.cancel()
 
-            tg.start_soon(_stop_on_signal, run, tg.cancel_scope)
+            tg.start_soon(_stop_on_signal, run, delegator, tg.cancel_scope)
             tg.start_soon(body)
     finally:
         with anyio.CancelScope(shield=True):
-            await setup.provider.aclose()
+            await providers.aclose()
     assert run.result is not None  # the loop records a result even when interrupted
     result = run.result
     status, output, error_code, error = result.status, result.output, result.error_code, result.error
     usage, turns = result.usage, result.turns
     code = exit_code(status, error_code)
+    total = (await anyio.to_thread.run_sync(store.metadata, session_id)).subtree_usage
     if writer is not None:
         if status != "completed":
             message = error or _incomplete_message(status, turns)
@@ -174,7 +192,8 @@ async def _execute(setup: _Setup, args: argparse.Namespace, out: TextIO, run_id:
                     "exitCode": code,
                     "result": output,
                     "usage": usage.to_json(),
-                    "costUsd": usage.to_json()["costUsd"],
+                    "subtreeUsage": total.to_json(),
+                    "costUsd": total.to_json()["costUsd"],
                     "turns": turns,
                     "error": {"code": error_code or status, "message": error or _incomplete_message(status, turns)}
                     if status != "completed"
@@ -189,10 +208,10 @@ async def _execute(setup: _Setup, args: argparse.Namespace, out: TextIO, run_id:
             out.write(output.rstrip("\n") + "\n")
         if status != "completed":
             print_error(error or _incomplete_message(status, turns))
-        cost = "unknown" if usage.cost_usd is None else f"${usage.cost_usd:.4f}"
-        sys.stderr.write(
-            f"[session {session_id} · {status} · {turns} turns · {usage.total_tokens} tokens · cost {cost}]\n"
-        )
+        cost = format_cost(total.cost_usd)
+        children = total.total_tokens - usage.total_tokens
+        tokens = f"{total.total_tokens} tokens" + (f" ({children} in specialists)" if children else "")
+        sys.stderr.write(f"[session {session_id} · {status} · {turns} turns · {tokens} · cost {cost}]\n")
     out.flush()
     return code
 
@@ -205,9 +224,10 @@ def _incomplete_message(status: str, turns: int) -> str:
     }.get(status, status)
 
 
-async def _stop_on_signal(run: AgentRun, scope: anyio.CancelScope) -> None:
+async def _stop_on_signal(run: AgentRun, delegator: Delegator, scope: anyio.CancelScope) -> None:
     with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
         async for _ in signals:
             run.cancel_status = "interrupted"
+            delegator.mark_interrupted()
             scope.cancel()
             return

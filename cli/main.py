@@ -55,6 +55,48 @@ def build_parser() -> argparse.ArgumentParser:
     exec_.add_argument("--input-format", choices=("text", "stream-json"), default="text")
     exec_.add_argument("--max-turns", type=int, help="stop after this many model calls (default 50)")
     _common(exec_)
+
+    specialists = commands.add_parser(
+        "specialists",
+        help="list, show, create and check specialist manifests",
+        description="Specialists are sub-agents declared in TOML. A project manifest (.zero/specialists/) "
+        "overrides a user one (~/.config/zero/specialists/), which overrides a built-in one.",
+    )
+    sp = specialists.add_subparsers(dest="specialists_command", metavar="ACTION", required=True)
+    sp_list = sp.add_parser("list", help="every specialist, and the manifest files that failed to load")
+    sp_show = sp.add_parser("show", help="one specialist, resolved (extends merged, tools expanded)")
+    sp_show.add_argument("name")
+    sp_new = sp.add_parser("new", help="write a new manifest")
+    sp_new.add_argument("name")
+    where = sp_new.add_mutually_exclusive_group()
+    where.add_argument("--project", action="store_true", help="in <workspace>/.zero/specialists/ (default)")
+    where.add_argument("--user", action="store_true", help="in ~/.config/zero/specialists/")
+    sp_new.add_argument("--tools", nargs="+", help="categories or tool ids (default: read-only)")
+    sp_new.add_argument("--description")
+    sp_new.add_argument("--prompt")
+    sp_new.add_argument("--extends")
+    sp_new.add_argument("--model")
+    sp_new.add_argument("--force", action="store_true", help="overwrite an existing manifest")
+    sp_validate = sp.add_parser("validate", help="check manifest files; exit 2 if any is invalid")
+    sp_validate.add_argument("files", nargs="+", metavar="FILE")
+    for sub in (sp_list, sp_show, sp_new, sp_validate):
+        sub.add_argument("--json", action="store_true", help="print JSON")
+        sub.add_argument("--cwd", help="workspace folder (default: the current folder)")
+
+    sessions = commands.add_parser("sessions", help="inspect recorded sessions")
+    ss = sessions.add_subparsers(dest="sessions_command", metavar="ACTION", required=True)
+    ss_list = ss.add_parser("list", help="all sessions, newest first")
+    subs = [ss_list]
+    for action, text in (
+        ("show", "a session's metadata, usage and messages"),
+        ("tree", "a session and its children, with own and subtree usage"),
+        ("lineage", "the chain from the root session to this one"),
+    ):
+        sub = ss.add_parser(action, help=text)
+        sub.add_argument("session_id", metavar="ID")
+        subs.append(sub)
+    for sub in subs:
+        sub.add_argument("--json", action="store_true", help="print JSON")
     return parser
 
 
@@ -69,6 +111,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         from zero.cli.exec import run_exec
 
         return run_exec(args)
+    if args.command == "specialists":
+        from zero.cli.specialists_cmd import run_specialists
+
+        return run_specialists(args)
+    if args.command == "sessions":
+        from zero.cli.sessions_cmd import run_sessions
+
+        return run_sessions(args)
     parser.error(f"unknown command {args.command!r}")  # argparse exits with 2
 
 

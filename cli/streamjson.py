@@ -148,6 +148,28 @@ class StreamJsonWriter:
                 },
                 sid,
             )
+        elif event.kind == "subagent_started":
+            fields = {
+                "sessionId": sid,
+                "parentSessionId": event.parent_session_id,
+                "rootSessionId": event.root_session_id,
+                "agentName": event.agent_name,
+                "specialist": event.specialist,
+            }
+            if event.member is not None:
+                fields["member"] = event.member
+            self.emit("subagent_start", fields)
+        elif event.kind == "subagent_finished":
+            self.emit(
+                "subagent_end",
+                {
+                    "sessionId": sid,
+                    "status": event.status,
+                    "usage": event.usage.to_json(),
+                    "costUsd": event.usage.to_json()["costUsd"],
+                    "durationMs": event.duration_ms,
+                },
+            )
         elif event.kind == "run_finished" and sid == self.root_session_id and event.result.status == "completed":
             self.emit("final", {"text": event.result.output})
 

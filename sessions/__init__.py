@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from zero.sessions.ids import new_session_id, validate_session_id
+from zero.sessions.lineage import SessionNode, lineage, session_tree
 from zero.sessions.models import TERMINAL, SessionKind, SessionMetadata, UsageTotals, now_iso
 from zero.sessions.recorder import SessionRecorder, message_payload
 from zero.sessions.replay import messages_from_events
@@ -12,13 +13,16 @@ __all__ = [
     "TERMINAL",
     "SessionKind",
     "SessionMetadata",
+    "SessionNode",
     "SessionRecorder",
     "SessionStore",
     "UsageTotals",
     "default_data_dir",
+    "lineage",
     "message_payload",
     "messages_from_events",
     "new_session_id",
     "now_iso",
+    "session_tree",
     "validate_session_id",
 ]

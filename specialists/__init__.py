@@ -1,3 +1,36 @@
 """Specialists: TOML manifests, discovery, the Task tools and child-session runs."""
 
-__all__: list[str] = []
+from __future__ import annotations
+
+from zero.specialists.delegation import (
+    AgentContext,
+    Delegator,
+    InvocationBudget,
+    delegating_agent,
+    specialists_prompt,
+)
+from zero.specialists.envelope import envelope, format_cost
+from zero.specialists.manifest import Manifest, ManifestError, ManifestFile
+from zero.specialists.registry import Specialist, SpecialistRegistry, builtin_dir, project_dir, user_dir
+from zero.specialists.tools import Task, TaskOutput, TaskStop
+
+__all__ = [
+    "AgentContext",
+    "Delegator",
+    "InvocationBudget",
+    "Manifest",
+    "ManifestError",
+    "ManifestFile",
+    "Specialist",
+    "SpecialistRegistry",
+    "Task",
+    "TaskOutput",
+    "TaskStop",
+    "builtin_dir",
+    "delegating_agent",
+    "envelope",
+    "format_cost",
+    "project_dir",
+    "specialists_prompt",
+    "user_dir",
+]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Generic, Literal, Protocol, TypeVar, runtime_checkable
 
@@ -17,9 +18,13 @@ __all__ = [
     "Tool",
     "ToolContext",
     "ToolOutput",
+    "current_call_id",
 ]
 
 SideEffect = Literal["read", "write", "shell", "network"]
+
+current_call_id: ContextVar[str] = ContextVar("current_call_id", default="")
+"""The id of the tool call being run, for tools that record it (e.g. Task)."""
 
 
 @dataclass(slots=True)

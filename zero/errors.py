@@ -12,6 +12,7 @@ and which exit code the CLI gives (DESIGN.md section 5)::
         │   ├── AuthError, BadRequestError, ContextTooLongError
         │   └── retryable: RateLimitError, OverloadedError, ProviderTimeoutError,
         │                  ProviderConnectionError, StreamDroppedError
+        ├── BudgetExhaustedError  a token, cost, turn or time limit was reached (exit 4)
         ├── ToolError             a tool call could not be carried out
         └── SessionError          the session store is missing or damaged
 
@@ -26,6 +27,7 @@ from collections.abc import Iterable
 __all__ = [
     "AuthError",
     "BadRequestError",
+    "BudgetExhaustedError",
     "ConfigError",
     "ContextTooLongError",
     "OverloadedError",
@@ -138,6 +140,17 @@ class StreamDroppedError(ProviderError):
 
     code = "stream_dropped"
     retryable = True
+
+
+class BudgetExhaustedError(RunError):
+    """A budget limit was reached; no further model call may start."""
+
+    exit_code = 4
+    code = "budget_exhausted"
+
+    def __init__(self, message: str, *, limit: str = ""):
+        super().__init__(message)
+        self.limit = limit
 
 
 class ToolError(RunError):

@@ -136,6 +136,32 @@ def _turn_number(messages: Sequence[Message]) -> int:
     return count + 1
 
 
+_PLACEHOLDER = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
+
+
+def _fill(value: Any, messages: Sequence[Message]) -> Any:
+    """Replace ``{{key}}`` in string arguments with the latest ``key: value`` line of a tool result.
+
+    This lets a script use what an earlier tool call returned, e.g. ``resume = "{{session_id}}"``.
+    """
+    if isinstance(value, dict):
+        return {k: _fill(v, messages) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_fill(v, messages) for v in value]
+    if not isinstance(value, str) or "{{" not in value:
+        return value
+
+    def lookup(match: re.Match[str]) -> str:
+        key = match.group(1)
+        line = re.compile(rf"^{re.escape(key)}: (\S+)", re.MULTILINE)
+        for m in reversed(messages):
+            if m.role == "tool" and (found := line.search(m.content)):
+                return found.group(1)
+        raise errors.BadRequestError(f"script placeholder {{{{{key}}}}}: no tool result has a '{key}: ...' line yet")
+
+    return _PLACEHOLDER.sub(lookup, value)
+
+
 class ScriptedProvider:
     """A provider that replays a script. ``calls`` records every request it answered."""
 
@@ -199,10 +225,11 @@ class ScriptedProvider:
         number = _turn_number(request.messages)
         for index, call in enumerate(turn.tool_calls):
             call_id = call.id or f"call_{number}_{index + 1}"
-            raw = json.dumps(call.arguments)
+            arguments = _fill(call.arguments, request.messages)
+            raw = json.dumps(arguments)
             yield ToolCallStart(index, call_id, call.name)
             yield ToolCallDelta(index, raw)
-            yield ToolCallDone(index, ToolCall(call_id, call.name, dict(call.arguments)))
+            yield ToolCallDone(index, ToolCall(call_id, call.name, arguments))
         yield UsageReport(self._usage(turn, request))
         yield Finish("tool_calls" if turn.tool_calls else "stop")
 

@@ -1,0 +1,125 @@
+"""``zero sessions list | show ID | tree ID | lineage ID``"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections import Counter
+from typing import TextIO
+
+from zero.agent import Usage
+from zero.cli.common import print_error
+from zero.errors import ZeroError
+from zero.sessions import SessionMetadata, SessionNode, SessionStore, lineage, session_tree, validate_session_id
+from zero.specialists import format_cost
+
+__all__ = ["run_sessions"]
+
+
+def run_sessions(args: argparse.Namespace, out: TextIO | None = None) -> int:
+    out = out or sys.stdout
+    store = SessionStore.default()
+    try:
+        action = args.sessions_command
+        if action == "list":
+            return _list(store, args.json, out)
+        session_id = validate_session_id(args.session_id)
+        if action == "show":
+            return _show(store, session_id, args.json, out)
+        if action == "tree":
+            return _tree(store, session_id, args.json, out)
+        return _lineage(store, session_id, args.json, out)
+    except ZeroError as e:
+        print_error(str(e))
+        return 2 if "not found" in str(e) else e.exit_code
+
+
+def _usage_text(usage: Usage) -> str:
+    return f"{usage.total_tokens} tokens, {format_cost(usage.cost_usd)}"
+
+
+def _label(meta: SessionMetadata) -> str:
+    who = meta.member_name or meta.specialist or meta.agent_name or meta.session_kind or "session"
+    return f"{who} [{meta.session_kind or 'root'}] {meta.status}"
+
+
+def _list(store: SessionStore, as_json: bool, out: TextIO) -> int:
+    sessions = store.list()
+    if as_json:
+        out.write(json.dumps([m.to_json() for m in sessions], indent=2) + "\n")
+        return 0
+    for m in sessions:
+        kind = m.session_kind or "root"
+        out.write(f"{m.session_id}  {m.updated_at}  {kind:<6} {m.status:<16} {m.title[:60]}\n")
+    if not sessions:
+        out.write(f"no sessions in {store.root}\n")
+    return 0
+
+
+def _show(store: SessionStore, session_id: str, as_json: bool, out: TextIO) -> int:
+    meta = store.metadata(session_id)
+    events = store.events(session_id)
+    if as_json:
+        out.write(json.dumps({"metadata": meta.to_json(), "events": events}, indent=2) + "\n")
+        return 0
+    out.write(f"session {meta.session_id}: {_label(meta)}\n")
+    for key in (
+        "title",
+        "cwd",
+        "provider",
+        "model_id",
+        "parent_session_id",
+        "root_session_id",
+        "depth",
+        "created_at",
+        "updated_at",
+    ):
+        value = getattr(meta, key)
+        if value not in ("", None):
+            out.write(f"  {key}: {value}\n")
+    out.write(f"  own usage: {_usage_text(meta.usage.to_usage())}\n")
+    out.write(f"  with children: {_usage_text(meta.subtree_usage)}\n")
+    counts = Counter(e["type"] for e in events)
+    out.write(f"  events: {len(events)} ({', '.join(f'{k} {v}' for k, v in sorted(counts.items()))})\n")
+    for e in events:
+        p = e.get("payload") or {}
+        if e["type"] == "message" and p.get("role") in ("user", "assistant") and p.get("content"):
+            text = " ".join(str(p["content"]).split())
+            out.write(f"  #{e['sequence']} {p['role']}: {text[:200]}\n")
+    return 0
+
+
+def _tree(store: SessionStore, session_id: str, as_json: bool, out: TextIO) -> int:
+    root = session_tree(store, session_id)
+    if as_json:
+        out.write(json.dumps(root.to_json(), indent=2) + "\n")
+        return 0
+
+    def draw(node: SessionNode, prefix: str, last: bool, top: bool) -> None:
+        m = node.meta
+        branch = "" if top else ("└── " if last else "├── ")
+        own, sub = m.usage.to_usage(), m.subtree_usage
+        runs = f" · runs {_runs(store, m.session_id)}" if m.session_kind == "child" else ""
+        out.write(
+            f"{prefix}{branch}{_label(m)} {m.session_id} · own {_usage_text(own)} · subtree {_usage_text(sub)}{runs}\n"
+        )
+        child_prefix = prefix + ("" if top else ("    " if last else "│   "))
+        for i, child in enumerate(node.children):
+            draw(child, child_prefix, i == len(node.children) - 1, False)
+
+    draw(root, "", True, True)
+    return 0
+
+
+def _runs(store: SessionStore, session_id: str) -> int:
+    return sum(e["type"] == "run_start" for e in store.events(session_id))
+
+
+def _lineage(store: SessionStore, session_id: str, as_json: bool, out: TextIO) -> int:
+    chain = lineage(store, session_id)
+    if as_json:
+        out.write(json.dumps([m.to_json() for m in chain], indent=2) + "\n")
+    else:
+        out.write(" -> ".join(m.session_id for m in chain) + "\n")
+    return 0

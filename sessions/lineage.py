@@ -1,0 +1,58 @@
+"""Session lineage: a session's ancestors, and the tree of its descendants."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from zero.errors import SessionError
+from zero.sessions.models import SessionMetadata
+from zero.sessions.store import SessionStore
+
+__all__ = ["SessionNode", "lineage", "session_tree"]
+
+
+@dataclass
+class SessionNode:
+    meta: SessionMetadata
+    children: list[SessionNode] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        data = self.meta.to_json()
+        data["subtreeUsage"] = self.meta.subtree_usage.to_json()
+        data["children"] = [c.to_json() for c in self.children]
+        return data
+
+    def walk(self) -> list[SessionNode]:
+        found = [self]
+        for child in self.children:
+            found += child.walk()
+        return found
+
+
+def session_tree(store: SessionStore, session_id: str) -> SessionNode:
+    """``session_id`` and every session below it, oldest child first (one scan of the store)."""
+    root = store.metadata(session_id)
+    by_parent: dict[str, list[SessionMetadata]] = {}
+    for meta in store.list():
+        if meta.parent_session_id:
+            by_parent.setdefault(meta.parent_session_id, []).append(meta)
+
+    def build(meta: SessionMetadata, seen: frozenset[str]) -> SessionNode:
+        if meta.session_id in seen:
+            raise SessionError(f"session {meta.session_id} is its own ancestor; its metadata is damaged")
+        kids = sorted(by_parent.get(meta.session_id, []), key=lambda m: (m.created_at, m.session_id))
+        return SessionNode(meta, [build(k, seen | {meta.session_id}) for k in kids])
+
+    return build(root, frozenset())
+
+
+def lineage(store: SessionStore, session_id: str) -> list[SessionMetadata]:
+    """The chain from the root session down to ``session_id``."""
+    chain = [store.metadata(session_id)]
+    while chain[-1].parent_session_id:
+        parent = chain[-1].parent_session_id
+        if any(m.session_id == parent for m in chain):
+            raise SessionError(f"session {session_id} has a cycle in its parents; its metadata is damaged")
+        chain.append(store.metadata(parent))
+    return list(reversed(chain))

@@ -1,0 +1,575 @@
+"""Running specialists as child agents: sessions, limits, background tasks, roll-up.
+
+A ``Delegator`` belongs to one agent (its session, depth and permission mode) and
+gives that agent the Task, TaskOutput and TaskStop tools. Every child is an
+in-process ``AgentRun`` on the same event loop, with its own session linked to its
+parent and root. Its events go to its own session and, tagged with its session id,
+to the shared event stream.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import anyio
+import anyio.to_thread
+from anyio.abc import TaskGroup
+
+from zero.agent import (
+    AgentConfig,
+    AgentRun,
+    CallGuard,
+    EventSink,
+    Message,
+    ModelRequest,
+    PriceTable,
+    Provider,
+    RetryPolicy,
+    RunEvent,
+    RunResult,
+    RunStatus,
+    SubagentFinished,
+    SubagentStarted,
+    Usage,
+)
+from zero.errors import BudgetExhaustedError, ToolError, UsageError, ZeroError
+from zero.sessions import (
+    SessionMetadata,
+    SessionRecorder,
+    SessionStore,
+    UsageTotals,
+    messages_from_events,
+    new_session_id,
+    validate_session_id,
+)
+from zero.specialists.envelope import envelope
+from zero.specialists.registry import Specialist, SpecialistRegistry
+from zero.tools import CATEGORIES, PermissionMode, Tool, ToolOutput, ToolRegistry, Workspace, builtin_tools
+from zero.tools.describe import describe_call
+
+__all__ = [
+    "AgentContext",
+    "Delegator",
+    "InvocationBudget",
+    "child_system_prompt",
+    "delegating_agent",
+    "specialists_prompt",
+]
+
+DELEGATE_TOOLS = CATEGORIES["delegate"]
+
+
+@dataclass
+class AgentContext:
+    """What every agent of one run shares: where sessions go, how to reach models, limits."""
+
+    store: SessionStore
+    registry: SpecialistRegistry
+    workspace: Workspace
+    provider: Provider
+    model: str
+    providers: Callable[[str], Provider]
+    sink: EventSink
+    prices: PriceTable = field(default_factory=PriceTable.builtin)
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+    max_depth: int = 1
+    max_concurrency: int = 4
+    default_max_turns: int = 30
+    guards: tuple[CallGuard, ...] = ()
+
+
+class InvocationBudget:
+    """A manifest's ``[budget]``: the child stops before a call once it has spent this much."""
+
+    def __init__(self, tokens: int | None, cost_usd: float | None):
+        self.tokens = tokens
+        self.cost_usd = cost_usd
+
+    async def before_call(self, request: ModelRequest, run_usage: Usage) -> None:
+        if self.tokens is not None and run_usage.total_tokens >= self.tokens:
+            raise BudgetExhaustedError(
+                f"token budget of this invocation is spent: {run_usage.total_tokens} of {self.tokens} tokens",
+                limit="tokens",
+            )
+        cost = run_usage.cost_usd
+        if self.cost_usd is not None and cost is not None and cost >= self.cost_usd:
+            raise BudgetExhaustedError(
+                f"cost budget of this invocation is spent: ${cost:.4f} of ${self.cost_usd:.4f}", limit="cost_usd"
+            )
+
+    async def after_call(self, usage: Usage) -> None:
+        return None
+
+
+@dataclass
+class _Child:
+    session_id: str
+    specialist: Specialist
+    description: str
+    run: AgentRun
+    delegator: Delegator | None
+    started: float = field(default_factory=time.monotonic)
+    done: anyio.Event = field(default_factory=anyio.Event)
+    scope: anyio.CancelScope | None = None
+    tools_used: list[str] = field(default_factory=list)
+    files_changed: set[str] = field(default_factory=set)
+    activity: str = "starting"
+    background: bool = False
+
+    def result_text(self) -> str:
+        result = self.run.result
+        assert result is not None
+        return envelope(
+            session_id=self.session_id,
+            status=result.status,
+            specialist=self.specialist.name,
+            output=result.output,
+            usage=result.usage,
+            turns=result.turns,
+            duration_ms=result.duration_ms,
+            tools_used=self.tools_used,
+            files_changed=self.files_changed,
+            error=result.error,
+        )
+
+
+def specialists_prompt(registry: SpecialistRegistry) -> str:
+    """The part of a system prompt that tells an agent whom it can delegate to."""
+    lines = "\n".join(f"- {s.name}: {s.description}" for s in registry.specialists.values())
+    return (
+        "You can delegate with the Task tool to these specialists, each a separate agent with its own "
+        f"tools:\n{lines}\n"
+        "Delegate work that is big enough to be worth a separate agent, or that can run in parallel: "
+        "several Task calls in one turn run at the same time. Give each a complete, self-contained "
+        "assignment (it does not see this conversation) and use its report. Do small, direct work yourself."
+    )
+
+
+def child_system_prompt(spec: Specialist, cwd: str, can_delegate: bool, registry: SpecialistRegistry) -> str:
+    prompt = (
+        f"{spec.prompt}\n\n"
+        f'You are the "{spec.name}" specialist, started by another agent to do one task. '
+        f"Workspace: {cwd}.\n"
+        "Work only on the task you are given. Your final message is your report to that agent: "
+        "lead with the answer, then the evidence. It cannot ask you follow-up questions."
+    )
+    return f"{prompt}\n\n{specialists_prompt(registry)}" if can_delegate else prompt
+
+
+class Delegator:
+    """The Task machinery of one agent. Use as ``async with``: leaving it cancels its
+    still-running background children, which are recorded ``cancelled``."""
+
+    def __init__(
+        self,
+        ctx: AgentContext,
+        *,
+        session_id: str,
+        root_session_id: str,
+        depth: int,
+        permission_mode: PermissionMode,
+        caller_tools: set[str],
+    ):
+        self.ctx = ctx
+        self.session_id = session_id
+        self.root_session_id = root_session_id
+        self.depth = depth
+        self.permission_mode = permission_mode
+        self.caller_tools = caller_tools
+        self.children: dict[str, _Child] = {}
+        self._limiter = anyio.CapacityLimiter(ctx.max_concurrency)
+        self._tg: TaskGroup | None = None
+        self.interrupted = False
+
+    async def __aenter__(self) -> Delegator:
+        self._tg = anyio.create_task_group()
+        await self._tg.__aenter__()
+        return self
+
+    async def __aexit__(self, *exc: object) -> bool | None:
+        assert self._tg is not None
+        for child in self.children.values():
+            if child.background and not child.done.is_set():
+                self._cancel(child, "interrupted" if self.interrupted else "cancelled")
+        return await self._tg.__aexit__(*exc)  # type: ignore[arg-type]
+
+    @property
+    def can_delegate(self) -> bool:
+        return self.depth < self.ctx.max_depth
+
+    def tools(self) -> list[Tool]:
+        from zero.specialists.tools import Task, TaskOutput, TaskStop
+
+        return [Task(self), TaskOutput(self), TaskStop(self)] if self.can_delegate else []
+
+    def mark_interrupted(self) -> None:
+        """Ctrl-C or SIGTERM: every running descendant will be recorded ``interrupted``."""
+        self.interrupted = True
+        for child in self.children.values():
+            if not child.done.is_set():
+                child.run.cancel_status = "interrupted"
+                if child.delegator is not None:
+                    child.delegator.mark_interrupted()
+
+    # -- the Task tool ------------------------------------------------------------
+
+    async def task(
+        self,
+        *,
+        name: str | None,
+        prompt: str,
+        description: str | None,
+        background: bool,
+        resume: str | None,
+        call_id: str,
+    ) -> ToolOutput:
+        if not self.can_delegate:
+            raise ToolError(
+                f"Task is not available at depth {self.depth} (max_depth is {self.ctx.max_depth}); do the work yourself"
+            )
+        if resume:
+            if background:
+                raise ToolError("a resumed task runs in the foreground: drop run_in_background")
+            child = await self._resume(resume, name, call_id)
+        else:
+            if not name:
+                raise ToolError("Task needs a specialist name (or resume with a session id)")
+            child = await self._start(name, description, call_id, background)
+        if background:
+            assert self._tg is not None
+            self._tg.start_soon(self._execute, child, prompt)
+            return ToolOutput(
+                f"task_id: {child.session_id}\nstatus: running\nspecialist: {child.specialist.name}\n"
+                f"description: {child.description}\n\n"
+                f'Use TaskOutput with task_id "{child.session_id}" to check on it or wait for it, '
+                f"and TaskStop to stop it."
+            )
+        await self._execute(child, prompt)
+        return self._envelope(child)
+
+    async def _start(self, name: str, description: str | None, call_id: str, background: bool) -> _Child:
+        spec = self.ctx.registry.specialists.get(name)
+        if spec is None:
+            available = ", ".join(self.ctx.registry.names()) or "none"
+            raise ToolError(
+                f"there is no specialist named {name!r}. Available: {available}. "
+                "Pick the one whose description fits the task."
+            )
+        session_id = new_session_id("child")
+        child = self._child(session_id, spec, description or spec.description, [], 0, background)
+        meta = SessionMetadata(
+            session_id=session_id,
+            session_kind="child",
+            title=(description or spec.description)[:80],
+            cwd=str(self.ctx.workspace.root),
+            provider=child.run.config.provider.name,
+            model_id=child.run.config.model,
+            parent_session_id=self.session_id,
+            root_session_id=self.root_session_id,
+            agent_name=spec.name,
+            specialist=spec.name,
+            depth=self.depth + 1,
+        )
+        await anyio.to_thread.run_sync(self.ctx.store.create, meta)
+        await self._record_start(
+            session_id, spec.name, description, call_id, "background" if background else "foreground"
+        )
+        return child
+
+    async def _resume(self, session_id: str, name: str | None, call_id: str) -> _Child:
+        try:
+            validate_session_id(session_id)
+        except UsageError as e:
+            raise ToolError(str(e)) from e
+        if session_id in self.children and not self.children[session_id].done.is_set():
+            raise ToolError(f"task {session_id} is still running; wait for it with TaskOutput or stop it first")
+        try:
+            meta = await anyio.to_thread.run_sync(self.ctx.store.metadata, session_id)
+            events = await anyio.to_thread.run_sync(self.ctx.store.events, session_id)
+        except ZeroError as e:
+            raise ToolError(f"cannot resume {session_id}: {e}") from e
+        if meta.session_kind != "child" or not meta.specialist:
+            raise ToolError(f"session {session_id} is not a specialist's session, so Task cannot resume it")
+        if name and name != meta.specialist:
+            raise ToolError(f"session {session_id} belongs to specialist {meta.specialist!r}, not {name!r}")
+        spec = self.ctx.registry.specialists.get(meta.specialist)
+        if spec is None:
+            raise ToolError(f"the specialist {meta.specialist!r} of session {session_id} no longer exists")
+        history = messages_from_events(events)
+        child = self._child(session_id, spec, meta.title, history, len(history), False)
+        await self._record_start(session_id, spec.name, meta.title, call_id, "resume")
+        return child
+
+    def _model_for(self, spec: Specialist) -> tuple[str, str]:
+        provider = spec.provider or self.ctx.provider.name
+        if spec.model:
+            return provider, spec.model
+        if provider != self.ctx.provider.name:
+            from zero.agent.providers import DEFAULT_MODELS
+
+            return provider, DEFAULT_MODELS.get(provider, self.ctx.model)
+        return provider, self.ctx.model
+
+    def _child(
+        self,
+        session_id: str,
+        spec: Specialist,
+        description: str,
+        history: list[Message],
+        recorded: int,
+        background: bool,
+    ) -> _Child:
+        provider_name, model = self._model_for(spec)
+        try:
+            provider = (
+                self.ctx.provider if provider_name == self.ctx.provider.name else self.ctx.providers(provider_name)
+            )
+        except ZeroError as e:
+            raise ToolError(f"cannot start {spec.name}: {e}") from e
+        allowed = [t for t in spec.tools if t in self.caller_tools or t in DELEGATE_TOOLS]
+        child_delegator = None
+        tools: list[Tool] = [t for t in builtin_tools() if t.name in allowed]
+        can_delegate = any(t in DELEGATE_TOOLS for t in allowed) and self.depth + 1 < self.ctx.max_depth
+        if can_delegate:
+            child_delegator = Delegator(
+                self.ctx,
+                session_id=session_id,
+                root_session_id=self.root_session_id,
+                depth=self.depth + 1,
+                permission_mode=self.permission_mode,
+                caller_tools={t.name for t in tools},
+            )
+            tools += child_delegator.tools()
+        unavailable = {}
+        if any(t in DELEGATE_TOOLS for t in spec.tools) and not can_delegate:
+            reason = (
+                f"this agent is at depth {self.depth + 1} and max_depth is {self.ctx.max_depth}; do the work yourself"
+            )
+            unavailable = dict.fromkeys(DELEGATE_TOOLS, reason)
+        guards = self.ctx.guards
+        if spec.budget_tokens is not None or spec.budget_cost_usd is not None:
+            guards = (*guards, InvocationBudget(spec.budget_tokens, spec.budget_cost_usd))
+        config = AgentConfig(
+            provider=provider,
+            model=model,
+            tools=ToolRegistry(tools),
+            workspace=self.ctx.workspace,
+            permission_mode=self.permission_mode,  # never wider than the caller's
+            max_turns=spec.max_turns or self.ctx.default_max_turns,
+            reasoning_effort=spec.reasoning_effort,
+            prices=self.ctx.prices,
+            retry=self.ctx.retry,
+            guards=guards,
+            unavailable=unavailable,
+        )
+        if not history:
+            cwd = str(self.ctx.workspace.root)
+            history = [Message("system", child_system_prompt(spec, cwd, can_delegate, self.ctx.registry))]
+        child: _Child
+        recorder = SessionRecorder(self.ctx.store, session_id)
+
+        async def sink(event: RunEvent) -> None:
+            if event.session_id == session_id:
+                if event.kind == "tool_call":
+                    child.tools_used.append(event.call.name)
+                    child.activity = describe_call(event.call.name, event.call.arguments)
+                elif event.kind == "tool_result":
+                    child.files_changed.update(event.changed_files)
+                    child.activity = "thinking..."
+                await recorder(event)
+            await self.ctx.sink(event)
+
+        run = AgentRun(config, session_id, history, sink, recorded=recorded)
+        child = _Child(session_id, spec, description, run, child_delegator, background=background)
+        if self.interrupted:
+            run.cancel_status = "interrupted"
+        self.children[session_id] = child
+        return child
+
+    async def _execute(self, child: _Child, prompt: str) -> None:
+        """Run the child to a final status; the parent's log and usage learn of it exactly once."""
+        before = await anyio.to_thread.run_sync(self.ctx.store.metadata, child.session_id)
+        started = time.monotonic()
+        crashed = True
+        try:
+            async with self._limiter:
+                await self.ctx.sink(
+                    SubagentStarted(
+                        child.session_id,
+                        self.session_id,
+                        self.root_session_id,
+                        child.specialist.name,
+                        child.specialist.name,
+                        description=child.description,
+                    )
+                )
+                with anyio.CancelScope() as scope:
+                    child.scope = scope
+                    async with anyio.create_task_group() as tg:
+                        if child.specialist.timeout_seconds:
+                            tg.start_soon(self._watchdog, child, child.specialist.timeout_seconds)
+                        if child.delegator is not None:
+                            async with child.delegator:
+                                await child.run.run(prompt)
+                        else:
+                            await child.run.run(prompt)
+                        tg.cancel_scope.cancel()
+            crashed = False
+        except anyio.get_cancelled_exc_class():
+            crashed = False
+            raise
+        finally:
+            with anyio.CancelScope(shield=True):
+                await self._finish(child, before, started, crashed)
+
+    async def _watchdog(self, child: _Child, seconds: float) -> None:
+        await anyio.sleep(seconds)
+        self._cancel(child, "timed_out")
+
+    def _cancel(self, child: _Child, status: RunStatus) -> None:
+        child.run.cancel_status = status
+        if child.scope is not None:
+            child.scope.cancel()
+
+    async def _finish(self, child: _Child, before: SessionMetadata, started: float, crashed: bool) -> None:
+        result = child.run.result
+        if result is None:  # stopped before it could start, or broke: still give it a final status
+            status: RunStatus = "failed" if crashed else child.run.cancel_status
+            result = RunResult(status, "", Usage(), 0, 0)
+            child.run.result = result
+            await anyio.to_thread.run_sync(self.ctx.store.update, child.session_id, _set_status(status))
+        after = await anyio.to_thread.run_sync(self.ctx.store.metadata, child.session_id)
+        delta = _minus(after.subtree_usage, before.subtree_usage)
+        duration = int((time.monotonic() - started) * 1000)
+        payload = {
+            "childSessionId": child.session_id,
+            "specialist": child.specialist.name,
+            "status": result.status,
+            "usage": delta.to_json(),
+            "costUsd": delta.to_json()["costUsd"],
+            "durationMs": duration,
+        }
+
+        def roll_up(meta: SessionMetadata) -> None:
+            meta.children_usage = UsageTotals.of(meta.children_usage.to_usage() + delta)
+
+        await anyio.to_thread.run_sync(self.ctx.store.append, self.session_id, [("child_end", payload)], roll_up)
+        child.done.set()
+        await self.ctx.sink(SubagentFinished(child.session_id, result.status, delta, duration))
+
+    async def _record_start(
+        self, session_id: str, specialist: str, description: str | None, call_id: str, mode: str
+    ) -> None:
+        payload: dict[str, Any] = {
+            "childSessionId": session_id,
+            "specialist": specialist,
+            "mode": mode,
+            "toolCallId": call_id,
+        }
+        if description:
+            payload["description"] = description
+        await anyio.to_thread.run_sync(self.ctx.store.append, self.session_id, [("child_start", payload)])
+
+    def _envelope(self, child: _Child) -> ToolOutput:
+        result = child.run.result
+        assert result is not None
+        return ToolOutput(
+            child.result_text(), is_error=result.status != "completed", changed_files=tuple(sorted(child.files_changed))
+        )
+
+    # -- TaskOutput / TaskStop ------------------------------------------------------
+
+    def _find(self, task_id: str) -> _Child:
+        child = self.children.get(task_id)
+        if child is None:
+            known = ", ".join(self.children) or "none"
+            raise ToolError(f"no task {task_id!r} was started by this agent; known tasks: {known}")
+        return child
+
+    async def output(self, task_id: str, block: bool, wait_seconds: float) -> ToolOutput:
+        child = self._find(task_id)
+        if block and not child.done.is_set():
+            with anyio.move_on_after(wait_seconds):
+                await child.done.wait()
+        if child.done.is_set():
+            return self._envelope(child)
+        run = child.run
+        partial = run.output.strip() or "(nothing yet)"
+        elapsed = time.monotonic() - child.started
+        return ToolOutput(
+            f"task_id: {task_id}\nstatus: running\nspecialist: {child.specialist.name}\n"
+            f"elapsed: {elapsed:.1f} s · turns: {run.turns} · tokens: {run.usage.total_tokens}\n"
+            f"now: {child.activity}\ntools used: {', '.join(sorted(set(child.tools_used))) or 'none'}\n"
+            f"---\nlatest output: {partial}"
+        )
+
+    async def stop(self, task_id: str) -> ToolOutput:
+        child = self._find(task_id)
+        if child.done.is_set():
+            return self._envelope(child)
+        self._cancel(child, "cancelled")
+        await child.done.wait()
+        return self._envelope(child)
+
+
+def _set_status(status: str) -> Callable[[SessionMetadata], None]:
+    def change(meta: SessionMetadata) -> None:
+        meta.status = status
+
+    return change
+
+
+def _minus(a: Usage, b: Usage) -> Usage:
+    cost = None if a.cost_usd is None or b.cost_usd is None else a.cost_usd - b.cost_usd
+    return replace(
+        a,
+        prompt_tokens=a.prompt_tokens - b.prompt_tokens,
+        completion_tokens=a.completion_tokens - b.completion_tokens,
+        cached_tokens=a.cached_tokens - b.cached_tokens,
+        cost_usd=cost,
+        calls=a.calls - b.calls,
+    )
+
+
+def delegating_agent(
+    ctx: AgentContext,
+    *,
+    session_id: str,
+    system_prompt: str,
+    permission_mode: PermissionMode,
+    max_turns: int | None,
+    sink: EventSink,
+    root_session_id: str | None = None,
+    depth: int = 0,
+) -> tuple[AgentRun, Delegator]:
+    """A top-level agent with every built-in tool, plus Task tools when there are specialists.
+
+    Run it inside ``async with delegator:`` so its background children end with it.
+    """
+    tools = builtin_tools()
+    delegator = Delegator(
+        ctx,
+        session_id=session_id,
+        root_session_id=root_session_id or session_id,
+        depth=depth,
+        permission_mode=permission_mode,
+        caller_tools={t.name for t in tools},
+    )
+    if ctx.registry.specialists and delegator.can_delegate:
+        tools += delegator.tools()
+        system_prompt += "\n\n" + specialists_prompt(ctx.registry)
+    config = AgentConfig(
+        provider=ctx.provider,
+        model=ctx.model,
+        tools=ToolRegistry(tools),
+        workspace=ctx.workspace,
+        permission_mode=permission_mode,
+        max_turns=max_turns,
+        prices=ctx.prices,
+        retry=ctx.retry,
+        guards=ctx.guards,
+    )
+    return AgentRun(config, session_id, [Message("system", system_prompt)], sink), delegator

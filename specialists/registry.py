@@ -1,0 +1,166 @@
+"""Specialist discovery: built-in, user and project manifests, later wins by name.
+
+Precedence: a project manifest (``<workspace>/.zero/specialists/``) overrides a user one
+(``${XDG_CONFIG_HOME:-~/.config}/zero/specialists/``), which overrides a built-in one.
+A bad file is reported with its path and key and skipped; it never hides the others.
+``extends`` is resolved after the merge; a cycle or a missing base drops only the
+specialists on that chain.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import TypeVar
+
+from zero.errors import ConfigError
+from zero.specialists.manifest import Location, Manifest, ManifestError, ManifestFile
+from zero.tools import builtin_tools, expand_tools
+
+__all__ = ["Specialist", "SpecialistRegistry", "builtin_dir", "project_dir", "user_dir"]
+
+KNOWN_TOOLS = [t.name for t in builtin_tools()]
+
+
+@dataclass(frozen=True)
+class Specialist:
+    """A resolved specialist: ``extends`` merged, tools expanded to names."""
+
+    name: str
+    description: str
+    prompt: str
+    tools: tuple[str, ...]
+    location: Location
+    path: Path
+    model: str | None = None
+    provider: str | None = None
+    reasoning_effort: str | None = None
+    max_turns: int | None = None
+    timeout_seconds: float | None = None
+    budget_tokens: int | None = None
+    budget_cost_usd: float | None = None
+    tool_selection: tuple[str, ...] = ()
+    default_tools: bool = False
+
+
+def builtin_dir() -> Path:
+    return Path(str(resources.files("zero.manifests").joinpath("specialists")))
+
+
+def user_dir() -> Path:
+    base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+    return Path(base).expanduser() / "zero" / "specialists"
+
+
+def project_dir(workspace: Path) -> Path:
+    return workspace / ".zero" / "specialists"
+
+
+@dataclass
+class SpecialistRegistry:
+    """The specialists that loaded, and the errors of the files that did not."""
+
+    specialists: dict[str, Specialist] = field(default_factory=dict)
+    errors: list[ManifestError] = field(default_factory=list)
+    overridden: dict[str, list[Path]] = field(default_factory=dict)
+
+    @classmethod
+    def load(cls, workspace: Path | None = None, *, user: Path | None = None) -> SpecialistRegistry:
+        folders: list[tuple[Path, Location]] = [(builtin_dir(), "builtin"), (user or user_dir(), "user")]
+        if workspace is not None:
+            folders.append((project_dir(workspace), "project"))
+        registry = cls()
+        files: dict[str, ManifestFile] = {}
+        for folder, location in folders:
+            for path in sorted(folder.glob("*.toml")) if folder.is_dir() else []:
+                if path.is_symlink() or not path.is_file():
+                    continue
+                try:
+                    loaded = ManifestFile.load(path, location)
+                except ManifestError as e:
+                    registry.errors.append(e)
+                    continue
+                name = loaded.manifest.name
+                if name in files:
+                    registry.overridden.setdefault(name, []).append(files[name].path)
+                files[name] = loaded
+        for name in files:
+            try:
+                registry.specialists[name] = resolve(name, files)
+            except ManifestError as e:
+                registry.errors.append(e)
+        return registry
+
+    def get(self, name: str) -> Specialist:
+        try:
+            return self.specialists[name]
+        except KeyError:
+            raise ConfigError(f"no specialist named {name!r}; available: {', '.join(self.names())}") from None
+
+    def names(self) -> list[str]:
+        return sorted(self.specialists)
+
+
+def resolve(name: str, files: dict[str, ManifestFile]) -> Specialist:
+    """Merge ``name`` with its ``extends`` chain: prompt = base + own, own tools replace the base's."""
+    file = files[name]
+    chain = [name]
+    while (base := files[chain[-1]].manifest.extends) is not None:
+        if base in chain:
+            raise ManifestError(file.path, f"extends cycle: {' -> '.join([*chain, base])}", key="extends")
+        if base not in files:
+            where = "" if len(chain) == 1 else f" (through {' -> '.join(chain)})"
+            raise ManifestError(file.path, f"extends {base!r}, which is not a known specialist{where}", key="extends")
+        chain.append(base)
+    merged: Specialist | None = None
+    for step in reversed(chain):
+        m = files[step].manifest
+        description = m.description or (merged.description if merged else "")
+        prompt = "\n\n".join(p for p in (merged.prompt if merged else "", m.prompt.strip()) if p)
+        try:
+            merged = _specialist(files[step], description, prompt, merged)
+        except ManifestError as e:
+            if step == name:
+                raise
+            raise ManifestError(file.path, f"its base {step!r} is unusable: {e.detail}", key="extends") from e
+    assert merged is not None
+    return merged
+
+
+T = TypeVar("T")
+
+
+def _pick(own: bool, value: T, inherited: T) -> T:
+    return value if own else inherited
+
+
+def _specialist(file: ManifestFile, description: str, prompt: str, base: Specialist | None) -> Specialist:
+    m: Manifest = file.manifest
+    own = file.set_fields if base is not None else set(Manifest.model_fields)
+    selection = tuple(m.tools) if "tools" in own else base.tool_selection if base else ()
+    try:
+        tools = expand_tools(selection, KNOWN_TOOLS)
+    except ConfigError as e:
+        raise ManifestError(file.path, str(e), key="tools") from e
+    b = base or Specialist("", "", "", (), file.location, file.path)
+    budget = m.budget
+    has_budget = "budget" in own
+    return Specialist(
+        name=m.name,
+        description=description,
+        prompt=prompt,
+        tools=tools,
+        location=file.location,
+        path=file.path,
+        model=_pick("model" in own, m.model, b.model),
+        provider=_pick("provider" in own, m.provider, b.provider),
+        reasoning_effort=_pick("reasoning_effort" in own, m.reasoning_effort, b.reasoning_effort),
+        max_turns=_pick("max_turns" in own, m.max_turns, b.max_turns),
+        timeout_seconds=_pick("timeout_seconds" in own, m.timeout_seconds, b.timeout_seconds),
+        budget_tokens=_pick(has_budget, budget.tokens if budget else None, b.budget_tokens),
+        budget_cost_usd=_pick(has_budget, budget.cost_usd if budget else None, b.budget_cost_usd),
+        tool_selection=selection,
+        default_tools="tools" not in file.set_fields and (base is None or base.default_tools),
+    )

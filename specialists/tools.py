@@ -1,0 +1,87 @@
+"""The model-facing delegation tools: Task, TaskOutput and TaskStop."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from pydantic import Field
+
+from zero.tools import ArgsModel, BuiltinTool, ToolContext, ToolOutput
+from zero.tools.base import current_call_id
+
+if TYPE_CHECKING:
+    from zero.specialists.delegation import Delegator
+
+__all__ = ["Task", "TaskOutput", "TaskStop"]
+
+
+class TaskArgs(ArgsModel):
+    name: str | None = Field(None, description="The specialist to run, e.g. explorer, worker, code-review.")
+    prompt: str = Field(min_length=1, description="The complete, self-contained assignment for the specialist.")
+    description: str | None = Field(None, description="A short label (3-8 words) for the task.")
+    run_in_background: bool = Field(False, description="Return at once with a task_id; check it with TaskOutput.")
+    resume: str | None = Field(None, description="Continue an earlier specialist session (its session_id).")
+
+
+class Task(BuiltinTool[TaskArgs]):
+    """Its own effect is only to start an agent; what that agent may do is the narrower of its
+    manifest and the caller's permission mode. So it counts as ``read``, and several Task calls
+    of one turn run side by side."""
+
+    name = "Task"
+    description = (
+        "Delegate a task to a specialist agent, which works in its own session with its own tools "
+        "and returns a report (session_id first). Several Task calls in one turn run in parallel. "
+        "Use resume with a session_id to continue a specialist's earlier session with its history."
+    )
+    side_effect = "read"
+    args = TaskArgs
+
+    def __init__(self, delegator: Delegator):
+        self.delegator = delegator
+
+    async def run(self, args: TaskArgs, ctx: ToolContext) -> ToolOutput:
+        return await self.delegator.task(
+            name=args.name,
+            prompt=args.prompt,
+            description=args.description,
+            background=args.run_in_background,
+            resume=args.resume,
+            call_id=current_call_id.get(),
+        )
+
+
+class TaskOutputArgs(ArgsModel):
+    task_id: str = Field(description="The task_id Task returned.")
+    block: bool = Field(False, description="Wait until the task finishes (or the timeout passes).")
+    timeout: float = Field(30, gt=0, le=1200, description="Seconds to wait when block is true.")
+
+
+class TaskOutput(BuiltinTool[TaskOutputArgs]):
+    name = "TaskOutput"
+    description = "Check on a background task: its progress, or its report once it has finished."
+    side_effect = "read"
+    args = TaskOutputArgs
+
+    def __init__(self, delegator: Delegator):
+        self.delegator = delegator
+
+    async def run(self, args: TaskOutputArgs, ctx: ToolContext) -> ToolOutput:
+        return await self.delegator.output(args.task_id, args.block, args.timeout)
+
+
+class TaskStopArgs(ArgsModel):
+    task_id: str = Field(description="The task_id Task returned.")
+
+
+class TaskStop(BuiltinTool[TaskStopArgs]):
+    name = "TaskStop"
+    description = "Stop a background task. It ends 'cancelled' and keeps its partial output."
+    side_effect = "read"
+    args = TaskStopArgs
+
+    def __init__(self, delegator: Delegator):
+        self.delegator = delegator
+
+    async def run(self, args: TaskStopArgs, ctx: ToolContext) -> ToolOutput:
+        return await self.delegator.stop(args.task_id)
