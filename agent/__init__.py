@@ -20,7 +20,7 @@ from zero.agent.events import (
     TurnCompleted,
     UsageUpdated,
 )
-from zero.agent.loop import AgentConfig, AgentRun, Approver, CallGuard, EventSink
+from zero.agent.loop import AgentConfig, AgentRun, Approver, CallGuard, CallPermit, EventSink
 from zero.agent.messages import Message, ModelRequest, ToolCall, ToolSpec, Usage
 from zero.agent.pricing import Price, PriceTable
 from zero.agent.provider import Provider
@@ -33,6 +33,7 @@ __all__ = [
     "Approver",
     "AssistantText",
     "CallGuard",
+    "CallPermit",
     "EventSink",
     "Message",
     "ModelRequest",

@@ -44,21 +44,30 @@ from zero.tools import (
 from zero.tools.base import current_call_id
 from zero.tools.permissions import REASONS
 
-__all__ = ["AgentConfig", "AgentRun", "Approver", "CallGuard", "EventSink"]
+__all__ = ["AgentConfig", "AgentRun", "Approver", "CallGuard", "CallPermit", "EventSink"]
 
 EventSink = Callable[[RunEvent], Awaitable[None]]
+
+
+@dataclass(frozen=True, slots=True)
+class CallPermit:
+    """A guard's leave for one model call: ``note`` is shown to the model before it."""
+
+    token: object = None
+    note: str | None = None
 
 
 class CallGuard(Protocol):
     """Checks every model call of a run, e.g. against a budget.
 
     ``before_call`` raises ``BudgetExhaustedError`` to stop the run before the call
-    starts; ``after_call`` sees the call's priced usage.
+    starts, or returns a permit; ``after_call`` gets that permit back with the call's
+    priced usage, or ``None`` when the call failed or was cancelled.
     """
 
-    async def before_call(self, request: ModelRequest, run_usage: Usage) -> None: ...
+    async def before_call(self, request: ModelRequest, run_usage: Usage) -> CallPermit | None: ...
 
-    async def after_call(self, usage: Usage) -> None: ...
+    async def after_call(self, permit: CallPermit | None, usage: Usage | None) -> None: ...
 
 
 Approver = Callable[[PermissionRequested], Awaitable[bool]]
@@ -94,6 +103,9 @@ class _Turn:
     calls: list[ToolCall] = field(default_factory=list)
     results: list[Message] = field(default_factory=list)
     committed: bool = False
+    permits: list[tuple[CallGuard, CallPermit | None]] = field(default_factory=list)
+    notes: list[Message] = field(default_factory=list)
+    usage: Usage | None = None
 
 
 async def _discard(event: RunEvent) -> None:
@@ -161,11 +173,14 @@ class AgentRun:
             status: RunStatus = "max_turns"
             while self.config.max_turns is None or self.turns < self.config.max_turns:
                 turn = _Turn()
-                request = self._request()
-                for guard in self.config.guards:
-                    await guard.before_call(request, self.usage)
+                request = await self._permitted_request(turn)
                 self.turns += 1
-                await self._call_model(turn, request)
+                try:
+                    await self._call_model(turn, request)
+                finally:
+                    with anyio.CancelScope(shield=True):
+                        for guard, permit in turn.permits:
+                            await guard.after_call(permit, turn.usage)
                 if turn.calls:
                     await self._run_tools(turn)
                 await self._commit(turn)
@@ -206,13 +221,13 @@ class AgentRun:
         A cancelled turn keeps its partial text, and a tool call left without a result
         gets one saying it was cancelled, so the history always pairs calls and results.
         """
-        if turn.committed or not (turn.text or turn.calls):
+        if turn.committed or not (turn.text or turn.calls or turn.notes):
             return
         turn.committed = True
         text = self.config.redactor("".join(turn.text))
         if text.strip():
             self.output = text
-        added = [Message("assistant", text, tuple(turn.calls))]
+        added = [Message("assistant", text, tuple(turn.calls))] if (turn.text or turn.calls) else []
         answered = {m.tool_call_id for m in turn.results}
         added += turn.results
         added += [
@@ -220,9 +235,27 @@ class AgentRun:
             for c in turn.calls
             if c.id not in answered
         ]
-        self.messages.extend(added)
+        self.messages.extend(added)  # the notes are in already: the model saw them before the call
         self._recorded = len(self.messages)
-        await self.sink(TurnCompleted(self.session_id, self.turns, tuple(added)))
+        await self.sink(TurnCompleted(self.session_id, self.turns, tuple(turn.notes + added)))
+
+    async def _permitted_request(self, turn: _Turn) -> ModelRequest:
+        """Ask every guard for leave to call the model; a guard's note joins the conversation first."""
+        request = self._request()
+        for guard in self.config.guards:
+            try:
+                permit = await guard.before_call(request, self.usage)
+            except BaseException:
+                with anyio.CancelScope(shield=True):
+                    for earlier, granted in turn.permits:
+                        await earlier.after_call(granted, None)
+                raise
+            turn.permits.append((guard, permit))
+            if permit is not None and permit.note:
+                note = Message("user", permit.note)
+                self.messages.append(note)
+                turn.notes.append(note)
+        return self._request() if turn.notes else request
 
     def _request(self) -> ModelRequest:
         return ModelRequest(
@@ -231,6 +264,7 @@ class AgentRun:
             tools=self._specs,
             max_output_tokens=self.config.max_output_tokens,
             reasoning_effort=self.config.reasoning_effort,
+            metadata={"session_id": self.session_id},
         )
 
     async def _call_model(self, turn: _Turn, request: ModelRequest) -> None:
@@ -280,9 +314,8 @@ class AgentRun:
         if usage is None:
             priced = Usage(calls=1, cost_usd=None)  # the server reported nothing: cost unknown
         self.usage = self.usage + priced
+        turn.usage = priced
         await self.sink(UsageUpdated(self.session_id, self.config.model, priced, self.usage))
-        for guard in self.config.guards:
-            await guard.after_call(priced)
 
     async def _run_tools(self, turn: _Turn) -> None:
         """Run the turn's tool calls: reads side by side, anything else one at a time, in order."""

@@ -228,6 +228,6 @@ async def _stop_on_signal(run: AgentRun, delegator: Delegator, scope: anyio.Canc
     with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
         async for _ in signals:
             run.cancel_status = "interrupted"
-            delegator.mark_interrupted()
+            delegator.mark_stopping("interrupted")
             scope.cancel()
             return

@@ -7,6 +7,7 @@ from zero.specialists.delegation import (
     Delegator,
     InvocationBudget,
     delegating_agent,
+    specialist_agent,
     specialists_prompt,
 )
 from zero.specialists.envelope import envelope, format_cost
@@ -31,6 +32,7 @@ __all__ = [
     "envelope",
     "format_cost",
     "project_dir",
+    "specialist_agent",
     "specialists_prompt",
     "user_dir",
 ]

@@ -22,6 +22,7 @@ from zero.agent import (
     AgentConfig,
     AgentRun,
     CallGuard,
+    CallPermit,
     EventSink,
     Message,
     ModelRequest,
@@ -56,6 +57,7 @@ __all__ = [
     "InvocationBudget",
     "child_system_prompt",
     "delegating_agent",
+    "specialist_agent",
     "specialists_prompt",
 ]
 
@@ -88,7 +90,7 @@ class InvocationBudget:
         self.tokens = tokens
         self.cost_usd = cost_usd
 
-    async def before_call(self, request: ModelRequest, run_usage: Usage) -> None:
+    async def before_call(self, request: ModelRequest, run_usage: Usage) -> CallPermit | None:
         if self.tokens is not None and run_usage.total_tokens >= self.tokens:
             raise BudgetExhaustedError(
                 f"token budget of this invocation is spent: {run_usage.total_tokens} of {self.tokens} tokens",
@@ -99,8 +101,9 @@ class InvocationBudget:
             raise BudgetExhaustedError(
                 f"cost budget of this invocation is spent: ${cost:.4f} of ${self.cost_usd:.4f}", limit="cost_usd"
             )
+        return None
 
-    async def after_call(self, usage: Usage) -> None:
+    async def after_call(self, permit: CallPermit | None, usage: Usage | None) -> None:
         return None
 
 
@@ -148,15 +151,76 @@ def specialists_prompt(registry: SpecialistRegistry) -> str:
     )
 
 
-def child_system_prompt(spec: Specialist, cwd: str, can_delegate: bool, registry: SpecialistRegistry) -> str:
-    prompt = (
-        f"{spec.prompt}\n\n"
+def child_system_prompt(
+    spec: Specialist, cwd: str, can_delegate: bool, registry: SpecialistRegistry, role: str | None = None
+) -> str:
+    role = role or (
         f'You are the "{spec.name}" specialist, started by another agent to do one task. '
-        f"Workspace: {cwd}.\n"
         "Work only on the task you are given. Your final message is your report to that agent: "
         "lead with the answer, then the evidence. It cannot ask you follow-up questions."
     )
+    prompt = f"{spec.prompt}\n\n{role}\nWorkspace: {cwd}."
     return f"{prompt}\n\n{specialists_prompt(registry)}" if can_delegate else prompt
+
+
+def specialist_agent(
+    ctx: AgentContext,
+    spec: Specialist,
+    *,
+    session_id: str,
+    root_session_id: str,
+    depth: int,
+    provider: Provider,
+    model: str,
+    permission_mode: PermissionMode,
+    caller_tools: set[str],
+    sink: EventSink,
+    history: list[Message] | None = None,
+    recorded: int = 0,
+    max_turns: int | None = None,
+    extra_tools: tuple[Tool, ...] = (),
+    role: str | None = None,
+) -> tuple[AgentRun, Delegator | None]:
+    """An agent that works as ``spec``: its manifest's tools narrowed to the caller's, the caller's
+    permission mode, its limits, and Task tools of its own while ``depth`` allows."""
+    allowed = [t for t in spec.tools if t in caller_tools or t in DELEGATE_TOOLS]
+    tools: list[Tool] = [t for t in builtin_tools() if t.name in allowed] + list(extra_tools)
+    wants_delegate = any(t in DELEGATE_TOOLS for t in allowed)
+    delegator = None
+    unavailable: dict[str, str] = {}
+    if wants_delegate and depth < ctx.max_depth:
+        delegator = Delegator(
+            ctx,
+            session_id=session_id,
+            root_session_id=root_session_id,
+            depth=depth,
+            permission_mode=permission_mode,
+            caller_tools={t.name for t in tools},
+        )
+        tools += delegator.tools()
+    elif wants_delegate:
+        reason = f"this agent is at depth {depth} and max_depth is {ctx.max_depth}; do the work yourself"
+        unavailable = dict.fromkeys(DELEGATE_TOOLS, reason)
+    guards = ctx.guards
+    if spec.budget_tokens is not None or spec.budget_cost_usd is not None:
+        guards = (*guards, InvocationBudget(spec.budget_tokens, spec.budget_cost_usd))
+    config = AgentConfig(
+        provider=provider,
+        model=model,
+        tools=ToolRegistry(tools),
+        workspace=ctx.workspace,
+        permission_mode=permission_mode,  # never wider than the caller's
+        max_turns=max_turns or spec.max_turns or ctx.default_max_turns,
+        reasoning_effort=spec.reasoning_effort,
+        prices=ctx.prices,
+        retry=ctx.retry,
+        guards=guards,
+        unavailable=unavailable,
+    )
+    if not history:
+        cwd = str(ctx.workspace.root)
+        history = [Message("system", child_system_prompt(spec, cwd, delegator is not None, ctx.registry, role))]
+    return AgentRun(config, session_id, history, sink, recorded=recorded), delegator
 
 
 class Delegator:
@@ -182,7 +246,7 @@ class Delegator:
         self.children: dict[str, _Child] = {}
         self._limiter = anyio.CapacityLimiter(ctx.max_concurrency)
         self._tg: TaskGroup | None = None
-        self.interrupted = False
+        self.stopping: RunStatus | None = None  # set when the whole run is being stopped, and why
 
     async def __aenter__(self) -> Delegator:
         self._tg = anyio.create_task_group()
@@ -193,7 +257,7 @@ class Delegator:
         assert self._tg is not None
         for child in self.children.values():
             if child.background and not child.done.is_set():
-                self._cancel(child, "interrupted" if self.interrupted else "cancelled")
+                self._cancel(child, self.stopping or "cancelled")
         return await self._tg.__aexit__(*exc)  # type: ignore[arg-type]
 
     @property
@@ -205,14 +269,14 @@ class Delegator:
 
         return [Task(self), TaskOutput(self), TaskStop(self)] if self.can_delegate else []
 
-    def mark_interrupted(self) -> None:
-        """Ctrl-C or SIGTERM: every running descendant will be recorded ``interrupted``."""
-        self.interrupted = True
+    def mark_stopping(self, status: RunStatus) -> None:
+        """The whole run is stopping (Ctrl-C, a spent budget): every running descendant ends ``status``."""
+        self.stopping = status
         for child in self.children.values():
             if not child.done.is_set():
-                child.run.cancel_status = "interrupted"
+                child.run.cancel_status = status
                 if child.delegator is not None:
-                    child.delegator.mark_interrupted()
+                    child.delegator.mark_stopping(status)
 
     # -- the Task tool ------------------------------------------------------------
 
@@ -329,45 +393,6 @@ class Delegator:
             )
         except ZeroError as e:
             raise ToolError(f"cannot start {spec.name}: {e}") from e
-        allowed = [t for t in spec.tools if t in self.caller_tools or t in DELEGATE_TOOLS]
-        child_delegator = None
-        tools: list[Tool] = [t for t in builtin_tools() if t.name in allowed]
-        can_delegate = any(t in DELEGATE_TOOLS for t in allowed) and self.depth + 1 < self.ctx.max_depth
-        if can_delegate:
-            child_delegator = Delegator(
-                self.ctx,
-                session_id=session_id,
-                root_session_id=self.root_session_id,
-                depth=self.depth + 1,
-                permission_mode=self.permission_mode,
-                caller_tools={t.name for t in tools},
-            )
-            tools += child_delegator.tools()
-        unavailable = {}
-        if any(t in DELEGATE_TOOLS for t in spec.tools) and not can_delegate:
-            reason = (
-                f"this agent is at depth {self.depth + 1} and max_depth is {self.ctx.max_depth}; do the work yourself"
-            )
-            unavailable = dict.fromkeys(DELEGATE_TOOLS, reason)
-        guards = self.ctx.guards
-        if spec.budget_tokens is not None or spec.budget_cost_usd is not None:
-            guards = (*guards, InvocationBudget(spec.budget_tokens, spec.budget_cost_usd))
-        config = AgentConfig(
-            provider=provider,
-            model=model,
-            tools=ToolRegistry(tools),
-            workspace=self.ctx.workspace,
-            permission_mode=self.permission_mode,  # never wider than the caller's
-            max_turns=spec.max_turns or self.ctx.default_max_turns,
-            reasoning_effort=spec.reasoning_effort,
-            prices=self.ctx.prices,
-            retry=self.ctx.retry,
-            guards=guards,
-            unavailable=unavailable,
-        )
-        if not history:
-            cwd = str(self.ctx.workspace.root)
-            history = [Message("system", child_system_prompt(spec, cwd, can_delegate, self.ctx.registry))]
         child: _Child
         recorder = SessionRecorder(self.ctx.store, session_id)
 
@@ -382,10 +407,23 @@ class Delegator:
                 await recorder(event)
             await self.ctx.sink(event)
 
-        run = AgentRun(config, session_id, history, sink, recorded=recorded)
+        run, child_delegator = specialist_agent(
+            self.ctx,
+            spec,
+            session_id=session_id,
+            root_session_id=self.root_session_id,
+            depth=self.depth + 1,
+            provider=provider,
+            model=model,
+            permission_mode=self.permission_mode,
+            caller_tools=self.caller_tools,
+            sink=sink,
+            history=history,
+            recorded=recorded,
+        )
         child = _Child(session_id, spec, description, run, child_delegator, background=background)
-        if self.interrupted:
-            run.cancel_status = "interrupted"
+        if self.stopping:
+            run.cancel_status = self.stopping
         self.children[session_id] = child
         return child
 

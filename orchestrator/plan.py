@@ -1,0 +1,204 @@
+"""A team file checked against the specialists and turned into a dependency graph and waves."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import networkx as nx
+
+from zero.agent import PriceTable
+from zero.errors import did_you_mean
+from zero.orchestrator.team import (
+    TEMPLATE,
+    MemberSpec,
+    TeamBudget,
+    TeamError,
+    TeamFile,
+    TeamProblem,
+    key_line,
+    load_team,
+    member_line,
+    template_refs,
+)
+from zero.specialists import Specialist, SpecialistRegistry
+from zero.tools import PermissionMode
+
+__all__ = ["MemberPlan", "TeamPlan", "build_plan", "render_prompt"]
+
+
+@dataclass(frozen=True)
+class MemberPlan:
+    spec: MemberSpec
+    specialist: Specialist
+    provider: str
+    model: str
+    permission_mode: PermissionMode
+    max_turns: int
+    wave: int
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+
+@dataclass(frozen=True)
+class TeamPlan:
+    team: TeamFile
+    path: Path
+    members: dict[str, MemberPlan]  # in file order
+    waves: list[list[str]]
+    budget: TeamBudget
+    max_concurrency: int
+    graph: nx.DiGraph[str]
+
+    @property
+    def name(self) -> str:
+        return self.team.name
+
+
+def build_plan(
+    path: Path,
+    registry: SpecialistRegistry,
+    *,
+    provider: str,
+    model: str,
+    permission_mode: PermissionMode,
+    prices: PriceTable,
+    budget: TeamBudget | None = None,
+    max_concurrency: int | None = None,
+    goal: str | None = None,
+) -> TeamPlan:
+    """Validate everything that can be checked without a model; raise ``TeamError`` listing every problem.
+
+    ``provider`` and ``model`` are what members inherit (flags, the team's defaults, environment and
+    config already applied); a member's or its manifest's own model wins over them.
+    """
+    team, text = load_team(path)
+    if goal is not None:
+        team = team.model_copy(update={"goal": goal})
+    where = str(path)
+    problems: list[TeamProblem] = []
+    graph: nx.DiGraph[str] = nx.DiGraph()
+    seen: set[str] = set()
+    for m in team.members:
+        line = member_line(text, m.name)
+        if m.name in seen:
+            problems.append(TeamProblem(where, "is declared twice; member names must be unique", line, m.name, "name"))
+        seen.add(m.name)
+        graph.add_node(m.name)
+    names = [m.name for m in team.members]
+    for m in team.members:
+        line = member_line(text, m.name)
+        start = (line or 1) - 1
+        for dep in m.depends_on:
+            if dep not in seen:
+                problems.append(
+                    TeamProblem(
+                        where,
+                        f"depends on unknown member {dep!r}{did_you_mean(dep, names)}",
+                        key_line(text, "depends_on", start),
+                        m.name,
+                        "depends_on",
+                    )
+                )
+            else:
+                graph.add_edge(dep, m.name)
+        if m.specialist not in registry.specialists:
+            hint = did_you_mean(m.specialist, registry.names())
+            problems.append(
+                TeamProblem(
+                    where,
+                    f"unknown specialist {m.specialist!r}{hint}; available: {', '.join(registry.names())}",
+                    key_line(text, "specialist", start),
+                    m.name,
+                    "specialist",
+                )
+            )
+        refs, bad = template_refs(m.prompt)
+        for ref in refs:
+            if ref not in m.depends_on:
+                problems.append(
+                    TeamProblem(
+                        where,
+                        f"prompt uses {{{{ {ref}.output }}}} but {ref!r} is not in its depends_on; "
+                        f"add it there so {m.name!r} runs after it",
+                        key_line(text, "prompt", start),
+                        m.name,
+                        "prompt",
+                    )
+                )
+        for expr in bad:
+            problems.append(
+                TeamProblem(
+                    where,
+                    f"prompt has an unknown placeholder {{{{ {expr} }}}}; use {{{{ goal }}}} or "
+                    "{{ <member>.output }}",
+                    key_line(text, "prompt", start),
+                    m.name,
+                    "prompt",
+                )
+            )
+    for cycle in sorted(nx.simple_cycles(graph), key=lambda c: c[0]):
+        path_text = " -> ".join([*cycle, cycle[0]])
+        problems.append(
+            TeamProblem(where, f"dependency cycle: {path_text}", member_line(text, cycle[0]), cycle[0], "depends_on")
+        )
+    limits = budget or team.budget
+    members: dict[str, MemberPlan] = {}
+    if not problems:
+        waves = [sorted(w, key=names.index) for w in nx.topological_generations(graph)]
+        wave_of = {n: i for i, wave in enumerate(waves) for n in wave}
+        for m in team.members:
+            spec = registry.specialists[m.specialist]
+            member_model = m.model or spec.model or model
+            plan = MemberPlan(
+                spec=m,
+                specialist=spec,
+                provider=m.provider or spec.provider or provider,
+                model=member_model,
+                permission_mode=m.permission_mode or team.defaults.permission_mode or permission_mode,
+                max_turns=m.max_turns or spec.max_turns or team.defaults.max_turns or 30,
+                wave=wave_of[m.name],
+            )
+            members[m.name] = plan
+            if limits.cost_usd is not None and prices.price(member_model) is None:
+                problems.append(
+                    TeamProblem(
+                        where,
+                        f"the team has a cost budget but model {member_model!r} has no known price; add "
+                        f'[prices."{member_model}"] to config.toml, or drop budget.cost_usd',
+                        member_line(text, m.name),
+                        m.name,
+                        "model",
+                    )
+                )
+            grant = m.budget
+            for key in ("tokens", "cost_usd", "turns"):
+                mine = getattr(grant, key) if grant else None
+                team_limit = getattr(limits, key)
+                if mine is not None and team_limit is not None and mine > team_limit:
+                    problems.append(
+                        TeamProblem(
+                            where,
+                            f"budget.{key} = {mine} is more than the team's {team_limit}",
+                            key_line(text, key, (member_line(text, m.name) or 1) - 1),
+                            m.name,
+                            f"budget.{key}",
+                        )
+                    )
+    if problems:
+        raise TeamError(problems)
+    return TeamPlan(team, path, members, waves, limits, max_concurrency or team.scheduler.max_concurrency, graph)
+
+
+def render_prompt(prompt: str, goal: str, outputs: dict[str, str]) -> str:
+    """Fill ``{{ goal }}`` and ``{{ member.output }}``."""
+
+    def fill(match: object) -> str:
+        expr = match.group(1)  # type: ignore[attr-defined]
+        if expr == "goal":
+            return goal
+        return outputs.get(str(expr).removesuffix(".output"), "")
+
+    return TEMPLATE.sub(fill, prompt)
