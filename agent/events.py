@@ -23,6 +23,7 @@ __all__ = [
     "RunResult",
     "RunStarted",
     "RunStatus",
+    "StatusChanged",
     "SubagentFinished",
     "SubagentStarted",
     "ToolCallStarted",
@@ -159,6 +160,16 @@ class SubagentFinished:
 
 
 @dataclass(frozen=True, slots=True)
+class StatusChanged:
+    """A session reached a status without running, e.g. a team member ``skipped`` or ``cancelled``."""
+
+    session_id: str
+    status: str
+    reason: str = ""
+    kind: Literal["status_changed"] = "status_changed"
+
+
+@dataclass(frozen=True, slots=True)
 class RunResult:
     """How a run ended: its status, its (possibly partial) output, usage and error."""
 
@@ -192,4 +203,5 @@ RunEvent = (
     | RunFinished
     | SubagentStarted
     | SubagentFinished
+    | StatusChanged
 )

@@ -83,6 +83,27 @@ def build_parser() -> argparse.ArgumentParser:
         sub.add_argument("--json", action="store_true", help="print JSON")
         sub.add_argument("--cwd", help="workspace folder (default: the current folder)")
 
+    swarm = commands.add_parser("swarm", help="run a team of specialists under one shared budget")
+    sw = swarm.add_subparsers(dest="swarm_command", metavar="ACTION", required=True)
+    sw_run = sw.add_parser(
+        "run",
+        help="run a team file",
+        description="Run the members of a team file as their dependencies complete, under the team's shared budget.",
+    )
+    sw_validate = sw.add_parser("validate", help="check a team file and print its plan (exit 2 if invalid)")
+    for sub in (sw_run, sw_validate):
+        sub.add_argument("team", metavar="TEAM.toml")
+        sub.add_argument("--max-concurrency", type=int, help="members running at once (overrides [scheduler])")
+        sub.add_argument("--budget-tokens", type=int, help="team token limit (overrides [budget])")
+        sub.add_argument("--budget-cost", type=float, help="team cost limit in US dollars")
+        sub.add_argument("--budget-seconds", type=float, help="team wall-clock limit in seconds")
+        sub.add_argument("--goal", help="replace the team's goal")
+        _common(sub)
+    sw_run.add_argument("--output-format", choices=("text", "json", "stream-json"), default="text")
+    sw_run.add_argument("--no-live", action="store_true", help="plain progress lines instead of the live view")
+    sw_run.add_argument("--dry-run", action="store_true", help="validate and print the plan; run nothing")
+    sw_validate.add_argument("--json", action="store_true", help="print JSON")
+
     sessions = commands.add_parser("sessions", help="inspect recorded sessions")
     ss = sessions.add_subparsers(dest="sessions_command", metavar="ACTION", required=True)
     ss_list = ss.add_parser("list", help="all sessions, newest first")
@@ -115,6 +136,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from zero.cli.specialists_cmd import run_specialists
 
         return run_specialists(args)
+    if args.command == "swarm":
+        from zero.cli.swarm_cmd import run_swarm
+
+        return run_swarm(args)
     if args.command == "sessions":
         from zero.cli.sessions_cmd import run_sessions
 

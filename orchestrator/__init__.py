@@ -1,3 +1,30 @@
-"""Orchestration of teams: the team file, dependency graph, scheduler, budget ledger and live view."""
+"""Orchestration of teams: the team file, dependency graph, scheduler, budget ledger and mailbox."""
 
-__all__: list[str] = []
+from __future__ import annotations
+
+from zero.orchestrator.ledger import BudgetGuard, Ledger, Trip
+from zero.orchestrator.mailbox import Mailbox, ReadInbox, SendMessage
+from zero.orchestrator.plan import MemberPlan, TeamPlan, build_plan, render_prompt
+from zero.orchestrator.runner import MemberState, TeamResult, TeamRunner
+from zero.orchestrator.team import TeamBudget, TeamError, TeamFile, TeamProblem, load_team
+
+__all__ = [
+    "BudgetGuard",
+    "Ledger",
+    "Mailbox",
+    "MemberPlan",
+    "MemberState",
+    "ReadInbox",
+    "SendMessage",
+    "TeamBudget",
+    "TeamError",
+    "TeamFile",
+    "TeamPlan",
+    "TeamProblem",
+    "TeamResult",
+    "TeamRunner",
+    "Trip",
+    "build_plan",
+    "load_team",
+    "render_prompt",
+]

@@ -74,11 +74,10 @@ def build_plan(
     ``provider`` and ``model`` are what members inherit (flags, the team's defaults, environment and
     config already applied); a member's or its manifest's own model wins over them.
     """
-    team, text = load_team(path)
+    team, text, problems = load_team(path)
     if goal is not None:
         team = team.model_copy(update={"goal": goal})
     where = str(path)
-    problems: list[TeamProblem] = []
     graph: nx.DiGraph[str] = nx.DiGraph()
     seen: set[str] = set()
     for m in team.members:
@@ -139,7 +138,9 @@ def build_plan(
                     "prompt",
                 )
             )
-    for cycle in sorted(nx.simple_cycles(graph), key=lambda c: c[0]):
+    for found in nx.simple_cycles(graph):
+        first = min(range(len(found)), key=lambda i: names.index(found[i]))
+        cycle = found[first:] + found[:first]  # start at the member declared first
         path_text = " -> ".join([*cycle, cycle[0]])
         problems.append(
             TeamProblem(where, f"dependency cycle: {path_text}", member_line(text, cycle[0]), cycle[0], "depends_on")
@@ -158,7 +159,7 @@ def build_plan(
                 provider=m.provider or spec.provider or provider,
                 model=member_model,
                 permission_mode=m.permission_mode or team.defaults.permission_mode or permission_mode,
-                max_turns=m.max_turns or spec.max_turns or team.defaults.max_turns or 30,
+                max_turns=m.max_turns or team.defaults.max_turns or spec.max_turns or 30,
                 wave=wave_of[m.name],
             )
             members[m.name] = plan

@@ -14,7 +14,7 @@ from zero.errors import ConfigError, did_you_mean
 from zero.specialists.manifest import NAME_PATTERN
 from zero.tools import PermissionMode
 
-__all__ = ["MemberSpec", "TeamBudget", "TeamError", "TeamFile", "TeamProblem", "template_refs"]
+__all__ = ["MemberSpec", "TeamBudget", "TeamError", "TeamFile", "TeamProblem", "load_team", "template_refs"]
 
 TEMPLATE = re.compile(r"\{\{\s*([^{}]*?)\s*\}\}")
 
@@ -122,8 +122,9 @@ def key_line(text: str, key: str, after: int = 0) -> int | None:
     return None
 
 
-def load_team(path: Path) -> tuple[TeamFile, str]:
-    """Parse and validate the file's shape; raises ``TeamError`` with every shape problem."""
+def load_team(path: Path) -> tuple[TeamFile, str, list[TeamProblem]]:
+    """Parse the file. Unknown keys are reported and set aside, so the rest can still be checked;
+    any other shape error raises ``TeamError`` listing every problem found."""
     try:
         text = path.read_text("utf-8")
     except OSError as e:
@@ -134,9 +135,21 @@ def load_team(path: Path) -> tuple[TeamFile, str]:
         found = re.search(r"line (\d+)", str(e))
         raise TeamError([TeamProblem(str(path), f"not valid TOML: {e}", int(found.group(1)) if found else None)]) from e
     try:
-        return TeamFile.model_validate(data), text
+        return TeamFile.model_validate(data), text, []
     except ValidationError as e:
-        raise TeamError([_problem(path, text, data, err) for err in e.errors()]) from e
+        problems = [_problem(path, text, data, err) for err in e.errors()]
+        unknown = [err["loc"] for err in e.errors() if err["type"] == "extra_forbidden"]
+        if len(unknown) < len(problems):
+            raise TeamError(problems) from e
+    for loc in unknown:  # drop the unknown keys and look at the rest
+        node: Any = data
+        for part in loc[:-1]:
+            node = node[part]
+        node.pop(loc[-1], None)
+    try:
+        return TeamFile.model_validate(data), text, problems
+    except ValidationError as e:
+        raise TeamError(problems + [_problem(path, text, data, err) for err in e.errors()]) from e
 
 
 def _problem(path: Path, text: str, data: dict[str, Any], err: Any) -> TeamProblem:
