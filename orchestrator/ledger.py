@@ -36,10 +36,12 @@ class Trip:
     requested: float = 0.0
 
     def __str__(self) -> str:
-        unit = {"tokens": " tokens", "turns": " model calls", "wall_seconds": " s"}.get(self.limit, "")
         if self.limit == "cost_usd":
-            return f"cost limit reached: ${self.used:.4f} used of ${self.allowed:.4f}"
-        return f"{LIMIT_NAMES[self.limit]} limit reached: {self.used:g}{unit} used of {self.allowed:g}{unit}"
+            text = f"cost limit reached: ${self.used:.4f} used of ${self.allowed:.4f}"
+            return text + (f"; the next call needed up to ${self.requested:.4f} more" if self.requested else "")
+        unit = {"tokens": " tokens", "turns": " model calls", "wall_seconds": " s"}[self.limit]
+        text = f"{LIMIT_NAMES[self.limit]} limit reached: {self.used:g}{unit} used of {self.allowed:g}{unit}"
+        return text + (f"; the next call needed up to {self.requested:g} more" if self.requested else "")
 
 
 @dataclass

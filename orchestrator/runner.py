@@ -158,6 +158,10 @@ class TeamRunner:
         self._scope: anyio.CancelScope | None = None
         self._limiter = anyio.CapacityLimiter(plan.max_concurrency)
 
+    @property
+    def members_by_session(self) -> dict[str, str]:
+        return {s.session_id: name for name, s in self.members.items()}
+
     # -- lifecycle -------------------------------------------------------------
 
     async def run(self) -> TeamResult:
