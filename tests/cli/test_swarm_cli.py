@@ -1,0 +1,265 @@
+"""`zero swarm run` and `zero swarm validate` end to end, as a user runs them."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+from support.cli import ZERO, lines, write_script, zero
+from support.llm_server import LLMServer, Reply, error_reply, openai_reply
+
+from zero.sessions import SessionStore
+
+REPO = Path(__file__).resolve().parents[2]
+
+DIAMOND = """
+name = "diamond"
+goal = "Answer the question."
+[defaults]
+model = "gpt-4.1-mini"
+[[members]]
+name = "a"
+specialist = "explorer"
+prompt = "Start here."
+[[members]]
+name = "b"
+specialist = "explorer"
+depends_on = ["a"]
+prompt = "Left side of {{ a.output }}"
+[[members]]
+name = "c"
+specialist = "code-review"
+depends_on = ["a"]
+prompt = "Right side of {{ a.output }}"
+[[members]]
+name = "d"
+specialist = "planner"
+depends_on = ["b", "c"]
+prompt = "Join {{ b.output }} with {{ c.output }}"
+"""
+
+
+def sessions() -> SessionStore:
+    return SessionStore(Path(os.environ["ZERO_HOME"]) / "sessions")
+
+
+def who(request: dict[str, Any]) -> str:
+    match = re.search(r'You are "([a-z0-9-]+)", a member', request["messages"][0]["content"])
+    return match.group(1) if match else "?"
+
+
+def test_a_diamond_against_the_openai_wire_format(workspace: Path, tmp_path: Path) -> None:
+    team = write_script(tmp_path / "team.toml", DIAMOND)
+
+    def respond(request: dict[str, Any]) -> Reply:
+        name = who(request)
+        if sum(m["role"] == "assistant" for m in request["messages"]) == 0:
+            reply = openai_reply("", [(f"call_{name}", "list_directory", {})])
+        else:
+            reply = openai_reply(f"{name.upper()}-OUT")
+        reply.delay = 0.2 if name in ("b", "c") else 0.0
+        return reply
+
+    with LLMServer(respond) as server:
+        done = zero("swarm", "run", str(team), "--base-url", server.url, "--cwd", str(workspace),
+                    "--output-format", "stream-json")
+        d_task = [r for r in server.requests if who(r) == "d"][0]["messages"][1]["content"]
+    assert done.returncode == 0, done.stderr
+    events = lines(done.stdout)
+    assert events[0]["type"] == "run_start" and events[-1] == {**events[-1], "type": "run_end", "status": "success"}
+    team_id = events[0]["sessionId"]
+    names = {e["sessionId"]: e["member"] for e in events if e["type"] == "subagent_start"}
+    life = [(e["type"], names[e["sessionId"]]) for e in events if e["type"] in ("subagent_start", "subagent_end")]
+    assert life.index(("subagent_start", "c")) < life.index(("subagent_end", "b"))  # b and c overlap
+    assert life.index(("subagent_start", "b")) < life.index(("subagent_end", "c"))
+    assert life[-2:] == [("subagent_start", "d"), ("subagent_end", "d")]
+    assert "Join B-OUT with C-OUT" in d_task
+    tree = json.loads(zero("sessions", "tree", team_id, "--json").stdout)
+    assert tree["sessionKind"] == "team" and tree["status"] == "completed"
+    assert sorted(c["memberName"] for c in tree["children"]) == ["a", "b", "c", "d"]
+    assert all(c["parentSessionId"] == team_id and c["rootSessionId"] == team_id for c in tree["children"])
+
+
+LOOPERS = """
+name = "loopers"
+[defaults]
+model = "gpt-4.1-mini"
+[budget]
+{budget}
+[[members]]
+name = "one"
+specialist = "explorer"
+prompt = "loop"
+[[members]]
+name = "two"
+specialist = "explorer"
+prompt = "loop"
+[[members]]
+name = "three"
+specialist = "explorer"
+prompt = "loop"
+"""
+LOOP_SCRIPT = """
+[[turns]]
+times = 0
+text = "working"
+tool_calls = [{ name = "list_directory" }]
+usage = { prompt_tokens = 3000, completion_tokens = 1000 }
+"""
+
+
+def test_token_budget_exhaustion_exits_4_and_names_the_limit(workspace: Path, tmp_path: Path) -> None:
+    team = write_script(tmp_path / "team.toml", LOOPERS.format(budget="tokens = 40_000"))
+    script = write_script(tmp_path / "s.toml", LOOP_SCRIPT)
+    done = zero("swarm", "run", str(team), "--provider", "scripted", "--script", str(script), "--cwd",
+                str(workspace), "--output-format", "json")
+    assert done.returncode == 4, done.stderr
+    result = json.loads(done.stdout)
+    assert result["status"] == "budget_exhausted"
+    assert [m["status"] for m in result["members"]] == ["budget_exhausted"] * 3
+    tripped = result["budget"]["tripped"]
+    assert tripped["limit"] == "tokens" and tripped["message"].startswith("tokens limit reached:")
+    assert result["budget"]["used"]["tokens"] <= 40_000
+    text = zero("swarm", "run", str(team), "--provider", "scripted", "--script", str(script), "--cwd",
+                str(workspace), "--budget-tokens", "20000")
+    assert text.returncode == 4
+    assert "Budget exhausted: tokens limit reached" in text.stdout and "of 20000 tokens" in text.stdout
+
+
+def test_a_flaky_member_with_and_without_retries(workspace: Path, tmp_path: Path) -> None:
+    body = """
+name = "flaky"
+[defaults]
+model = "gpt-4.1-mini"
+[scheduler]
+retries = {retries}
+[[members]]
+name = "flaky"
+specialist = "explorer"
+prompt = "x"
+[[members]]
+name = "after"
+specialist = "explorer"
+depends_on = ["flaky"]
+prompt = "y"
+[[members]]
+name = "alone"
+specialist = "explorer"
+prompt = "z"
+"""
+    for retries, code in ((2, 0), (0, 1)):
+        team = write_script(tmp_path / f"team{retries}.toml", body.format(retries=retries))
+        failures = {"flaky": 2}
+
+        def respond(request: dict[str, Any]) -> Reply:
+            name = who(request)
+            if failures.get(name, 0) > 0:
+                failures[name] -= 1
+                return error_reply(500, "The server had an error", "server_error", {"retry-after": "0"})
+            return openai_reply(f"{name} ok")
+
+        with LLMServer(respond) as server:
+            done = zero("swarm", "run", str(team), "--base-url", server.url, "--cwd", str(workspace),
+                        "--output-format", "json")
+        assert done.returncode == code, done.stderr
+        members = {m["name"]: m for m in json.loads(done.stdout)["members"]}
+        assert members["alone"]["status"] == "completed"
+        if retries:
+            assert members["flaky"]["status"] == members["after"]["status"] == "completed"
+            events = sessions().events(members["flaky"]["sessionId"])
+            assert [e["payload"]["code"] for e in events if e["type"] == "retry"] == ["overloaded", "overloaded"]
+        else:
+            assert members["flaky"]["status"] == "failed" and members["after"]["status"] == "skipped"
+            assert members["after"]["reason"] == "dependency 'flaky' ended failed"
+
+
+def test_sigint_interrupts_the_whole_team(workspace: Path, tmp_path: Path) -> None:
+    team = write_script(tmp_path / "team.toml", LOOPERS.format(budget=""))
+    script = write_script(tmp_path / "s.toml", """
+[[turns]]
+times = 0
+text = "working"
+tool_calls = [{ name = "bash", arguments = { command = "sleep 30" } }]
+""")
+    proc = subprocess.Popen([ZERO, "swarm", "run", str(team), "--provider", "scripted", "--script", str(script),
+                             "--cwd", str(workspace), "--output-format", "stream-json"], stdout=subprocess.PIPE,
+                            text=True)
+    assert proc.stdout is not None
+    running = 0
+    for line in proc.stdout:
+        if json.loads(line)["type"] == "tool_call":
+            running += 1
+            if running == 3:
+                break
+    proc.send_signal(signal.SIGINT)
+    started = time.monotonic()
+    rest, _ = proc.communicate(timeout=10)
+    assert proc.returncode == 130 and time.monotonic() - started < 2
+    assert lines(rest)[-1]["status"] == "interrupted"
+    store = sessions()
+    all_sessions = store.list()
+    assert len(all_sessions) == 4
+    for meta in all_sessions:
+        assert meta.status == "interrupted", meta
+        assert store.events(meta.session_id)  # a valid log, readable to the end
+
+
+def test_validate_lists_every_problem_and_calls_no_model(tmp_path: Path) -> None:
+    team = write_script(tmp_path / "bad.toml", """
+name = "bad"
+[scheduler]
+max_concurency = 3
+[[members]]
+name = "a"
+specialist = "explorer"
+prompt = "x {{ c.output }}"
+depends_on = ["b"]
+[[members]]
+name = "b"
+specialist = "reviewer"
+prompt = "y"
+depends_on = ["a"]
+[[members]]
+name = "c"
+specialist = "explorer"
+prompt = "z"
+""")
+    with LLMServer() as server:
+        done = zero("swarm", "validate", str(team), "--base-url", server.url)
+        run = zero("swarm", "run", str(team), "--base-url", server.url)
+        assert server.requests == []
+    assert done.returncode == 2 and run.returncode == 2
+    assert "is not a valid team file (4 problems)" in done.stderr
+    assert f"{team}:4: unknown key 'scheduler.max_concurency' (did you mean \"max_concurrency\"?)" in done.stderr
+    assert f"{team}:12: member 'b': unknown specialist 'reviewer' (did you mean \"code-review\"?)" in done.stderr
+    assert f"{team}:6: member 'a': dependency cycle: a -> b -> a" in done.stderr
+    assert f"{team}:8: member 'a': prompt uses {{{{ c.output }}}} but 'c' is not in its depends_on" in done.stderr
+    data = json.loads(zero("swarm", "validate", str(team), "--json").stdout)
+    assert data["valid"] is False and len(data["problems"]) == 4
+
+
+def test_validate_prints_the_plan() -> None:
+    done = zero("swarm", "validate", str(REPO / "manifests/teams/repo-review.toml"), "--json")
+    assert done.returncode == 0, done.stderr
+    plan = json.loads(done.stdout)
+    assert plan["waves"] == [["mapper"], ["reviewer", "tester"], ["reporter"]]
+    assert plan["budget"]["tokens"] == 400_000 and plan["members"][0]["model"] == "gpt-4.1-mini"
+    text = zero("swarm", "validate", str(REPO / "manifests/teams/repo-review.toml")).stdout
+    assert "Wave 2:" in text and "reviewer" in text and "after mapper" in text
+
+
+def test_the_readme_main_command_runs_the_demo_team_offline() -> None:
+    readme = (REPO / "README.md").read_text()
+    command = re.search(r"^pip install -e \. && (zero swarm run .+)$", readme, re.MULTILINE)
+    assert command is not None, "the README's quickstart runs the demo team"
+    args = command.group(1).split()[1:]
+    done = subprocess.run([ZERO, *args], capture_output=True, text=True, cwd=REPO, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert "team repo-review · completed" in done.stdout
+    assert re.search(r"Totals: tokens \d+ of 400000 · cost \$0\.\d{4} of \$1\.00", done.stdout)
