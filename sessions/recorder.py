@@ -36,6 +36,7 @@ class SessionRecorder:
         self._pending: Batch = []
         self._pending_usage = Usage()
         self._answered: set[str] = set()
+        self._last_turn: Batch = []  # the answer's turn, written with run_end in one batch
 
     async def __call__(self, event: RunEvent) -> None:
         if event.session_id != self.session_id:
@@ -123,10 +124,14 @@ class SessionRecorder:
                     batch += self._pending  # the calls and results belong after the assistant message
                     self._pending = []
             self._answered.clear()
-            await self._write(batch + self._take())
+            batch += self._take()
+            if any(m.role == "assistant" and not m.tool_calls for m in event.messages):
+                self._last_turn = batch  # the model answered: run_end follows at once, in the same batch
+            else:
+                await self._write(batch)
         elif event.kind == "run_finished":
             result = event.result
-            batch = self._take()
+            batch, self._last_turn = self._last_turn + self._take(), []
             if result.error:
                 batch.append(("error", {"code": result.error_code, "message": result.error}))
             batch.append(

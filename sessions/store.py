@@ -29,7 +29,6 @@ from zero.tools import redact
 __all__ = ["SessionStore", "default_data_dir"]
 
 Event = dict[str, Any]
-_TAIL = 65536
 
 
 def default_data_dir() -> Path:
@@ -160,14 +159,11 @@ class SessionStore:
     def _write_metadata(self, folder: Path, meta: SessionMetadata) -> None:
         target = folder / "metadata.json"
         tmp = folder / f".metadata.{os.getpid()}.tmp"
-        data = (json.dumps(meta.to_json(), indent=2, ensure_ascii=False) + "\n").encode("utf-8")
+        data = meta.model_dump_json(by_alias=True, indent=2).encode("utf-8") + b"\n"
         _write_synced(tmp, data, os.O_TRUNC)
+        # No fsync of the folder: a crash can at worst leave the previous metadata.json, whole and
+        # valid; the log, fsynced before this, stays the source of truth for sequences.
         os.replace(tmp, target)
-        dir_fd = os.open(folder, os.O_RDONLY)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
 
     def _last_sequence(self, log: Path) -> int:
         """The sequence of the last complete line; a torn tail is cut off first."""
@@ -178,21 +174,41 @@ class SessionStore:
         if size == 0:
             return 0
         with open(log, "rb+") as f:
-            f.seek(max(0, size - _TAIL))
-            tail = f.read()
-            if not tail.endswith(b"\n"):
+            if not _ends_with_newline(f, size):
                 # A crash cut the last write short: that batch never committed.
-                keep = size - len(tail) + tail.rfind(b"\n") + 1 if b"\n" in tail else 0
+                keep = _last_newline(f, size) + 1
                 f.truncate(keep)
                 os.fsync(f.fileno())
-                tail = tail[: tail.rfind(b"\n") + 1] if b"\n" in tail else b""
-        lines = tail.rstrip(b"\n").rsplit(b"\n", 1)
-        if not lines[-1]:
-            return 0
+                size = keep
+            if size == 0:
+                return 0
+            start = _last_newline(f, size - 1) + 1
+            f.seek(start)
+            line = f.read(size - start)
         try:
-            return int(json.loads(lines[-1])["sequence"])
+            return int(json.loads(line)["sequence"])
         except (ValueError, KeyError) as e:
             raise SessionError(f"{log}: the last event is damaged ({e}); cannot append safely") from e
+
+
+def _ends_with_newline(f: Any, size: int) -> bool:
+    f.seek(size - 1)
+    return bool(f.read(1) == b"\n")
+
+
+def _last_newline(f: Any, end: int) -> int:
+    """The offset of the last newline before ``end`` (-1 if none), reading backwards in blocks."""
+    block = 4096
+    pos = end
+    while pos > 0:
+        start = max(0, pos - block)
+        f.seek(start)
+        found = f.read(pos - start).rfind(b"\n")
+        if found != -1:
+            return start + found
+        pos = start
+        block *= 2
+    return -1
 
 
 def _write_synced(path: Path, data: bytes, mode: int) -> None:

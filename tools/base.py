@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Generic, Literal, Protocol, TypeVar, runtime_checkable
@@ -78,6 +79,16 @@ class ArgsModel(BaseModel):
 A = TypeVar("A", bound=ArgsModel)
 
 
+@functools.cache
+def _schema(model: type[ArgsModel]) -> dict[str, Any]:
+    """The JSON schema of an arguments model, made once per model (it is asked for every run)."""
+    schema = model.model_json_schema()
+    schema.pop("title", None)
+    for prop in schema.get("properties", {}).values():
+        prop.pop("title", None)
+    return schema
+
+
 class BuiltinTool(Generic[A]):
     """A tool whose arguments are a pydantic model, validated before ``run``."""
 
@@ -88,11 +99,7 @@ class BuiltinTool(Generic[A]):
 
     @property
     def parameters(self) -> dict[str, Any]:
-        schema = self.args.model_json_schema()
-        schema.pop("title", None)
-        for prop in schema.get("properties", {}).values():
-            prop.pop("title", None)
-        return schema
+        return _schema(self.args)
 
     async def call(self, arguments: dict[str, Any], ctx: ToolContext) -> ToolOutput:
         try:

@@ -67,8 +67,17 @@ def test_a_diamond_against_the_openai_wire_format(workspace: Path, tmp_path: Pat
         return reply
 
     with LLMServer(respond) as server:
-        done = zero("swarm", "run", str(team), "--base-url", server.url, "--cwd", str(workspace),
-                    "--output-format", "stream-json")
+        done = zero(
+            "swarm",
+            "run",
+            str(team),
+            "--base-url",
+            server.url,
+            "--cwd",
+            str(workspace),
+            "--output-format",
+            "stream-json",
+        )
         d_task = [r for r in server.requests if who(r) == "d"][0]["messages"][1]["content"]
     assert done.returncode == 0, done.stderr
     events = lines(done.stdout)
@@ -117,8 +126,19 @@ usage = { prompt_tokens = 3000, completion_tokens = 1000 }
 def test_token_budget_exhaustion_exits_4_and_names_the_limit(workspace: Path, tmp_path: Path) -> None:
     team = write_script(tmp_path / "team.toml", LOOPERS.format(budget="tokens = 40_000"))
     script = write_script(tmp_path / "s.toml", LOOP_SCRIPT)
-    done = zero("swarm", "run", str(team), "--provider", "scripted", "--script", str(script), "--cwd",
-                str(workspace), "--output-format", "json")
+    done = zero(
+        "swarm",
+        "run",
+        str(team),
+        "--provider",
+        "scripted",
+        "--script",
+        str(script),
+        "--cwd",
+        str(workspace),
+        "--output-format",
+        "json",
+    )
     assert done.returncode == 4, done.stderr
     result = json.loads(done.stdout)
     assert result["status"] == "budget_exhausted"
@@ -126,8 +146,19 @@ def test_token_budget_exhaustion_exits_4_and_names_the_limit(workspace: Path, tm
     tripped = result["budget"]["tripped"]
     assert tripped["limit"] == "tokens" and tripped["message"].startswith("tokens limit reached:")
     assert result["budget"]["used"]["tokens"] <= 40_000
-    text = zero("swarm", "run", str(team), "--provider", "scripted", "--script", str(script), "--cwd",
-                str(workspace), "--budget-tokens", "20000")
+    text = zero(
+        "swarm",
+        "run",
+        str(team),
+        "--provider",
+        "scripted",
+        "--script",
+        str(script),
+        "--cwd",
+        str(workspace),
+        "--budget-tokens",
+        "20000",
+    )
     assert text.returncode == 4
     assert "Budget exhausted: tokens limit reached" in text.stdout and "of 20000 tokens" in text.stdout
 
@@ -165,8 +196,9 @@ prompt = "z"
             return openai_reply(f"{name} ok")
 
         with LLMServer(respond) as server:
-            done = zero("swarm", "run", str(team), "--base-url", server.url, "--cwd", str(workspace),
-                        "--output-format", "json")
+            done = zero(
+                "swarm", "run", str(team), "--base-url", server.url, "--cwd", str(workspace), "--output-format", "json"
+            )
         assert done.returncode == code, done.stderr
         members = {m["name"]: m for m in json.loads(done.stdout)["members"]}
         assert members["alone"]["status"] == "completed"
@@ -181,15 +213,33 @@ prompt = "z"
 
 def test_sigint_interrupts_the_whole_team(workspace: Path, tmp_path: Path) -> None:
     team = write_script(tmp_path / "team.toml", LOOPERS.format(budget=""))
-    script = write_script(tmp_path / "s.toml", """
+    script = write_script(
+        tmp_path / "s.toml",
+        """
 [[turns]]
 times = 0
 text = "working"
 tool_calls = [{ name = "bash", arguments = { command = "sleep 30" } }]
-""")
-    proc = subprocess.Popen([ZERO, "swarm", "run", str(team), "--provider", "scripted", "--script", str(script),
-                             "--cwd", str(workspace), "--output-format", "stream-json"], stdout=subprocess.PIPE,
-                            text=True)
+""",
+    )
+    proc = subprocess.Popen(
+        [
+            ZERO,
+            "swarm",
+            "run",
+            str(team),
+            "--provider",
+            "scripted",
+            "--script",
+            str(script),
+            "--cwd",
+            str(workspace),
+            "--output-format",
+            "stream-json",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     assert proc.stdout is not None
     running = 0
     for line in proc.stdout:
@@ -211,7 +261,9 @@ tool_calls = [{ name = "bash", arguments = { command = "sleep 30" } }]
 
 
 def test_validate_lists_every_problem_and_calls_no_model(tmp_path: Path) -> None:
-    team = write_script(tmp_path / "bad.toml", """
+    team = write_script(
+        tmp_path / "bad.toml",
+        """
 name = "bad"
 [scheduler]
 max_concurency = 3
@@ -229,7 +281,8 @@ depends_on = ["a"]
 name = "c"
 specialist = "explorer"
 prompt = "z"
-""")
+""",
+    )
     with LLMServer() as server:
         done = zero("swarm", "validate", str(team), "--base-url", server.url)
         run = zero("swarm", "run", str(team), "--base-url", server.url)

@@ -27,21 +27,36 @@ def team_file(tmp_path: Path, body: str) -> Path:
     return path
 
 
-async def run_team(workspace: Path, tmp_path: Path, body: str, turns: list[ScriptTurn],
-                   **plan_kw: Any) -> tuple[TeamResult, TeamRunner, ScriptedProvider, list[RunEvent]]:
+async def run_team(
+    workspace: Path, tmp_path: Path, body: str, turns: list[ScriptTurn], **plan_kw: Any
+) -> tuple[TeamResult, TeamRunner, ScriptedProvider, list[RunEvent]]:
     provider = ScriptedProvider(turns)
     prices = PriceTable.builtin()
     registry = SpecialistRegistry.load(workspace)
-    plan = build_plan(team_file(tmp_path, body), registry, provider="scripted", model="gpt-4.1-mini",
-                      permission_mode="auto", prices=prices, **plan_kw)
+    plan = build_plan(
+        team_file(tmp_path, body),
+        registry,
+        provider="scripted",
+        model="gpt-4.1-mini",
+        permission_mode="auto",
+        prices=prices,
+        **plan_kw,
+    )
     events: list[RunEvent] = []
 
     async def sink(event: RunEvent) -> None:
         events.append(event)
 
-    runner = TeamRunner(plan, store=SessionStore(tmp_path / "sessions"), registry=registry,
-                        workspace=Workspace([workspace]), providers=lambda name: provider, prices=prices, sink=sink,
-                        retry_delay=0.001)
+    runner = TeamRunner(
+        plan,
+        store=SessionStore(tmp_path / "sessions"),
+        registry=registry,
+        workspace=Workspace([workspace]),
+        providers=lambda name: provider,
+        prices=prices,
+        sink=sink,
+        retry_delay=0.001,
+    )
     result = await runner.run()
     return result, runner, provider, events
 
@@ -72,17 +87,25 @@ prompt = "Join {{ b.output }} and {{ c.output }} for {{ goal }}"
 
 
 async def test_a_diamond_runs_in_waves_and_passes_outputs_on(workspace: Path, tmp_path: Path) -> None:
-    result, runner, provider, events = await run_team(workspace, tmp_path, DIAMOND, [
-        member("a", "A-OUT"),
-        member("b", "B-OUT", delay=0.05),
-        member("c", "C-OUT", delay=0.05),
-        member("d", "D-OUT"),
-    ])
+    result, runner, provider, events = await run_team(
+        workspace,
+        tmp_path,
+        DIAMOND,
+        [
+            member("a", "A-OUT"),
+            member("b", "B-OUT", delay=0.05),
+            member("c", "C-OUT", delay=0.05),
+            member("d", "D-OUT"),
+        ],
+    )
     assert result.status == "completed"
     order = [(e.kind, e.member) for e in events if e.kind == "subagent_started"]
     assert order[0] == ("subagent_started", "a") and order[-1] == ("subagent_started", "d")
-    lifecycle = [(e.kind, runner.members_by_session[e.session_id]) for e in events
-                 if e.kind in ("subagent_started", "subagent_finished")]
+    lifecycle = [
+        (e.kind, runner.members_by_session[e.session_id])
+        for e in events
+        if e.kind in ("subagent_started", "subagent_finished")
+    ]
     assert lifecycle.index(("subagent_started", "c")) < lifecycle.index(("subagent_finished", "b"))  # b, c overlap
     d_prompt = [c for c in provider.calls if 'You are "d"' in c.messages[0].content][0].messages[1].content
     assert d_prompt == "Team goal:\nFind the answer.\n\nYour task:\nJoin B-OUT and C-OUT for Find the answer."
@@ -118,12 +141,17 @@ prompt = "z"
 
 @pytest.mark.parametrize(("retries", "status"), [(2, "completed"), (0, "failed")])
 async def test_retries_of_a_retryable_error(workspace: Path, tmp_path: Path, retries: int, status: str) -> None:
-    result, _, _, _ = await run_team(workspace, tmp_path, FAILING.format(retries=retries, policy="continue"), [
-        member("flaky", error=ScriptError(kind="overloaded", retry_after=0.001), times=2),
-        member("flaky", "fine"),
-        member("after", "after ok"),
-        member("alone", "alone ok"),
-    ])
+    result, _, _, _ = await run_team(
+        workspace,
+        tmp_path,
+        FAILING.format(retries=retries, policy="continue"),
+        [
+            member("flaky", error=ScriptError(kind="overloaded", retry_after=0.001), times=2),
+            member("flaky", "fine"),
+            member("after", "after ok"),
+            member("alone", "alone ok"),
+        ],
+    )
     by = {m.name: m for m in result.members}
     assert by["flaky"].status == status and by["alone"].status == "completed"
     if status == "failed":
@@ -134,10 +162,15 @@ async def test_retries_of_a_retryable_error(workspace: Path, tmp_path: Path, ret
 
 
 async def test_on_failure_stop_cancels_the_rest(workspace: Path, tmp_path: Path) -> None:
-    result, _, _, _ = await run_team(workspace, tmp_path, FAILING.format(retries=0, policy="stop"), [
-        member("flaky", error=ScriptError(kind="auth")),
-        member("alone", "", delay=30),
-    ])
+    result, _, _, _ = await run_team(
+        workspace,
+        tmp_path,
+        FAILING.format(retries=0, policy="stop"),
+        [
+            member("flaky", error=ScriptError(kind="auth")),
+            member("alone", "", delay=30),
+        ],
+    )
     by = {m.name: m.status for m in result.members}
     assert by == {"flaky": "failed", "after": "cancelled", "alone": "cancelled"}
 
@@ -165,13 +198,16 @@ prompt = "loop"
 
 def loopers(**kw: Any) -> list[ScriptTurn]:
     look = ScriptToolCall(name="list_directory")
-    return [member(n, "still working", look, times=0, usage=ScriptUsage(prompt_tokens=3000, completion_tokens=1000),
-                   **kw) for n in ("one", "two", "three")]
+    return [
+        member(n, "still working", look, times=0, usage=ScriptUsage(prompt_tokens=3000, completion_tokens=1000), **kw)
+        for n in ("one", "two", "three")
+    ]
 
 
 async def test_a_token_budget_stops_every_member_with_no_overshoot(workspace: Path, tmp_path: Path) -> None:
-    result, runner, provider, events = await run_team(workspace, tmp_path, LOOPERS.format(budget="tokens = 60_000"),
-                                                      loopers())
+    result, runner, provider, events = await run_team(
+        workspace, tmp_path, LOOPERS.format(budget="tokens = 60_000"), loopers()
+    )
     assert result.status == "budget_exhausted"
     assert [m.status for m in result.members] == ["budget_exhausted"] * 3
     assert result.trip is not None and result.trip.limit == "tokens"
@@ -186,16 +222,18 @@ async def test_a_token_budget_stops_every_member_with_no_overshoot(workspace: Pa
 
 async def test_a_cost_budget_trips_the_same_way(workspace: Path, tmp_path: Path) -> None:
     # gpt-4.1-mini: 3,000 prompt + 1,000 completion tokens cost $0.0028 a call
-    result, runner, provider, _ = await run_team(workspace, tmp_path, LOOPERS.format(budget="cost_usd = 0.03"),
-                                                 loopers())
+    result, runner, provider, _ = await run_team(
+        workspace, tmp_path, LOOPERS.format(budget="cost_usd = 0.03"), loopers()
+    )
     assert result.status == "budget_exhausted" and result.trip is not None and result.trip.limit == "cost_usd"
     assert runner.ledger.used.cost_usd <= 0.03 and len(provider.calls) >= 7
     assert [m.status for m in result.members] == ["budget_exhausted"] * 3
 
 
 async def test_a_wall_clock_budget_stops_running_members(workspace: Path, tmp_path: Path) -> None:
-    result, _, _, _ = await run_team(workspace, tmp_path, LOOPERS.format(budget="wall_seconds = 0.5"),
-                                     loopers(delay=0.2))
+    result, _, _, _ = await run_team(
+        workspace, tmp_path, LOOPERS.format(budget="wall_seconds = 0.5"), loopers(delay=0.2)
+    )
     assert result.status == "budget_exhausted" and result.trip is not None and result.trip.limit == "wall_seconds"
     assert [m.status for m in result.members] == ["budget_exhausted"] * 3
     assert result.duration < 2
@@ -220,13 +258,23 @@ specialist = "explorer"
 depends_on = ["writer"]
 prompt = "read"
 """
-    result, runner, provider, _ = await run_team(workspace, tmp_path, body, [
-        member("writer", "", ScriptToolCall(name="send_message", arguments={"to": "reader", "body": "hello there"}),
-               ScriptToolCall(name="send_message", arguments={"to": "nobody", "body": "x"}), turn=1),
-        member("writer", "sent", turn=2),
-        member("reader", "", ScriptToolCall(name="read_inbox"), turn=1),
-        member("reader", "got it", turn=2),
-    ])
+    result, runner, provider, _ = await run_team(
+        workspace,
+        tmp_path,
+        body,
+        [
+            member(
+                "writer",
+                "",
+                ScriptToolCall(name="send_message", arguments={"to": "reader", "body": "hello there"}),
+                ScriptToolCall(name="send_message", arguments={"to": "nobody", "body": "x"}),
+                turn=1,
+            ),
+            member("writer", "sent", turn=2),
+            member("reader", "", ScriptToolCall(name="read_inbox"), turn=1),
+            member("reader", "got it", turn=2),
+        ],
+    )
     assert result.status == "completed"
     tool_results = [m.content for c in provider.calls for m in c.messages if m.role == "tool"]
     assert "Message 1 delivered to reader." in tool_results
@@ -238,7 +286,8 @@ prompt = "read"
 
 async def test_member_grants_are_carved_out_of_the_team_budget(workspace: Path, tmp_path: Path) -> None:
     body = LOOPERS.format(budget="tokens = 200_000").replace(
-        'name = "one"\n', 'name = "one"\nbudget = { tokens = 12_000 }\n')
+        'name = "one"\n', 'name = "one"\nbudget = { tokens = 12_000 }\n'
+    )
     turns = loopers()
     turns[1] = member("two", "two done")
     turns[2] = member("three", "three done")
@@ -251,6 +300,7 @@ async def test_member_grants_are_carved_out_of_the_team_budget(workspace: Path, 
 
 
 async def test_budget_overrides_replace_the_file(workspace: Path, tmp_path: Path) -> None:
-    result, _, _, _ = await run_team(workspace, tmp_path, LOOPERS.format(budget="tokens = 1_000_000"), loopers(),
-                                     budget=TeamBudget(tokens=20_000))
+    result, _, _, _ = await run_team(
+        workspace, tmp_path, LOOPERS.format(budget="tokens = 1_000_000"), loopers(), budget=TeamBudget(tokens=20_000)
+    )
     assert result.trip is not None and result.trip.allowed == 20_000

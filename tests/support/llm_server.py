@@ -31,6 +31,10 @@ class Reply:
 Responder = Callable[[dict[str, Any]], Reply]
 
 
+class _Server(ThreadingHTTPServer):
+    request_queue_size = 1024  # hundreds of clients connect at once in the benchmark
+
+
 class LLMServer:
     def __init__(self, responder: Responder | None = None):
         self.replies: deque[Reply] = deque()
@@ -89,7 +93,7 @@ class LLMServer:
                 self.wfile.write(b"0\r\n\r\n")
                 self.wfile.flush()
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server = _Server(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, args=(0.02,), daemon=True)
 

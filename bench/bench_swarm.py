@@ -1,0 +1,221 @@
+"""Swarm benchmark: Zero running a team of N members vs the bare `openai` SDK making the same calls.
+
+A loopback server (its own process) speaks the OpenAI streaming format and takes a fixed 100 ms per
+model call. Each of N independent members makes 3 model calls (two tool calls, then an answer),
+with max_concurrency = N. The baseline streams the same 3 x N calls with the bare SDK, N chains at
+once. Each side runs in a fresh process; we report wall time, CPU ms per model call (user + system
+of the run itself, start-up excluded) and the process's peak RSS.
+
+    python bench/bench_swarm.py                 # N = 1, 10, 50, 200
+    python bench/bench_swarm.py --n 200 --live  # also: the live view on vs --no-live (issue 5)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+CALL_SECONDS = 0.1
+
+
+# -- the server (its own process) ---------------------------------------------------
+
+
+def serve() -> None:
+    sys.path.insert(0, str(ROOT / "tests"))
+    from support.llm_server import LLMServer, Reply, openai_reply
+
+    def respond(request: dict[str, Any]) -> Reply:
+        done = sum(m["role"] == "assistant" for m in request["messages"])
+        if done < 2:
+            reply = openai_reply(
+                "Looking around.", [(f"call_{done}", "list_directory", {"path": "."})], usage=(1200, 40)
+            )
+        else:
+            reply = openai_reply("Here is what I found: the folder holds a README and a src package.", usage=(1400, 30))
+        reply.delay = CALL_SECONDS
+        return reply
+
+    with LLMServer(respond) as server:
+        print(server.url, flush=True)
+        sys.stdin.read()  # serve until the parent closes our stdin
+
+
+# -- the two workers (each in a fresh process) --------------------------------------
+
+
+def zero_worker(n: int, url: str, live: bool) -> dict[str, float]:
+    import anyio
+
+    from zero.agent import PriceTable
+    from zero.agent.providers.openai import OpenAIProvider
+    from zero.orchestrator import TeamRunner, build_plan
+    from zero.sessions import SessionStore
+    from zero.specialists import SpecialistRegistry
+    from zero.tools import Workspace
+
+    with tempfile.TemporaryDirectory() as tmp:
+        ws = Path(tmp) / "ws"
+        (ws / "src").mkdir(parents=True)
+        (ws / "README.md").write_text("# bench\n")
+        members = "".join(
+            f'[[members]]\nname = "m{i}"\nspecialist = "explorer"\nprompt = "Map the folder ({i})."\n' for i in range(n)
+        )
+        team = Path(tmp) / "team.toml"
+        team.write_text(
+            f'name = "bench"\n[defaults]\nmodel = "gpt-4.1-mini"\n[scheduler]\nmax_concurrency = {n}\n{members}'
+        )
+        registry = SpecialistRegistry.load(ws)
+        prices = PriceTable.builtin()
+        plan = build_plan(
+            team, registry, provider="openai", model="gpt-4.1-mini", permission_mode="auto", prices=prices
+        )
+        provider = OpenAIProvider(api_key="sk-bench", base_url=url)
+        store = SessionStore(Path(tmp) / "sessions")
+        sinks: list[Any] = []
+
+        async def sink(event: Any) -> None:
+            for s in sinks:
+                await s(event)
+
+        async def main() -> Any:
+            runner = TeamRunner(
+                plan,
+                store=store,
+                registry=registry,
+                workspace=Workspace([ws]),
+                providers=lambda name: provider,
+                prices=prices,
+                sink=sink,
+            )
+            if live:
+                from rich.console import Console
+
+                from zero.cli.live import LiveTeamView
+
+                view = LiveTeamView(runner, Console(file=open(os.devnull, "w"), force_terminal=True, width=120))
+                sinks.append(view)
+                async with view:
+                    result = await runner.run()
+            else:
+                result = await runner.run()
+            await provider.aclose()
+            return result
+
+        cpu0, wall0 = time.process_time(), time.perf_counter()
+        result = anyio.run(main)
+        cpu, wall = time.process_time() - cpu0, time.perf_counter() - wall0
+        failed = {(m.status, m.reason) for m in result.members if m.status != "completed"}
+        assert result.status == "completed", failed
+        events = sum(1 for _ in store.root.glob("*/events.jsonl"))
+    return {"wall": wall, "cpu": cpu, "sessions": events}
+
+
+def sdk_worker(n: int, url: str) -> dict[str, float]:
+    import anyio
+    import openai
+
+    client = openai.AsyncOpenAI(api_key="sk-bench", base_url=url, max_retries=0)
+
+    async def chain(i: int) -> None:
+        messages: list[dict[str, Any]] = [
+            {"role": "system", "content": "You map folders."},
+            {"role": "user", "content": f"Map the folder ({i})."},
+        ]
+        for _ in range(3):
+            stream = await client.chat.completions.create(
+                model="gpt-4.1-mini", messages=messages, stream=True, stream_options={"include_usage": True}
+            )
+            text, calls = "", []
+            async for chunk in stream:
+                for choice in chunk.choices:
+                    text += choice.delta.content or ""
+                    calls += choice.delta.tool_calls or []
+            messages.append({"role": "assistant", "content": text})
+
+    async def main() -> None:
+        async with anyio.create_task_group() as tg:
+            for i in range(n):
+                tg.start_soon(chain, i)
+        await client.close()
+
+    cpu0, wall0 = time.process_time(), time.perf_counter()
+    anyio.run(main)
+    return {"wall": time.perf_counter() - wall0, "cpu": time.process_time() - cpu0}
+
+
+def worker(kind: str, n: int, url: str, live: bool) -> None:
+    result = zero_worker(n, url, live) if kind == "zero" else sdk_worker(n, url)
+    result["rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(json.dumps(result))
+
+
+# -- the parent ---------------------------------------------------------------------
+
+
+def measure(kind: str, n: int, url: str, live: bool = False) -> dict[str, float]:
+    args = [sys.executable, __file__, "--worker", kind, "--n", str(n), "--url", url] + (["--live"] if live else [])
+    env = {**os.environ, "ZERO_HOME": tempfile.mkdtemp()}
+    done = subprocess.run(args, capture_output=True, text=True, check=True, env=env)
+    return json.loads(done.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--worker", choices=("zero", "sdk"))
+    parser.add_argument("--serve", action="store_true")
+    parser.add_argument("--n", type=int, action="append")
+    parser.add_argument("--url")
+    parser.add_argument("--live", action="store_true", help="compare the live view with --no-live (median of 5)")
+    args = parser.parse_args()
+    if args.serve:
+        return serve()
+    if args.worker:
+        return worker(args.worker, args.n[0], args.url, args.live)
+    server = subprocess.Popen(
+        [sys.executable, __file__, "--serve"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    assert server.stdout is not None
+    url = server.stdout.readline().strip() + "/v1"
+    try:
+        if args.live:
+            for n in args.n or [200]:
+                runs: dict[str, list[float]] = {"no-live": [], "live": []}
+                for _ in range(5):
+                    runs["no-live"].append(measure("zero", n, url)["wall"])
+                    runs["live"].append(measure("zero", n, url, live=True)["wall"])
+                med = {k: sorted(v)[2] for k, v in runs.items()}
+                print(
+                    f"N={n}: wall median of 5: --no-live {med['no-live']:.3f} s, live view {med['live']:.3f} s "
+                    f"({(med['live'] / med['no-live'] - 1) * 100:+.1f} %)"
+                )
+            return
+        print(
+            f"{'N':>4} {'calls':>6} | {'zero wall':>9} {'cpu/call':>9} {'rss':>7} | {'sdk wall':>9} {'cpu/call':>9} "
+            f"{'rss':>7} | cpu ratio"
+        )
+        for n in args.n or [1, 10, 50, 200]:
+            calls = 3 * n
+            z = measure("zero", n, url)
+            b = measure("sdk", n, url)
+            zc, bc = z["cpu"] / calls * 1000, b["cpu"] / calls * 1000
+            print(
+                f"{n:>4} {calls:>6} | {z['wall']:8.2f}s {zc:7.2f}ms {z['rss_mb']:5.0f}MB | {b['wall']:8.2f}s "
+                f"{bc:7.2f}ms {b['rss_mb']:5.0f}MB | {zc / bc:5.2f}x"
+            )
+    finally:
+        server.stdin.close()  # type: ignore[union-attr]
+        server.wait(timeout=10)
+
+
+if __name__ == "__main__":
+    main()
