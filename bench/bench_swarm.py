@@ -87,6 +87,8 @@ def zero_worker(n: int, url: str, live: bool) -> dict[str, float]:
             for s in sinks:
                 await s(event)
 
+        devnull = open(os.devnull, "w")  # noqa: SIM115 - the live view draws into it
+
         async def main() -> Any:
             runner = TeamRunner(
                 plan,
@@ -102,7 +104,7 @@ def zero_worker(n: int, url: str, live: bool) -> dict[str, float]:
 
                 from zero.cli.live import LiveTeamView
 
-                view = LiveTeamView(runner, Console(file=open(os.devnull, "w"), force_terminal=True, width=120))
+                view = LiveTeamView(runner, Console(file=devnull, force_terminal=True, width=120))
                 sinks.append(view)
                 async with view:
                     result = await runner.run()

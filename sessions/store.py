@@ -203,7 +203,7 @@ def _last_newline(f: Any, end: int) -> int:
     while pos > 0:
         start = max(0, pos - block)
         f.seek(start)
-        found = f.read(pos - start).rfind(b"\n")
+        found: int = f.read(pos - start).rfind(b"\n")
         if found != -1:
             return start + found
         pos = start

@@ -188,7 +188,7 @@ prompt = "z"
         team = write_script(tmp_path / f"team{retries}.toml", body.format(retries=retries))
         failures = {"flaky": 2}
 
-        def respond(request: dict[str, Any]) -> Reply:
+        def respond(request: dict[str, Any], failures: dict[str, int] = failures) -> Reply:
             name = who(request)
             if failures.get(name, 0) > 0:
                 failures[name] -= 1
