@@ -102,7 +102,7 @@ def zero_worker(n: int, url: str, live: bool) -> dict[str, float]:
             if live:
                 from rich.console import Console
 
-                from zero.cli.live import LiveTeamView
+                from zero.orchestrator.live import LiveTeamView
 
                 view = LiveTeamView(runner, Console(file=devnull, force_terminal=True, width=120))
                 sinks.append(view)

@@ -103,6 +103,8 @@ def build_parser() -> argparse.ArgumentParser:
     sw_run.add_argument("--no-live", action="store_true", help="plain progress lines instead of the live view")
     sw_run.add_argument("--dry-run", action="store_true", help="validate and print the plan; run nothing")
     sw_validate.add_argument("--json", action="store_true", help="print JSON")
+    sw_watch = sw.add_parser("watch", help="follow a team run in progress (from another terminal)")
+    sw_watch.add_argument("session_id", metavar="ID", help="the team session id (zero sessions list)")
 
     sessions = commands.add_parser("sessions", help="inspect recorded sessions")
     ss = sessions.add_subparsers(dest="sessions_command", metavar="ACTION", required=True)
@@ -116,6 +118,8 @@ def build_parser() -> argparse.ArgumentParser:
         sub = ss.add_parser(action, help=text)
         sub.add_argument("session_id", metavar="ID")
         subs.append(sub)
+        if action == "tree":
+            sub.add_argument("--svg", metavar="FILE", help="also save the tree as an SVG picture")
     for sub in subs:
         sub.add_argument("--json", action="store_true", help="print JSON")
     return parser

@@ -6,12 +6,15 @@ import argparse
 import json
 import sys
 from collections import Counter
+from pathlib import Path
 from typing import TextIO
+
+from rich.console import Console
 
 from zero.agent import Usage
 from zero.cli.common import print_error
 from zero.errors import ZeroError
-from zero.sessions import SessionMetadata, SessionNode, SessionStore, lineage, session_tree, validate_session_id
+from zero.sessions import SessionMetadata, SessionStore, lineage, session_tree, validate_session_id
 from zero.specialists import format_cost
 
 __all__ = ["run_sessions"]
@@ -28,7 +31,7 @@ def run_sessions(args: argparse.Namespace, out: TextIO | None = None) -> int:
         if action == "show":
             return _show(store, session_id, args.json, out)
         if action == "tree":
-            return _tree(store, session_id, args.json, out)
+            return _tree(store, session_id, args.json, out, args.svg)
         return _lineage(store, session_id, args.json, out)
     except ZeroError as e:
         print_error(str(e))
@@ -90,30 +93,22 @@ def _show(store: SessionStore, session_id: str, as_json: bool, out: TextIO) -> i
     return 0
 
 
-def _tree(store: SessionStore, session_id: str, as_json: bool, out: TextIO) -> int:
-    root = session_tree(store, session_id)
+def _tree(store: SessionStore, session_id: str, as_json: bool, out: TextIO, svg: str | None = None) -> int:
     if as_json:
-        out.write(json.dumps(root.to_json(), indent=2) + "\n")
+        out.write(json.dumps(session_tree(store, session_id).to_json(), indent=2) + "\n")
         return 0
+    from zero.orchestrator.view import TeamTree, render_tree
 
-    def draw(node: SessionNode, prefix: str, last: bool, top: bool) -> None:
-        m = node.meta
-        branch = "" if top else ("└── " if last else "├── ")
-        own, sub = m.usage.to_usage(), m.subtree_usage
-        runs = f" · runs {_runs(store, m.session_id)}" if m.session_kind == "child" else ""
-        out.write(
-            f"{prefix}{branch}{_label(m)} {m.session_id} · own {_usage_text(own)} · subtree {_usage_text(sub)}{runs}\n"
-        )
-        child_prefix = prefix + ("" if top else ("    " if last else "│   "))
-        for i, child in enumerate(node.children):
-            draw(child, child_prefix, i == len(node.children) - 1, False)
-
-    draw(root, "", True, True)
+    tree = TeamTree.from_store(store, session_id)
+    console = Console(file=out, highlight=False, record=svg is not None, width=None if out.isatty() else 120)
+    console.print(render_tree(tree, budget=tree.budget))
+    if svg:
+        picture = console.export_svg(title=f"zero sessions tree {session_id}")
+        # Keep the spaces between coloured runs: without this, SVG renderers collapse them.
+        picture = picture.replace("<svg ", '<svg xml:space="preserve" ', 1)
+        Path(svg).write_text(picture, encoding="utf-8")
+        out.write(f"saved {svg}\n")
     return 0
-
-
-def _runs(store: SessionStore, session_id: str) -> int:
-    return sum(e["type"] == "run_start" for e in store.events(session_id))
 
 
 def _lineage(store: SessionStore, session_id: str, as_json: bool, out: TextIO) -> int:

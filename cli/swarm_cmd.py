@@ -21,7 +21,8 @@ from zero.cli.streamjson import StreamJsonWriter, new_run_id
 from zero.cli.swarm_progress import PlainProgress
 from zero.errors import ConfigError, UsageError, ZeroError
 from zero.orchestrator import TeamBudget, TeamError, TeamPlan, TeamResult, TeamRunner, build_plan, load_team
-from zero.sessions import SessionStore
+from zero.orchestrator.live import LiveTeamView, follow_run
+from zero.sessions import SessionStore, validate_session_id
 from zero.specialists import SpecialistRegistry, format_cost
 from zero.tools import Workspace
 
@@ -32,6 +33,8 @@ EXIT = {"completed": 0, "failed": 1, "budget_exhausted": 4, "interrupted": 130, 
 
 def run_swarm(args: argparse.Namespace, stdout: TextIO | None = None) -> int:
     out = stdout or sys.stdout
+    if args.swarm_command == "watch":
+        return _watch(args.session_id, out)
     run_id = new_run_id()
     try:
         check_overrides(args)
@@ -216,15 +219,24 @@ async def _run(
     if args.output_format == "stream-json":
         writer = StreamJsonWriter(out, run_id, runner.session_id)
         sinks.append(writer)
-    elif args.output_format == "text":
-        sinks.append(PlainProgress(runner, Console(stderr=True, highlight=False)))
+    live: LiveTeamView | None = None
+    if args.output_format == "text":
+        if out.isatty() and not args.no_live:
+            live = LiveTeamView(runner, Console(file=out))
+            sinks.append(live)
+        else:
+            sinks.append(PlainProgress(runner, Console(stderr=True, highlight=False)))
     result: TeamResult | None = None
     try:
         async with anyio.create_task_group() as tg:
 
             async def body() -> None:
                 nonlocal result
-                result = await runner.run()
+                if live is not None:
+                    async with live:
+                        result = await runner.run()
+                else:
+                    result = await runner.run()
                 tg.cancel_scope.cancel()
 
             tg.start_soon(_interrupt_on_signal, runner)
@@ -311,3 +323,16 @@ def check_overrides(args: argparse.Namespace) -> None:
         value = getattr(args, name, None)
         if value is not None and value <= 0:
             raise UsageError(f"--{name.replace('_', '-')} must be positive")
+
+
+def _watch(session_id: str, out: TextIO) -> int:
+    store = SessionStore.default()
+    try:
+        validate_session_id(session_id)
+        store.metadata(session_id)
+    except ZeroError as e:
+        print_error(str(e))
+        return 2
+    tree = anyio.run(follow_run, store, session_id, Console(file=out))
+    status = tree.root.status
+    return EXIT.get(status, 1)

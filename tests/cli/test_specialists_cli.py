@@ -88,7 +88,9 @@ def test_exec_fans_out_to_three_concurrent_children(workspace: Path, tmp_path: P
     own = tree["usage"]["totalTokens"] + sum(c["usage"]["totalTokens"] for c in tree["children"])
     assert tree["subtreeUsage"]["totalTokens"] == own
     text = zero("sessions", "tree", root).stdout
-    assert text.count("[child] completed") == 3 and "subtree" in text
+    assert text.count("· completed") == 4 and "(subtree " in text and "3 completed" in text
+    for name in ("explorer", "code-review", "tester"):
+        assert f"── ✓ {name} · scripted" in text
 
 
 def _responder(flavour: str) -> Any:
