@@ -333,6 +333,6 @@ def _watch(session_id: str, out: TextIO) -> int:
     except ZeroError as e:
         print_error(str(e))
         return 2
-    tree = anyio.run(follow_run, store, session_id, Console(file=out))
+    tree = anyio.run(follow_run, store, session_id, Console(file=out, width=None if out.isatty() else 120))
     status = tree.root.status
     return EXIT.get(status, 1)

@@ -296,7 +296,8 @@ def _label(tree: TeamTree, node: TreeNode, now: float) -> Text:
     if node.kind == "team":  # a team spends nothing itself: its members do
         text.append(f" · {_short(sub.total_tokens)} tok {format_cost(sub.cost_usd)}")
     elif node.turns or node.children:
-        text.append(f" · {node.turns} turns · {_short(own.total_tokens)} tok {format_cost(own.cost_usd)}")
+        turns = f"{node.turns} turn" + ("" if node.turns == 1 else "s")
+        text.append(f" · {turns} · {_short(own.total_tokens)} tok {format_cost(own.cost_usd)}")
         if node.children:
             text.append(" ")
             text.append(f"(subtree {_short(sub.total_tokens)} tok {format_cost(sub.cost_usd)})", style="dim")
@@ -306,6 +307,8 @@ def _label(tree: TeamTree, node: TreeNode, now: float) -> Text:
     if status == "stalled":
         text.append(" · ")
         text.append(f"stalled: no event for {now - node.last_event:.0f}s", style=style)
+        if node.activity:
+            text.append(f" (last: {node.activity})", style="dim")
     elif node.status == "pending" and node.waiting_for:
         text.append(" · ")
         text.append(f"waiting for {', '.join(node.waiting_for)}", style="dim")

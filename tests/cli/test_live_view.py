@@ -1,0 +1,136 @@
+"""The live team tree in a real pseudo-terminal, plain progress without one, and the tree from disk."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pexpect
+import pyte
+from support.cli import ZERO, zero
+
+from zero.sessions import SessionStore
+
+REPO = Path(__file__).resolve().parents[2]
+TEAM = str(REPO / "manifests/teams/repo-review.toml")
+
+
+def slow_script(tmp_path: Path, delay: float = 0.4) -> str:
+    text = (REPO / "manifests/teams/repo-review.script.toml").read_text()
+    slow = re.sub(r"^(match = .*)$", rf"\1\ndelay = {delay}", text, flags=re.MULTILINE)
+    path = tmp_path / "slow.toml"
+    path.write_text(slow)
+    return str(path)
+
+
+def test_the_live_tree_in_a_terminal(tmp_path: Path) -> None:
+    rows, cols = 40, 130
+    screen = pyte.Screen(cols, rows)
+    stream = pyte.ByteStream(screen)
+    child = pexpect.spawn(
+        ZERO,
+        ["swarm", "run", TEAM, "--provider", "scripted", "--script", slow_script(tmp_path)],
+        cwd=str(REPO),
+        env=dict(os.environ),
+        dimensions=(rows, cols),
+    )
+    frames: list[str] = []
+    while True:
+        try:
+            data = child.read_nonblocking(65536, timeout=10)
+        except pexpect.EOF:
+            break
+        stream.feed(data)
+        frames.append("\n".join(screen.display))
+    child.close()
+    assert child.exitstatus == 0
+
+    def row(frame: str, member: str) -> str:
+        return next((line for line in frame.splitlines() if re.search(rf"[├└]── . {member} ·", line)), "")
+
+    reviewer = [row(f, "reviewer") for f in frames if row(f, "reviewer")]
+    assert any("waiting for mapper" in r for r in reviewer)  # pending first
+    assert any(re.search(r"[⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏] reviewer", r) for r in reviewer)  # then running
+    assert any("✓ reviewer" in r and "completed" in r for r in reviewer)  # then done
+    turns = [int(m.group(1)) for f in frames for m in [re.search(r"turns .*?(\d+)% ", f)] if m]
+    assert turns[0] < turns[-1] and turns == sorted(turns)  # the budget bar moved, one way
+    final = frames[-1]
+    assert "team repo-review · completed" in final and "Totals: tokens" in final
+
+
+def test_without_a_terminal_one_plain_line_per_state_change(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [ZERO, "swarm", "run", TEAM, "--provider", "scripted", "--script", slow_script(tmp_path, 0.0)],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "\x1b" not in done.stdout and "\x1b" not in done.stderr
+    lines = done.stderr.strip().splitlines()
+    changes = [re.sub(r"^\[\s*[\d.]+s\] ", "", line) for line in lines]
+    assert changes[0] == "repo-review  team started: 4 members in 3 waves"
+    assert [c.split()[0] for c in changes[1:]] == [
+        "mapper",
+        "mapper",
+        "reviewer",
+        "tester",
+        "reviewer",
+        "tester",
+        "reporter",
+        "reporter",
+    ] or len(changes) == 9
+    assert sum(" running (" in c for c in changes) == 4 and sum(" completed · " in c for c in changes) == 4
+    no_live = zero("swarm", "run", TEAM, "--provider", "scripted", "--script", slow_script(tmp_path, 0.0), "--no-live")
+    assert no_live.returncode == 0 and "\x1b" not in no_live.stderr
+
+
+def test_the_tree_from_disk_as_text_and_svg(tmp_path: Path) -> None:
+    done = zero(
+        "swarm",
+        "run",
+        TEAM,
+        "--provider",
+        "scripted",
+        "--script",
+        slow_script(tmp_path, 0.0),
+        "--output-format",
+        "json",
+    )
+    team_id = re.search(r'"sessionId": "(team_[^"]+)"', done.stdout)
+    assert team_id is not None
+    text = zero("sessions", "tree", team_id.group(1)).stdout
+    assert text.splitlines()[0].startswith("✓ repo-review · gpt-4.1-mini · ")
+    assert re.findall(r"── ✓ ([a-z]+) · ", text) == ["mapper", "reviewer", "tester", "reporter"]
+    assert "turns  " in text and "4 completed" in text
+    out = tmp_path / "tree.svg"
+    saved = zero("sessions", "tree", team_id.group(1), "--svg", str(out))
+    assert saved.returncode == 0 and out.exists()
+    svg = ET.parse(out).getroot()
+    assert svg.tag == "{http://www.w3.org/2000/svg}svg"
+    words = "".join(svg.itertext())
+    assert "reviewer" in words and "completed" in words
+
+
+def test_watch_follows_a_run_from_another_process(tmp_path: Path) -> None:
+    run = subprocess.Popen(
+        [ZERO, "swarm", "run", TEAM, "--provider", "scripted", "--script", slow_script(tmp_path, 0.3), "--no-live"],
+        cwd=REPO,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    store = SessionStore(Path(os.environ["ZERO_HOME"]) / "sessions")
+    assert run.stderr is not None
+    run.stderr.readline()  # "team started": the team session exists
+    team = [m for m in store.list() if m.session_kind == "team"][0]
+    watched = zero("swarm", "watch", team.session_id, timeout=60)
+    run.communicate(timeout=60)
+    assert watched.returncode == 0, watched.stderr
+    last = watched.stdout
+    assert re.findall(r"── ✓ ([a-z]+) · ", last) == ["mapper", "reviewer", "tester", "reporter"], last
+    assert last.splitlines()[0].startswith("✓ repo-review") and "4 completed" in last

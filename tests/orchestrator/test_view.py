@@ -1,0 +1,164 @@
+"""The team tree renderer against reviewed snapshots (UPDATE_SNAPSHOTS=1 rewrites them)."""
+
+from __future__ import annotations
+
+import io
+import os
+from pathlib import Path
+
+from rich.console import Console
+
+from zero.agent import (
+    AssistantText,
+    RetryScheduled,
+    StatusChanged,
+    SubagentFinished,
+    SubagentStarted,
+    ToolCall,
+    ToolCallStarted,
+    Usage,
+    UsageUpdated,
+)
+from zero.orchestrator.view import BudgetLine, TeamTree, TreeNode, render_tree
+
+SNAPSHOTS = Path(__file__).parent / "snapshots"
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def team(clock: Clock) -> TeamTree:
+    tree = TeamTree(TreeNode("team_1", "release-review", "team", status="running", started=clock.now), clock)
+    for sid, name, spec, deps in [
+        ("m_map", "mapper", "explorer", []),
+        ("m_rev", "reviewer", "code-review", ["mapper"]),
+        ("m_test", "tester", "tester", ["mapper"]),
+        ("m_rep", "reporter", "planner", ["reviewer", "tester"]),
+    ]:
+        tree.add(
+            TreeNode(sid, name, "member", specialist=spec, model="gpt-4.1-mini", parent="team_1", waiting_for=deps)
+        )
+    return tree
+
+
+def usage(prompt: int, completion: int, cost: float) -> UsageUpdated:
+    u = Usage(prompt, completion, 0, cost, 1)
+    return UsageUpdated("", "gpt-4.1-mini", u, u)
+
+
+def call(sid: str, name: str, **args: object) -> ToolCallStarted:
+    return ToolCallStarted(sid, ToolCall("c1", name, dict(args)), "read")
+
+
+def start(sid: str, member: str, spec: str, parent: str = "team_1") -> SubagentStarted:
+    return SubagentStarted(sid, parent, "team_1", member, spec, member=member if parent == "team_1" else None)
+
+
+def with_sid(event: UsageUpdated, sid: str) -> UsageUpdated:
+    return UsageUpdated(sid, event.model, event.usage, event.total)
+
+
+def running(clock: Clock) -> TeamTree:
+    tree = team(clock)
+    tree.apply(start("m_map", "mapper", "explorer"))
+    clock.now += 4
+    tree.apply(with_sid(usage(1800, 60, 0.0008), "m_map"))
+    tree.apply(SubagentFinished("m_map", "completed", Usage(1800, 60, 0, 0.0008, 1), 4000))
+    tree.apply(start("m_rev", "reviewer", "code-review"))
+    tree.apply(start("m_test", "tester", "tester"))
+    clock.now += 2
+    tree.apply(with_sid(usage(2400, 90, 0.0011), "m_rev"))
+    tree.apply(call("m_rev", "grep", pattern="TODO", path="src/"))
+    tree.apply(start("child_1", "explorer", "explorer", parent="m_rev"))
+    tree.apply(with_sid(usage(900, 40, 0.0004), "child_1"))
+    tree.apply(call("child_1", "read_file", path="src/app.py"))
+    tree.apply(RetryScheduled("m_test", 1, 4.0, "rate_limited", "429"))
+    tree.nodes["m_test"].last_event = clock.now - 130  # silent for a while: stalled
+    clock.now += 1.5
+    return tree
+
+
+def budget(tokens: int, cost: float, turns: int, seconds: float) -> list[BudgetLine]:
+    return [
+        BudgetLine("tokens", tokens, 20_000, f"{tokens:,} / 20,000"),
+        BudgetLine("cost", cost, 0.01, f"${cost:.4f} / $0.0100"),
+        BudgetLine("turns", turns, 10, f"{turns} / 10 model calls"),
+        BudgetLine("time", seconds, 60, f"{seconds:.0f}s / 60s"),
+    ]
+
+
+def render(tree: TeamTree, lines: list[BudgetLine], max_lines: int | None = None) -> str:
+    out = io.StringIO()
+    Console(file=out, width=100).print(render_tree(tree, budget=lines, max_lines=max_lines))
+    return out.getvalue()
+
+
+def check(name: str, text: str) -> None:
+    path = SNAPSHOTS / f"{name}.txt"
+    if os.environ.get("UPDATE_SNAPSHOTS"):
+        path.parent.mkdir(exist_ok=True)
+        path.write_text(text)
+    assert text == path.read_text(), f"{name} snapshot differs; review and rerun with UPDATE_SNAPSHOTS=1"
+
+
+def test_a_running_team() -> None:
+    clock = Clock()
+    tree = running(clock)
+    check("running", render(tree, budget(5_200, 0.0023, 4, 7.5)))
+
+
+def test_a_finished_team() -> None:
+    clock = Clock()
+    tree = running(clock)
+    tree.apply(SubagentFinished("child_1", "completed", Usage(900, 40, 0, 0.0004, 1), 1500))
+    tree.apply(AssistantText("m_rev", "Two findings."))
+    tree.apply(SubagentFinished("m_rev", "completed", Usage(3300, 130, 0, 0.0015, 2), 3500))
+    tree.apply(with_sid(usage(1500, 50, 0.0007), "m_test"))
+    tree.apply(SubagentFinished("m_test", "completed", Usage(1500, 50, 0, 0.0007, 1), 3600))
+    tree.apply(start("m_rep", "reporter", "planner"))
+    clock.now += 3
+    tree.apply(with_sid(usage(2000, 300, 0.0013), "m_rep"))
+    tree.apply(SubagentFinished("m_rep", "completed", Usage(2000, 300, 0, 0.0013, 1), 3000))
+    tree.root.status, tree.root.finished = "completed", clock.now
+    check("finished", render(tree, budget(8_540, 0.0047, 6, 12.0)))
+
+
+def test_a_team_whose_budget_ran_out() -> None:
+    clock = Clock()
+    tree = running(clock)
+    reason = "team budget exhausted: tokens limit reached: 19,800 tokens used of 20,000 tokens"
+    for sid in ("child_1", "m_rev", "m_test"):
+        tree.apply(SubagentFinished(sid, "budget_exhausted", tree.nodes[sid].usage, 2000))
+        tree.nodes[sid].reason = reason if sid != "child_1" else ""
+    tree.apply(StatusChanged("m_rep", "budget_exhausted", "the team budget ran out before it started"))
+    tree.root.status, tree.root.finished = "budget_exhausted", clock.now
+    check("budget_exhausted", render(tree, budget(19_800, 0.0089, 9, 9.5)))
+
+
+def test_finished_siblings_fold_when_the_screen_is_full() -> None:
+    clock = Clock()
+    tree = TeamTree(TreeNode("t", "big", "team", status="running", started=clock.now), clock)
+    for i in range(40):
+        tree.add(
+            TreeNode(
+                f"m{i}",
+                f"m{i:02d}",
+                "member",
+                specialist="explorer",
+                parent="t",
+                status="completed" if i < 30 else "running",
+                started=clock.now,
+            )
+        )
+    tree.nodes["m3"].status = "failed"
+    text = render(tree, [], max_lines=20)
+    assert "… 30 finished (29 completed, 1 failed)" in text
+    assert "m35" in text and "m05" not in text
+    assert len(text.splitlines()) <= 20
+    tight = render(tree, [], max_lines=12)
+    assert "… 5 more (5 running)" in tight and len(tight.splitlines()) <= 12
