@@ -32,7 +32,14 @@ from zero.agent import (
 from zero.orchestrator.ledger import BudgetGuard, Ledger, Trip
 from zero.orchestrator.mailbox import Mailbox, ReadInbox, SendMessage
 from zero.orchestrator.plan import MemberPlan, TeamPlan, render_prompt
-from zero.sessions import SessionMetadata, SessionRecorder, SessionStore, UsageTotals, new_session_id
+from zero.sessions import (
+    SessionMetadata,
+    SessionRecorder,
+    SessionStore,
+    add_children_usage,
+    new_session_id,
+    set_status,
+)
 from zero.specialists import AgentContext, Delegator, SpecialistRegistry, specialist_agent
 from zero.tools import Workspace, builtin_tools
 
@@ -344,7 +351,7 @@ class TeamRunner:
         meta = await anyio.to_thread.run_sync(self.store.metadata, state.session_id)
         state.usage = meta.subtree_usage
         if result is None:
-            await anyio.to_thread.run_sync(self.store.update, state.session_id, _set(status=state.status))
+            await anyio.to_thread.run_sync(self.store.update, state.session_id, set_status(state.status))
         await self._log_end(state)
         await self.sink(SubagentFinished(state.session_id, state.status, state.usage, int(state.duration * 1000)))
         if state.status == "failed" and self.plan.team.scheduler.on_failure == "stop":
@@ -357,7 +364,7 @@ class TeamRunner:
 
     async def _end_unstarted(self, state: MemberState, status: str, reason: str) -> None:
         state.status, state.reason = status, reason
-        await anyio.to_thread.run_sync(self.store.update, state.session_id, _set(status=status))
+        await anyio.to_thread.run_sync(self.store.update, state.session_id, set_status(status))
         await self._log_end(state)
         await self.sink(StatusChanged(state.session_id, status, reason))
 
@@ -438,10 +445,9 @@ class TeamRunner:
         }
         usage = state.usage
 
-        def roll_up(meta: SessionMetadata) -> None:
-            meta.children_usage = UsageTotals.of(meta.children_usage.to_usage() + usage)
-
-        await anyio.to_thread.run_sync(self.store.append, self.session_id, [("child_end", payload)], roll_up)
+        await anyio.to_thread.run_sync(
+            self.store.append, self.session_id, [("child_end", payload)], add_children_usage(usage)
+        )
 
     async def _finish(self, started: float) -> TeamResult:
         for state in self.members.values():  # a member the cancellation reached before it began
@@ -464,7 +470,7 @@ class TeamRunner:
             "usage": meta.subtree_usage.to_json(),
             "tripped": None if trip is None else str(trip),
         }
-        await anyio.to_thread.run_sync(self.store.append, self.session_id, [("team_end", payload)], _set(status=status))
+        await anyio.to_thread.run_sync(self.store.append, self.session_id, [("team_end", payload)], set_status(status))
         return TeamResult(
             self.session_id,
             status,
@@ -474,11 +480,3 @@ class TeamRunner:
             time.monotonic() - started,
             self.ledger,
         )
-
-
-def _set(**fields: Any) -> Callable[[SessionMetadata], None]:
-    def change(meta: SessionMetadata) -> None:
-        for key, value in fields.items():
-            setattr(meta, key, value)
-
-    return change

@@ -4,7 +4,15 @@ from __future__ import annotations
 
 from zero.sessions.ids import new_session_id, validate_session_id
 from zero.sessions.lineage import SessionNode, lineage, session_tree
-from zero.sessions.models import TERMINAL, SessionKind, SessionMetadata, UsageTotals, now_iso
+from zero.sessions.models import (
+    TERMINAL,
+    SessionKind,
+    SessionMetadata,
+    UsageTotals,
+    add_children_usage,
+    now_iso,
+    set_status,
+)
 from zero.sessions.recorder import SessionRecorder, message_payload
 from zero.sessions.replay import messages_from_events
 from zero.sessions.store import SessionStore, default_data_dir
@@ -17,6 +25,7 @@ __all__ = [
     "SessionRecorder",
     "SessionStore",
     "UsageTotals",
+    "add_children_usage",
     "default_data_dir",
     "lineage",
     "message_payload",
@@ -24,5 +33,6 @@ __all__ = [
     "new_session_id",
     "now_iso",
     "session_tree",
+    "set_status",
     "validate_session_id",
 ]

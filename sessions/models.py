@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any, Literal
 
@@ -10,7 +11,7 @@ from pydantic.alias_generators import to_camel
 
 from zero.agent import Usage
 
-__all__ = ["SessionKind", "SessionMetadata", "UsageTotals", "now_iso"]
+__all__ = ["SessionKind", "SessionMetadata", "UsageTotals", "add_children_usage", "now_iso", "set_status"]
 
 SessionKind = Literal["", "child", "team", "member", "fork"]
 TERMINAL = frozenset(
@@ -78,3 +79,26 @@ class SessionMetadata(_Camel):
     @property
     def finished(self) -> bool:
         return self.status in TERMINAL
+
+
+MetadataChange = Callable[[SessionMetadata], None]
+
+
+def set_status(status: str) -> MetadataChange:
+    """A metadata change for ``SessionStore.append``/``update``: the session's new status."""
+
+    def change(meta: SessionMetadata) -> None:
+        meta.status = status
+
+    return change
+
+
+def add_children_usage(usage: Usage, status: str | None = None) -> MetadataChange:
+    """Roll a child's usage up into its parent (once per child run), optionally with a new status."""
+
+    def change(meta: SessionMetadata) -> None:
+        meta.children_usage = UsageTotals.of(meta.children_usage.to_usage() + usage)
+        if status is not None:
+            meta.status = status
+
+    return change

@@ -41,9 +41,10 @@ from zero.sessions import (
     SessionMetadata,
     SessionRecorder,
     SessionStore,
-    UsageTotals,
+    add_children_usage,
     messages_from_events,
     new_session_id,
+    set_status,
     validate_session_id,
 )
 from zero.specialists.envelope import envelope
@@ -478,7 +479,7 @@ class Delegator:
             status: RunStatus = "failed" if crashed else child.run.cancel_status
             result = RunResult(status, "", Usage(), 0, 0)
             child.run.result = result
-            await anyio.to_thread.run_sync(self.ctx.store.update, child.session_id, _set_status(status))
+            await anyio.to_thread.run_sync(self.ctx.store.update, child.session_id, set_status(status))
         after = await anyio.to_thread.run_sync(self.ctx.store.metadata, child.session_id)
         delta = _minus(after.subtree_usage, before.subtree_usage)
         duration = int((time.monotonic() - started) * 1000)
@@ -491,10 +492,9 @@ class Delegator:
             "durationMs": duration,
         }
 
-        def roll_up(meta: SessionMetadata) -> None:
-            meta.children_usage = UsageTotals.of(meta.children_usage.to_usage() + delta)
-
-        await anyio.to_thread.run_sync(self.ctx.store.append, self.session_id, [("child_end", payload)], roll_up)
+        await anyio.to_thread.run_sync(
+            self.ctx.store.append, self.session_id, [("child_end", payload)], add_children_usage(delta)
+        )
         child.done.set()
         await self.ctx.sink(SubagentFinished(child.session_id, result.status, delta, duration))
 
@@ -551,13 +551,6 @@ class Delegator:
         self._cancel(child, "cancelled")
         await child.done.wait()
         return self._envelope(child)
-
-
-def _set_status(status: str) -> Callable[[SessionMetadata], None]:
-    def change(meta: SessionMetadata) -> None:
-        meta.status = status
-
-    return change
 
 
 def _minus(a: Usage, b: Usage) -> Usage:
