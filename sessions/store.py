@@ -96,7 +96,7 @@ class SessionStore:
                         "payload": payload,
                     }
                     lines.append(json.dumps(record, ensure_ascii=False, separators=(",", ":")))
-                _write_synced(log, self._redact("\n".join(lines) + "\n").encode("utf-8"), os.O_APPEND)
+                _write_all(log, self._redact("\n".join(lines) + "\n").encode("utf-8"), os.O_APPEND, sync=True)
                 meta.event_count = seq
                 meta.last_event_type = events[-1][0]
                 meta.updated_at = created
@@ -160,9 +160,12 @@ class SessionStore:
         target = folder / "metadata.json"
         tmp = folder / f".metadata.{os.getpid()}.tmp"
         data = meta.model_dump_json(by_alias=True, indent=2).encode("utf-8") + b"\n"
-        _write_synced(tmp, data, os.O_TRUNC)
-        # No fsync of the folder: a crash can at worst leave the previous metadata.json, whole and
-        # valid; the log, fsynced before this, stays the source of truth for sequences.
+        _write_all(tmp, data, os.O_TRUNC, sync=False)
+        # The rename makes the replace atomic for readers. Neither the temp file nor the folder is
+        # fsynced: the log, fsynced before this, is the durable record (and the source of truth for
+        # sequences), and a crash here leaves the previous metadata.json or the new one (ext4 and
+        # xfs flush a file's data before a rename over another commits). Each fsync costs about
+        # 0.3 ms of CPU, and a team run appends thousands of batches.
         os.replace(tmp, target)
 
     def _last_sequence(self, log: Path) -> int:
@@ -211,14 +214,15 @@ def _last_newline(f: Any, end: int) -> int:
     return -1
 
 
-def _write_synced(path: Path, data: bytes, mode: int) -> None:
-    """Write ``data`` in one ``write`` (looping only if the OS writes less) and fsync it."""
+def _write_all(path: Path, data: bytes, mode: int, *, sync: bool) -> None:
+    """Write ``data`` in one ``write`` (looping only if the OS writes less), fsynced if ``sync``."""
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | mode, 0o600)
     try:
         view = memoryview(data)
         while view:
             view = view[os.write(fd, view) :]
-        os.fsync(fd)
+        if sync:
+            os.fsync(fd)
     finally:
         os.close(fd)
 
