@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from zero.agent import Price
 from zero.agent.providers import DEFAULT_MODELS, PROVIDERS
 from zero.errors import ConfigError, did_you_mean
-from zero.tools import PermissionMode
+from zero.tools import PERMISSION_MODES, PermissionMode
 
 __all__ = ["Config", "RunSettings", "load_config", "resolve_settings", "user_config_dir", "validation_message"]
 
@@ -148,13 +148,15 @@ def resolve_settings(
     if not chosen:
         raise ConfigError(f"the {name} provider has no default model: pass --model NAME (or set ZERO_MODEL)")
     mode = permission_mode or config.permission_mode or "auto"
+    if mode not in PERMISSION_MODES:
+        raise ConfigError(f"unknown permission mode {mode!r}; choose one of {', '.join(PERMISSION_MODES)}")
     prices = {m: Price(p.input, p.output, p.cached_input) for m, p in config.prices.items()}
     return RunSettings(
         name,
         chosen,
         url,
         api_key,
-        mode,  # type: ignore[arg-type]
+        mode,
         max_turns or config.max_turns or 50,
         prices,
         config.max_depth if config.max_depth is not None else 1,

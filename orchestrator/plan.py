@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -196,10 +197,10 @@ def build_plan(
 def render_prompt(prompt: str, goal: str, outputs: dict[str, str]) -> str:
     """Fill ``{{ goal }}`` and ``{{ member.output }}``."""
 
-    def fill(match: object) -> str:
-        expr = match.group(1)  # type: ignore[attr-defined]
+    def fill(match: re.Match[str]) -> str:
+        expr = match.group(1)
         if expr == "goal":
             return goal
-        return outputs.get(str(expr).removesuffix(".output"), "")
+        return outputs.get(expr.removesuffix(".output"), "")
 
     return TEMPLATE.sub(fill, prompt)

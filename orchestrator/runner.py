@@ -29,6 +29,7 @@ from zero.agent import (
     SubagentStarted,
     Usage,
 )
+from zero.errors import BudgetExhaustedError
 from zero.orchestrator.ledger import BudgetGuard, Ledger, Trip
 from zero.orchestrator.mailbox import Mailbox, ReadInbox, SendMessage
 from zero.orchestrator.plan import MemberPlan, TeamPlan, render_prompt
@@ -210,7 +211,7 @@ class TeamRunner:
         await anyio.sleep(max(0.0, seconds - self.ledger.elapsed()))
         try:
             self.ledger.check()  # trips the ledger on time
-        except Exception:
+        except BudgetExhaustedError:
             pass
         self._stop("budget_exhausted")
         for state in self.members.values():
