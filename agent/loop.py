@@ -154,7 +154,9 @@ class AgentRun:
         )
 
     async def run(self, prompt: str | None) -> RunResult:
+        """Work on ``prompt``; ``max_turns``, turns and usage count this run only."""
         started = time.monotonic()
+        self.turns, self.usage, self.output = 0, Usage(), ""
         if prompt is not None:
             self.messages.append(Message("user", prompt))
         new, self._recorded = tuple(self.messages[self._recorded :]), len(self.messages)
