@@ -256,8 +256,8 @@ tool_calls = [{ name = "bash", arguments = { command = "sleep 30" } }]
     all_sessions = store.list()
     assert len(all_sessions) == 4
     for meta in all_sessions:
-        assert meta.status == "interrupted", meta
-        assert store.events(meta.session_id)  # a valid log, readable to the end
+        events = store.events(meta.session_id)  # a valid log, readable to the end
+        assert meta.status == "interrupted", (meta.status, meta.member_name, [e["type"] for e in events])
 
 
 def test_validate_lists_every_problem_and_calls_no_model(tmp_path: Path) -> None:

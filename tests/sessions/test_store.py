@@ -122,6 +122,8 @@ def test_list_returns_sessions_newest_first_and_skips_damaged_ones(store: Sessio
     first = make(store, title="first")
     second = make(store, title="second")
     store.append(second, [("x", {})])
+    old = store.path(first) / "metadata.json"  # make "first" older than any clock tick could
+    old.write_text(old.read_text().replace(store.metadata(first).updated_at, "2020-01-01T00:00:00.000Z"))
     (store.root / "broken").mkdir()
     (store.root / "broken" / "metadata.json").write_text("{")
     assert [m.session_id for m in store.list()] == [second, first]
