@@ -123,7 +123,8 @@ class AnthropicProvider:
 
 
 def _messages(messages: tuple[Message, ...]) -> list[dict[str, Any]]:
-    """Anthropic's shape: tool results are user messages, consecutive ones merged."""
+    """Anthropic's shape: tool results are user messages, and consecutive user turns are merged
+    into one (a note after tool results, say), since roles must alternate."""
     out: list[dict[str, Any]] = []
     for m in messages:
         if m.role == "system":
@@ -138,6 +139,10 @@ def _messages(messages: tuple[Message, ...]) -> list[dict[str, Any]]:
             content: list[dict[str, Any]] = [{"type": "text", "text": m.content}] if m.content else []
             content += [{"type": "tool_use", "id": c.id, "name": c.name, "input": c.arguments} for c in m.tool_calls]
             out.append({"role": "assistant", "content": content or [{"type": "text", "text": "(no answer)"}]})
+        elif out and out[-1]["role"] == "user":
+            previous = out[-1]["content"]
+            blocks = previous if isinstance(previous, list) else [{"type": "text", "text": previous}]
+            out[-1]["content"] = [*blocks, {"type": "text", "text": m.content}]
         else:
             out.append({"role": "user", "content": m.content})
     return out

@@ -161,3 +161,21 @@ async def test_agent_runs_tools_through_the_anthropic_adapter(workspace: Path) -
     assert "src/app.py:2:" in last[-1]["content"][0]["content"]
     # priced from the table: claude-sonnet-4-6 costs $3 / $15 per million
     assert result.usage.cost_usd == pytest.approx(2 * (10 * 3 + 5 * 15) / 1e6)
+
+
+def test_a_user_note_after_tool_results_joins_the_same_user_turn() -> None:
+    from zero.agent.providers.anthropic import _messages
+
+    shaped = _messages(
+        (
+            Message("user", "go"),
+            Message("assistant", "", (ToolCall("t1", "glob", {}),)),
+            Message("tool", "a.py", tool_call_id="t1", name="glob"),
+            Message("user", "[Zero] wrap up"),
+        )
+    )
+    assert [m["role"] for m in shaped] == ["user", "assistant", "user"]
+    assert shaped[2]["content"] == [
+        {"type": "tool_result", "tool_use_id": "t1", "content": "a.py", "is_error": False},
+        {"type": "text", "text": "[Zero] wrap up"},
+    ]
