@@ -211,7 +211,9 @@ async def _execute(setup: _Setup, args: argparse.Namespace, out: TextIO, run_id:
         cost = format_cost(total.cost_usd)
         children = total.total_tokens - usage.total_tokens
         tokens = f"{total.total_tokens} tokens" + (f" ({children} in specialists)" if children else "")
-        sys.stderr.write(f"[session {session_id} · {status} · {turns} turns · {tokens} · cost {cost}]\n")
+        sys.stderr.write(
+            f"[session {session_id} · {status} · {turns} turn{'' if turns == 1 else 's'} · {tokens} · cost {cost}]\n"
+        )
     out.flush()
     return code
 
