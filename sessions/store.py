@@ -16,8 +16,10 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +47,8 @@ class SessionStore:
     def __init__(self, root: Path | str, *, redactor: Callable[[str], str] = redact):
         self.root = Path(root)
         self._redact = redactor
+        self._groups: dict[str, _Group] = {}
+        self._groups_lock = threading.Lock()
 
     @classmethod
     def default(cls) -> SessionStore:
@@ -76,35 +80,76 @@ class SessionStore:
         events: Sequence[tuple[str, dict[str, Any]]],
         update: Callable[[SessionMetadata], None] | None = None,
     ) -> SessionMetadata:
-        """Append ``(type, payload)`` events as one batch, then apply ``update`` to the metadata."""
+        """Append ``(type, payload)`` events as one batch, then apply ``update`` to the metadata.
+
+        Batches that threads of this process append to the same session at the same moment are
+        committed together (group commit): one lock, one write holding each batch whole and in
+        order, one fsync and one metadata replace, instead of one of each per batch.
+        """
         folder = self.path(session_id)
-        with self._locked(session_id):
-            meta = self._read_metadata(folder)
-            log = folder / "events.jsonl"
-            if events:
+        request = _Request(list(events), update)
+        group = self._group(session_id)
+        with group.lock:
+            group.queue.append(request)
+            leader = not group.busy
+            group.busy = True
+        if leader:
+            while True:
+                with group.lock:
+                    batch, group.queue = group.queue, []
+                    if not batch:
+                        group.busy = False
+                        break
+                self._commit(session_id, folder, batch)
+        request.done.wait()
+        if request.error is not None:
+            raise request.error
+        assert request.result is not None
+        return request.result
+
+    def _group(self, session_id: str) -> _Group:
+        with self._groups_lock:
+            return self._groups.setdefault(session_id, _Group())
+
+    def _commit(self, session_id: str, folder: Path, batch: list[_Request]) -> None:
+        try:
+            with self._locked(session_id):
+                meta = self._read_metadata(folder)
+                log = folder / "events.jsonl"
                 created = now_iso()
-                seq = self._last_sequence(log)
                 lines = []
-                for kind, payload in events:
-                    seq += 1
-                    record = {
-                        "id": f"{session_id}:{seq}",
-                        "sessionId": session_id,
-                        "sequence": seq,
-                        "type": kind,
-                        "createdAt": created,
-                        "payload": payload,
-                    }
-                    lines.append(json.dumps(record, ensure_ascii=False, separators=(",", ":")))
-                _write_all(log, self._redact("\n".join(lines) + "\n").encode("utf-8"), os.O_APPEND, sync=True)
-                meta.event_count = seq
-                meta.last_event_type = events[-1][0]
+                if any(r.events for r in batch):
+                    seq = self._last_sequence(log)
+                    for request in batch:
+                        for kind, payload in request.events:
+                            seq += 1
+                            record = {
+                                "id": f"{session_id}:{seq}",
+                                "sessionId": session_id,
+                                "sequence": seq,
+                                "type": kind,
+                                "createdAt": created,
+                                "payload": payload,
+                            }
+                            lines.append(json.dumps(record, ensure_ascii=False, separators=(",", ":")))
+                        if request.events:
+                            meta.event_count = seq
+                            meta.last_event_type = request.events[-1][0]
+                    data = self._redact("\n".join(lines) + "\n").encode("utf-8")
+                    _write_all(log, data, os.O_APPEND, sync=True)
                 meta.updated_at = created
-            if update is not None:
-                update(meta)
-                meta.updated_at = now_iso() if not events else meta.updated_at
-            self._write_metadata(folder, meta)
-            return meta
+                for request in batch:
+                    if request.update is not None:
+                        request.update(meta)
+                self._write_metadata(folder, meta)
+            for request in batch:
+                request.result = meta
+        except BaseException as e:
+            for request in batch:
+                request.error = e
+        finally:
+            for request in batch:
+                request.done.set()
 
     def update(self, session_id: str, change: Callable[[SessionMetadata], None]) -> SessionMetadata:
         """Change the metadata under the session's lock."""
@@ -141,7 +186,10 @@ class SessionStore:
 
     @contextmanager
     def _locked(self, session_id: str) -> Iterator[None]:
-        fd = os.open(self.path(session_id) / "session.lock", os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fd = os.open(self.path(session_id) / "session.lock", os.O_RDWR | os.O_CREAT, 0o600)
+        except FileNotFoundError:
+            raise SessionError(f"session {session_id} not found in {self.root}") from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
             yield
@@ -212,6 +260,24 @@ def _last_newline(f: Any, end: int) -> int:
         pos = start
         block *= 2
     return -1
+
+
+@dataclass
+class _Request:
+    events: list[tuple[str, dict[str, Any]]]
+    update: Callable[[SessionMetadata], None] | None
+    done: threading.Event = field(default_factory=threading.Event)
+    result: SessionMetadata | None = None
+    error: BaseException | None = None
+
+
+@dataclass
+class _Group:
+    """The batches waiting to be committed to one session, and whether a thread is committing."""
+
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    queue: list[_Request] = field(default_factory=list)
+    busy: bool = False
 
 
 def _write_all(path: Path, data: bytes, mode: int, *, sync: bool) -> None:

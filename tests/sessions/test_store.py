@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -116,6 +117,34 @@ def test_sixteen_processes_appending_at_once_leave_contiguous_unmixed_batches(st
         assert [p["part"] for p in batch] == [0, 1, 2, 3]
         assert len({(p["writer"], p["i"]) for p in batch}) == 1
     assert store.metadata(sid).event_count == 1600
+
+
+def test_threads_appending_at_once_are_group_committed_whole_and_in_order(store: SessionStore) -> None:
+    sid = make(store)
+
+    def writer(name: str) -> None:
+        for i in range(20):
+            store.append(sid, [("batch", {"writer": name, "i": i, "part": p}) for p in range(3)])
+
+    threads = [threading.Thread(target=writer, args=(f"t{n}",)) for n in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    events = store.events(sid)
+    assert [e["sequence"] for e in events] == list(range(1, 8 * 20 * 3 + 1))
+    for start in range(0, len(events), 3):
+        batch = [e["payload"] for e in events[start : start + 3]]
+        assert [p["part"] for p in batch] == [0, 1, 2] and len({(p["writer"], p["i"]) for p in batch}) == 1
+    for n in range(8):  # each writer's batches stay in the order it wrote them
+        mine = [e["payload"]["i"] for e in events if e["payload"]["writer"] == f"t{n}" and e["payload"]["part"] == 0]
+        assert mine == list(range(20))
+    assert store.metadata(sid).event_count == 480
+
+
+def test_appending_to_a_missing_session_is_a_session_error(store: SessionStore) -> None:
+    with pytest.raises(SessionError, match="session nope not found"):
+        store.append("nope", [("x", {})])
 
 
 def test_list_returns_sessions_newest_first_and_skips_damaged_ones(store: SessionStore) -> None:
