@@ -71,6 +71,17 @@ class Usage:
             self.calls + other.calls,
         )
 
+    def __sub__(self, other: Usage) -> Usage:
+        """What was added since ``other`` (an earlier reading of the same total)."""
+        cost = None if self.cost_usd is None or other.cost_usd is None else self.cost_usd - other.cost_usd
+        return Usage(
+            self.prompt_tokens - other.prompt_tokens,
+            self.completion_tokens - other.completion_tokens,
+            self.cached_tokens - other.cached_tokens,
+            cost,
+            self.calls - other.calls,
+        )
+
     def to_json(self) -> dict[str, Any]:
         return {
             "promptTokens": self.prompt_tokens,

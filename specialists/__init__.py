@@ -2,14 +2,8 @@
 
 from __future__ import annotations
 
-from zero.specialists.delegation import (
-    AgentContext,
-    Delegator,
-    InvocationBudget,
-    delegating_agent,
-    specialist_agent,
-    specialists_prompt,
-)
+from zero.specialists._context import AgentContext, InvocationBudget, specialists_prompt
+from zero.specialists.delegation import Delegator, delegating_agent, specialist_agent
 from zero.specialists.envelope import envelope, format_cost
 from zero.specialists.manifest import Manifest, ManifestError, ManifestFile
 from zero.specialists.registry import Specialist, SpecialistRegistry, builtin_dir, project_dir, user_dir

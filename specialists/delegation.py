@@ -10,8 +10,7 @@ to the shared event stream.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
@@ -21,14 +20,9 @@ from anyio.abc import TaskGroup
 from zero.agent import (
     AgentConfig,
     AgentRun,
-    CallGuard,
-    CallPermit,
     EventSink,
     Message,
-    ModelRequest,
-    PriceTable,
     Provider,
-    RetryPolicy,
     RunEvent,
     RunResult,
     RunStatus,
@@ -36,76 +30,29 @@ from zero.agent import (
     SubagentStarted,
     Usage,
 )
-from zero.errors import BudgetExhaustedError, ToolError, UsageError, ZeroError
+from zero.errors import ToolError, UsageError, ZeroError
 from zero.sessions import (
     SessionMetadata,
     SessionRecorder,
-    SessionStore,
     add_children_usage,
     messages_from_events,
     new_session_id,
     set_status,
     validate_session_id,
 )
+from zero.specialists._context import (
+    DELEGATE_TOOLS,
+    AgentContext,
+    InvocationBudget,
+    child_system_prompt,
+    specialists_prompt,
+)
 from zero.specialists.envelope import envelope
-from zero.specialists.registry import Specialist, SpecialistRegistry
-from zero.tools import CATEGORIES, PermissionMode, Tool, ToolOutput, ToolRegistry, Workspace, builtin_tools
+from zero.specialists.registry import Specialist
+from zero.tools import PermissionMode, Tool, ToolOutput, ToolRegistry, builtin_tools
 from zero.tools.describe import describe_call
 
-__all__ = [
-    "AgentContext",
-    "Delegator",
-    "InvocationBudget",
-    "child_system_prompt",
-    "delegating_agent",
-    "specialist_agent",
-    "specialists_prompt",
-]
-
-DELEGATE_TOOLS = CATEGORIES["delegate"]
-
-
-@dataclass
-class AgentContext:
-    """What every agent of one run shares: where sessions go, how to reach models, limits."""
-
-    store: SessionStore
-    registry: SpecialistRegistry
-    workspace: Workspace
-    provider: Provider
-    model: str
-    providers: Callable[[str], Provider]
-    sink: EventSink
-    prices: PriceTable = field(default_factory=PriceTable.builtin)
-    retry: RetryPolicy = field(default_factory=RetryPolicy)
-    max_depth: int = 1
-    max_concurrency: int = 4
-    default_max_turns: int = 30
-    guards: tuple[CallGuard, ...] = ()
-
-
-class InvocationBudget:
-    """A manifest's ``[budget]``: the child stops before a call once it has spent this much."""
-
-    def __init__(self, tokens: int | None, cost_usd: float | None):
-        self.tokens = tokens
-        self.cost_usd = cost_usd
-
-    async def before_call(self, request: ModelRequest, run_usage: Usage) -> CallPermit | None:
-        if self.tokens is not None and run_usage.total_tokens >= self.tokens:
-            raise BudgetExhaustedError(
-                f"token budget of this invocation is spent: {run_usage.total_tokens} of {self.tokens} tokens",
-                limit="tokens",
-            )
-        cost = run_usage.cost_usd
-        if self.cost_usd is not None and cost is not None and cost >= self.cost_usd:
-            raise BudgetExhaustedError(
-                f"cost budget of this invocation is spent: ${cost:.4f} of ${self.cost_usd:.4f}", limit="cost_usd"
-            )
-        return None
-
-    async def after_call(self, permit: CallPermit | None, usage: Usage | None) -> None:
-        return None
+__all__ = ["Delegator", "delegating_agent", "specialist_agent"]
 
 
 @dataclass
@@ -138,30 +85,6 @@ class _Child:
             files_changed=self.files_changed,
             error=result.error,
         )
-
-
-def specialists_prompt(registry: SpecialistRegistry) -> str:
-    """The part of a system prompt that tells an agent whom it can delegate to."""
-    lines = "\n".join(f"- {s.name}: {s.description}" for s in registry.specialists.values())
-    return (
-        "You can delegate with the Task tool to these specialists, each a separate agent with its own "
-        f"tools:\n{lines}\n"
-        "Delegate work that is big enough to be worth a separate agent, or that can run in parallel: "
-        "several Task calls in one turn run at the same time. Give each a complete, self-contained "
-        "assignment (it does not see this conversation) and use its report. Do small, direct work yourself."
-    )
-
-
-def child_system_prompt(
-    spec: Specialist, cwd: str, can_delegate: bool, registry: SpecialistRegistry, role: str | None = None
-) -> str:
-    role = role or (
-        f'You are the "{spec.name}" specialist, started by another agent to do one task. '
-        "Work only on the task you are given. Your final message is your report to that agent: "
-        "lead with the answer, then the evidence. It cannot ask you follow-up questions."
-    )
-    prompt = f"{spec.prompt}\n\n{role}\nWorkspace: {cwd}."
-    return f"{prompt}\n\n{specialists_prompt(registry)}" if can_delegate else prompt
 
 
 def specialist_agent(
@@ -481,7 +404,7 @@ class Delegator:
             child.run.result = result
             await anyio.to_thread.run_sync(self.ctx.store.update, child.session_id, set_status(status))
         after = await anyio.to_thread.run_sync(self.ctx.store.metadata, child.session_id)
-        delta = _minus(after.subtree_usage, before.subtree_usage)
+        delta = after.subtree_usage - before.subtree_usage
         duration = int((time.monotonic() - started) * 1000)
         payload = {
             "childSessionId": child.session_id,
@@ -551,18 +474,6 @@ class Delegator:
         self._cancel(child, "cancelled")
         await child.done.wait()
         return self._envelope(child)
-
-
-def _minus(a: Usage, b: Usage) -> Usage:
-    cost = None if a.cost_usd is None or b.cost_usd is None else a.cost_usd - b.cost_usd
-    return replace(
-        a,
-        prompt_tokens=a.prompt_tokens - b.prompt_tokens,
-        completion_tokens=a.completion_tokens - b.completion_tokens,
-        cached_tokens=a.cached_tokens - b.cached_tokens,
-        cost_usd=cost,
-        calls=a.calls - b.calls,
-    )
 
 
 def delegating_agent(

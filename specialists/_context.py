@@ -1,0 +1,83 @@
+"""What the agents of one run share, per-invocation budgets, and the prompts of delegation."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from zero.agent import CallGuard, CallPermit, EventSink, ModelRequest, PriceTable, Provider, RetryPolicy, Usage
+from zero.errors import BudgetExhaustedError
+from zero.sessions import SessionStore
+from zero.specialists.registry import Specialist, SpecialistRegistry
+from zero.tools import CATEGORIES, Workspace
+
+__all__ = ["DELEGATE_TOOLS", "AgentContext", "InvocationBudget", "child_system_prompt", "specialists_prompt"]
+
+DELEGATE_TOOLS = CATEGORIES["delegate"]
+
+
+@dataclass
+class AgentContext:
+    """What every agent of one run shares: where sessions go, how to reach models, limits."""
+
+    store: SessionStore
+    registry: SpecialistRegistry
+    workspace: Workspace
+    provider: Provider
+    model: str
+    providers: Callable[[str], Provider]
+    sink: EventSink
+    prices: PriceTable = field(default_factory=PriceTable.builtin)
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+    max_depth: int = 1
+    max_concurrency: int = 4
+    default_max_turns: int = 30
+    guards: tuple[CallGuard, ...] = ()
+
+
+class InvocationBudget:
+    """A manifest's ``[budget]``: the child stops before a call once it has spent this much."""
+
+    def __init__(self, tokens: int | None, cost_usd: float | None):
+        self.tokens = tokens
+        self.cost_usd = cost_usd
+
+    async def before_call(self, request: ModelRequest, run_usage: Usage) -> CallPermit | None:
+        if self.tokens is not None and run_usage.total_tokens >= self.tokens:
+            raise BudgetExhaustedError(
+                f"token budget of this invocation is spent: {run_usage.total_tokens} of {self.tokens} tokens",
+                limit="tokens",
+            )
+        cost = run_usage.cost_usd
+        if self.cost_usd is not None and cost is not None and cost >= self.cost_usd:
+            raise BudgetExhaustedError(
+                f"cost budget of this invocation is spent: ${cost:.4f} of ${self.cost_usd:.4f}", limit="cost_usd"
+            )
+        return None
+
+    async def after_call(self, permit: CallPermit | None, usage: Usage | None) -> None:
+        return None
+
+
+def specialists_prompt(registry: SpecialistRegistry) -> str:
+    """The part of a system prompt that tells an agent whom it can delegate to."""
+    lines = "\n".join(f"- {s.name}: {s.description}" for s in registry.specialists.values())
+    return (
+        "You can delegate with the Task tool to these specialists, each a separate agent with its own "
+        f"tools:\n{lines}\n"
+        "Delegate work that is big enough to be worth a separate agent, or that can run in parallel: "
+        "several Task calls in one turn run at the same time. Give each a complete, self-contained "
+        "assignment (it does not see this conversation) and use its report. Do small, direct work yourself."
+    )
+
+
+def child_system_prompt(
+    spec: Specialist, cwd: str, can_delegate: bool, registry: SpecialistRegistry, role: str | None = None
+) -> str:
+    role = role or (
+        f'You are the "{spec.name}" specialist, started by another agent to do one task. '
+        "Work only on the task you are given. Your final message is your report to that agent: "
+        "lead with the answer, then the evidence. It cannot ask you follow-up questions."
+    )
+    prompt = f"{spec.prompt}\n\n{role}\nWorkspace: {cwd}."
+    return f"{prompt}\n\n{specialists_prompt(registry)}" if can_delegate else prompt
