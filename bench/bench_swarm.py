@@ -165,6 +165,9 @@ def worker(kind: str, n: int, url: str, live: bool) -> None:
 
 
 def measure(kind: str, n: int, url: str, live: bool = False) -> dict[str, float]:
+    # Start every run with no dirty pages left by the previous one: otherwise its writeback
+    # throttles this run and the figures drift upwards run after run.
+    os.sync()
     args = [sys.executable, __file__, "--worker", kind, "--n", str(n), "--url", url] + (["--live"] if live else [])
     env = {**os.environ, "ZERO_HOME": tempfile.mkdtemp()}
     done = subprocess.run(args, capture_output=True, text=True, check=True, env=env)
