@@ -324,6 +324,9 @@ class AgentRun:
         results: dict[str, Message] = {}
         group: list[ToolCall] = []
 
+        def keep() -> None:  # results so far, in call order, so a cancel mid-turn keeps them
+            turn.results[:] = [results[c.id] for c in turn.calls if c.id in results]
+
         async def flush() -> None:
             if len(group) == 1:
                 results[group[0].id] = await self._run_tool(group[0])
@@ -340,9 +343,9 @@ class AgentRun:
                 continue
             await flush()
             results[call.id] = await self._run_tool(call)
-            turn.results[:] = [results[c.id] for c in turn.calls if c.id in results]
+            keep()
         await flush()
-        turn.results[:] = [results[c.id] for c in turn.calls if c.id in results]
+        keep()
 
     async def _store(self, call: ToolCall, results: dict[str, Message]) -> None:
         results[call.id] = await self._run_tool(call)

@@ -83,9 +83,7 @@ def run_exec(args: argparse.Namespace, stdout: TextIO | None = None, stdin: Text
 
 def _fail_early(fmt: str, out: TextIO, run_id: str, e: ZeroError) -> int:
     if fmt == "stream-json":
-        writer = StreamJsonWriter(out, run_id, "")
-        writer.error(e.code, str(e))
-        writer.run_end("failed", e.exit_code)
+        StreamJsonWriter.setup_failure(out, run_id, e)
     elif fmt == "json":
         out.write(
             json.dumps(

@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 from typing import Any, TextIO
 
 from zero.agent import RunEvent
-from zero.errors import UsageError
+from zero.errors import UsageError, ZeroError
 from zero.tools import redact
 
 __all__ = ["SCHEMA_VERSION", "StreamJsonWriter", "new_run_id", "read_input", "run_end_status"]
@@ -59,6 +59,13 @@ class StreamJsonWriter:
         line.update(fields)
         self.out.write(self._redact(json.dumps(line, ensure_ascii=False, separators=(",", ":"))) + "\n")
         self.out.flush()
+
+    @classmethod
+    def setup_failure(cls, out: TextIO, run_id: str, e: ZeroError) -> None:
+        """A run that failed before it started still ends with error and run_end."""
+        writer = cls(out, run_id, "")
+        writer.error(e.code, str(e))
+        writer.run_end("failed", e.exit_code)
 
     def error(self, code: str, message: str, *, recoverable: bool = False, session_id: str | None = None) -> None:
         self.emit("error", {"code": code, "message": message, "recoverable": recoverable}, session_id)

@@ -46,9 +46,7 @@ def run_swarm(args: argparse.Namespace, stdout: TextIO | None = None) -> int:
         return _report_invalid(args, out, e)
     except ZeroError as e:
         if getattr(args, "output_format", "text") == "stream-json":
-            writer = StreamJsonWriter(out, run_id, "")
-            writer.error(e.code, str(e))
-            writer.run_end("failed", e.exit_code)
+            StreamJsonWriter.setup_failure(out, run_id, e)
         else:
             print_error(str(e))
         return e.exit_code

@@ -51,7 +51,6 @@ class TeamPlan:
     waves: list[list[str]]
     budget: TeamBudget
     max_concurrency: int
-    graph: nx.DiGraph[str]
 
     @property
     def name(self) -> str:
@@ -191,7 +190,7 @@ def build_plan(
                     )
     if problems:
         raise TeamError(problems)
-    return TeamPlan(team, path, members, waves, limits, max_concurrency or team.scheduler.max_concurrency, graph)
+    return TeamPlan(team, path, members, waves, limits, max_concurrency or team.scheduler.max_concurrency)
 
 
 def render_prompt(prompt: str, goal: str, outputs: dict[str, str]) -> str:

@@ -178,6 +178,7 @@ class TeamTree:
         """The tree of a run as its sessions recorded it: statuses, usage, durations."""
         top = session_tree(store, session_id)
         tree: TeamTree | None = None
+        team_start: dict[str, Any] = {}
 
         def visit(entry: SessionNode, parent: str | None) -> None:
             nonlocal tree
@@ -194,7 +195,9 @@ class TeamTree:
                 turns=meta.usage.calls,
                 usage=meta.usage.to_usage(),
             )
-            node.started, node.finished = _run_span(store, meta.session_id, meta.created_at, meta.updated_at)
+            node.started, node.finished, start = _scan(store, meta.session_id)
+            if start:
+                team_start.update(start)
             if tree is None:
                 tree = cls(node, clock=lambda: node.finished or node.started or 0.0)
             else:
@@ -204,19 +207,11 @@ class TeamTree:
 
         visit(top, None)
         assert tree is not None
-        start = _team_start(store, session_id)
-        if start:  # a team: its members in the order of the team file, and its budget
-            order = {m["sessionId"]: i for i, m in enumerate(start.get("members", []))}
+        if team_start:  # a team: its members in the order of the team file, and its budget
+            order = {m["sessionId"]: i for i, m in enumerate(team_start.get("members", []))}
             tree.root.children.sort(key=lambda sid: order.get(sid, len(order)))
-            tree.budget = _recorded_budget(tree, start.get("budget", {}))
+            tree.budget = _recorded_budget(tree, team_start.get("budget", {}))
         return tree
-
-
-def _team_start(store: SessionStore, team_id: str) -> dict[str, Any]:
-    for event in store.events(team_id):
-        if event["type"] == "team_start":
-            return dict(event["payload"])
-    return {}
 
 
 def _recorded_budget(tree: TeamTree, limits: dict[str, Any]) -> list[BudgetLine]:
@@ -252,15 +247,19 @@ def epoch(stamp: str) -> float:
     return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
 
 
-def _run_span(store: SessionStore, session_id: str, created: str, updated: str) -> tuple[float | None, float | None]:
-    """From the first run_start (or team_start) to the last run_end (or team_end)."""
+def _scan(store: SessionStore, session_id: str) -> tuple[float | None, float | None, dict[str, Any]]:
+    """One read of a log: from the first run_start (or team_start) to the last run_end (or team_end),
+    and a team's team_start payload."""
     start = end = None
+    team_start: dict[str, Any] = {}
     for event in store.events(session_id):
         if event["type"] in ("run_start", "team_start") and start is None:
             start = epoch(event["createdAt"])
         elif event["type"] in ("run_end", "team_end"):
             end = epoch(event["createdAt"])
-    return start, end
+        if event["type"] == "team_start":
+            team_start = dict(event["payload"])
+    return start, end, team_start
 
 
 # -- rendering -------------------------------------------------------------------
