@@ -168,6 +168,7 @@ async def _execute(setup: _Setup, args: argparse.Namespace, out: TextIO, run_id:
     finally:
         with anyio.CancelScope(shield=True):
             await providers.aclose()
+            await anyio.to_thread.run_sync(store.flush)  # every session's final status, on disk
     assert run.result is not None  # the loop records a result even when interrupted
     result = run.result
     status, output, error_code, error = result.status, result.output, result.error_code, result.error

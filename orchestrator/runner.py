@@ -352,7 +352,7 @@ class TeamRunner:
         meta = await anyio.to_thread.run_sync(self.store.metadata, state.session_id)
         state.usage = meta.subtree_usage
         if result is None:
-            await anyio.to_thread.run_sync(self.store.update, state.session_id, set_status(state.status))
+            self.store.submit(state.session_id, (), set_status(state.status))
         await self._log_end(state)
         await self.sink(SubagentFinished(state.session_id, state.status, state.usage, int(state.duration * 1000)))
         if state.status == "failed" and self.plan.team.scheduler.on_failure == "stop":
@@ -365,7 +365,7 @@ class TeamRunner:
 
     async def _end_unstarted(self, state: MemberState, status: str, reason: str) -> None:
         state.status, state.reason = status, reason
-        await anyio.to_thread.run_sync(self.store.update, state.session_id, set_status(status))
+        self.store.submit(state.session_id, (), set_status(status))
         await self._log_end(state)
         await self.sink(StatusChanged(state.session_id, status, reason))
 
@@ -432,7 +432,7 @@ class TeamRunner:
             )
 
     async def _log(self, kind: str, payload: dict[str, Any]) -> None:
-        await anyio.to_thread.run_sync(self.store.append, self.session_id, [(kind, payload)])
+        self.store.submit(self.session_id, [(kind, payload)])
 
     async def _log_end(self, state: MemberState) -> None:
         payload = {
@@ -446,9 +446,7 @@ class TeamRunner:
         }
         usage = state.usage
 
-        await anyio.to_thread.run_sync(
-            self.store.append, self.session_id, [("child_end", payload)], add_children_usage(usage)
-        )
+        self.store.submit(self.session_id, [("child_end", payload)], add_children_usage(usage))
 
     async def _finish(self, started: float) -> TeamResult:
         for state in self.members.values():  # a member the cancellation reached before it began
@@ -471,7 +469,8 @@ class TeamRunner:
             "usage": meta.subtree_usage.to_json(),
             "tripped": None if trip is None else str(trip),
         }
-        await anyio.to_thread.run_sync(self.store.append, self.session_id, [("team_end", payload)], set_status(status))
+        self.store.submit(self.session_id, [("team_end", payload)], set_status(status))
+        await anyio.to_thread.run_sync(self.store.flush)  # every member's final status, on disk
         return TeamResult(
             self.session_id,
             status,

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import anyio.to_thread
-
 from zero.agent import Message, RunEvent, Usage
 from zero.sessions.models import SessionMetadata, UsageTotals
 from zero.sessions.store import SessionStore
@@ -160,4 +158,5 @@ class SessionRecorder:
             if status is not None:
                 meta.status = status
 
-        await anyio.to_thread.run_sync(self.store.append, self.session_id, batch, update)
+        # Handed to the store's writer without waiting; the metadata follows with the run's last batch.
+        self.store.submit(self.session_id, batch, update, final=status is not None and status != "running")

@@ -64,7 +64,7 @@ class _Child:
     delegator: Delegator | None
     started: float = field(default_factory=time.monotonic)
     done: anyio.Event = field(default_factory=anyio.Event)
-    scope: anyio.CancelScope | None = None
+    scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)  # may be cancelled before it starts
     tools_used: list[str] = field(default_factory=list)
     files_changed: set[str] = field(default_factory=set)
     activity: str = "starting"
@@ -368,8 +368,7 @@ class Delegator:
                         description=child.description,
                     )
                 )
-                with anyio.CancelScope() as scope:
-                    child.scope = scope
+                with child.scope:
                     async with anyio.create_task_group() as tg:
                         if child.specialist.timeout_seconds:
                             tg.start_soon(self._watchdog, child, child.specialist.timeout_seconds)
@@ -393,8 +392,7 @@ class Delegator:
 
     def _cancel(self, child: _Child, status: RunStatus) -> None:
         child.run.cancel_status = status
-        if child.scope is not None:
-            child.scope.cancel()
+        child.scope.cancel()
 
     async def _finish(self, child: _Child, before: SessionMetadata, started: float, crashed: bool) -> None:
         result = child.run.result
@@ -402,7 +400,7 @@ class Delegator:
             status: RunStatus = "failed" if crashed else child.run.cancel_status
             result = RunResult(status, "", Usage(), 0, 0)
             child.run.result = result
-            await anyio.to_thread.run_sync(self.ctx.store.update, child.session_id, set_status(status))
+            self.ctx.store.submit(child.session_id, (), set_status(status))
         after = await anyio.to_thread.run_sync(self.ctx.store.metadata, child.session_id)
         delta = after.subtree_usage - before.subtree_usage
         duration = int((time.monotonic() - started) * 1000)
@@ -415,9 +413,7 @@ class Delegator:
             "durationMs": duration,
         }
 
-        await anyio.to_thread.run_sync(
-            self.ctx.store.append, self.session_id, [("child_end", payload)], add_children_usage(delta)
-        )
+        self.ctx.store.submit(self.session_id, [("child_end", payload)], add_children_usage(delta))
         child.done.set()
         await self.ctx.sink(SubagentFinished(child.session_id, result.status, delta, duration))
 
@@ -432,7 +428,7 @@ class Delegator:
         }
         if description:
             payload["description"] = description
-        await anyio.to_thread.run_sync(self.ctx.store.append, self.session_id, [("child_start", payload)])
+        self.ctx.store.submit(self.session_id, [("child_start", payload)])
 
     def _envelope(self, child: _Child) -> ToolOutput:
         result = child.run.result

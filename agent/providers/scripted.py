@@ -212,8 +212,8 @@ class ScriptedProvider:
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
         turn = self._pick(request)
         self.calls.append(request)
-        if turn.delay:
-            await anyio.sleep(turn.delay)
+        # A real model call always waits on the network: give the other tasks their turn, too.
+        await anyio.sleep(turn.delay)
         if turn.error and turn.error.kind != "stream_dropped":
             raise turn.error.build()
         for chunk in self._chunks(turn.reasoning):

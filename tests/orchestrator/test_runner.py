@@ -226,7 +226,8 @@ async def test_a_cost_budget_trips_the_same_way(workspace: Path, tmp_path: Path)
         workspace, tmp_path, LOOPERS.format(budget="cost_usd = 0.03"), loopers()
     )
     assert result.status == "budget_exhausted" and result.trip is not None and result.trip.limit == "cost_usd"
-    assert runner.ledger.used.cost_usd <= 0.03 and len(provider.calls) >= 7
+    # three members in flight reserve ~$0.0045 each: the trip comes once used + held no longer fit
+    assert runner.ledger.used.cost_usd <= 0.03 and len(provider.calls) >= 6
     assert [m.status for m in result.members] == ["budget_exhausted"] * 3
 
 
@@ -240,7 +241,8 @@ async def test_a_wall_clock_budget_stops_running_members(workspace: Path, tmp_pa
 
 
 async def test_members_are_warned_at_80_percent(workspace: Path, tmp_path: Path) -> None:
-    _, _, provider, _ = await run_team(workspace, tmp_path, LOOPERS.format(budget="turns = 10"), loopers())
+    # 20 turns: the three members (in lockstep) still have calls to make after 80 % is reached
+    _, _, provider, _ = await run_team(workspace, tmp_path, LOOPERS.format(budget="turns = 20"), loopers())
     notes = [m.content for c in provider.calls for m in c.messages if m.content.startswith("[Zero] The team has used")]
     assert notes and "of its turns budget. Wrap up now" in notes[0]
 

@@ -71,11 +71,10 @@ class ListDirectory(BuiltinTool[ListDirectoryArgs]):
         if not path.is_dir():
             raise ToolError(f"{args.path} is not a directory")
 
-        def listing() -> list[str]:
-            with os.scandir(path) as it:
-                return sorted(e.name + ("/" if e.is_dir() else "") for e in it)
-
-        entries = await anyio.to_thread.run_sync(listing)
+        # One directory read, as cheap as the path checks above: done inline, not in a worker thread
+        # (a thread hop would leave the model connection idle a whole event-loop round longer).
+        with os.scandir(path) as it:
+            entries = sorted(e.name + ("/" if e.is_dir() else "") for e in it)
         shown = entries[:MAX_LIST_ENTRIES]
         more = f"\n[{len(entries) - len(shown)} more entries not shown]" if len(entries) > len(shown) else ""
         return ToolOutput("\n".join(shown) + more if entries else f"{args.path} is empty")
