@@ -22,6 +22,24 @@ _PATTERNS = [
     r"(?<=[Bb]earer )[A-Za-z0-9._~+/-]{20,}=*",
     r"(?<=[Aa][Pp][Ii]_[Kk][Ee][Yy]=)[A-Za-z0-9._-]{16,}",
 ]
+# Every pattern above matches only text that holds one of these (lowercased): a text with none
+# of them skips the regex, which scans every position and costs ~30 us per kilobyte.
+_TRIGGERS = (
+    "sk-",
+    "ghp_",
+    "gho_",
+    "ghu_",
+    "ghs_",
+    "ghr_",
+    "github_pat_",
+    "akia",
+    "xox",
+    "aiza",
+    "glpat-",
+    "private key",
+    "bearer ",
+    "api_key=",
+)
 _SECRET_ENV = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIALS?)$", re.IGNORECASE)
 
 
@@ -39,6 +57,9 @@ class Redactor:
         for value in self._literals:
             if value in text:
                 text = text.replace(value, MASK)
+        lowered = text.lower()
+        if not any(trigger in lowered for trigger in _TRIGGERS):
+            return text
         return self._regex.sub(MASK, text)
 
 

@@ -44,6 +44,26 @@ def test_redaction_masks_token_formats_and_secret_env_values() -> None:
     )
 
 
+@pytest.mark.parametrize(
+    "secret",
+    [
+        "sk-proj-abcdefghijklmnopqrstuvwx",
+        "ghs_abcdefghijklmnopqrstuvwxyz0123456789",
+        "github_pat_abcdefghijklmnopqrstuvwxyz",
+        "AKIAABCDEFGHIJKLMNOP",
+        "xoxb-1234567890-abcdef",
+        "AIza" + "a" * 35,
+        "glpat-abcdefghijklmnopqrstu",
+        "-----BEGIN RSA PRIVATE KEY-----\nMIIEpAIBAAKCAQEA\n-----END RSA PRIVATE KEY-----",
+    ],
+)
+def test_each_token_format_is_masked_on_its_own(secret: str) -> None:
+    # alone in a text: the quick check that lets secret-free text skip the regex must catch it too
+    assert Redactor({})(f"before {secret} after") == "before [REDACTED] after"
+    assert Redactor({})("API_Key=abcdefghijklmnop0123") == "API_Key=[REDACTED]"
+    assert Redactor({})("bearer abcdefghijklmnopqrstuvwxyz") == "bearer [REDACTED]"
+
+
 def test_budget_keeps_head_and_tail_and_says_what_was_cut() -> None:
     text = "".join(f"line {i:04d}\n" for i in range(1000))
     out, truncated = budget_output(text, 200)
