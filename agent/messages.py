@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -41,6 +42,11 @@ class ToolSpec:
     name: str
     description: str
     parameters: dict[str, Any]
+    # The size of the definition in characters, for estimating a request's tokens before each call.
+    size: int = field(init=False, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "size", len(self.description) + len(json.dumps(self.parameters)))
 
 
 @dataclass(frozen=True, slots=True)

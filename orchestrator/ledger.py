@@ -62,7 +62,7 @@ class Reservation:
 def estimate_prompt_tokens(request: ModelRequest) -> int:
     """About four characters a token: the messages, the tool calls, and the tool definitions."""
     chars = sum(len(m.content) + sum(len(json.dumps(c.arguments)) for c in m.tool_calls) for m in request.messages)
-    chars += sum(len(t.description) + len(json.dumps(t.parameters)) for t in request.tools)
+    chars += sum(t.size for t in request.tools)
     return chars // 4 + 1
 
 

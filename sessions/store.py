@@ -5,8 +5,8 @@ Durability rules:
 * A batch of events is serialised first, then written with ONE ``write`` under an
   exclusive ``flock`` (on ``events.jsonl``). A reader never sees half a batch, and a
   crash of the process loses no batch the writer has written.
-* The log is fsynced before ``metadata.json`` is replaced atomically (temp file +
-  rename), so the metadata never counts an event the disk might not hold.
+* The log is fsynced before ``metadata.json`` is replaced atomically (see ``_replace``),
+  so the metadata never counts an event the disk might not hold.
 * Sequence numbers come from the log itself (its last complete line), so a stale
   metadata file cannot produce a duplicate; they are contiguous from 1.
 * A torn last line (a crash mid-write) is skipped on read and cut off before the
@@ -19,8 +19,8 @@ that queue up for a session while the disk is busy are committed together.
 metadata at once; so does a run's last batch. Other submitted batches reach the disk
 (fsync + metadata) within ``metadata_interval`` seconds: like SQLite's WAL with
 ``synchronous=NORMAL``, a power cut may lose the last seconds of a running session,
-never its consistency. (An fsync costs ~0.15 ms of CPU here and a metadata replace an
-inode and a rename; a swarm appends thousands of batches.)
+never its consistency. (An fsync costs ~0.15 ms of CPU here; a swarm appends thousands
+of batches.)
 """
 
 from __future__ import annotations
@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from zero.errors import SessionError
+from zero.sessions._replace import replace_file
 from zero.sessions.ids import validate_session_id
 from zero.sessions.models import SessionMetadata, now_iso
 from zero.tools import redact
@@ -420,7 +421,7 @@ class _Log:
         self.folder = folder
         self.log_path = str(folder / "events.jsonl")
         self.meta_path = str(folder / "metadata.json")
-        self.tmp_path = str(folder / f".metadata.{os.getpid()}.tmp")
+        self.spare_path = str(folder / ".metadata.spare")
         self.fd = fd
         self.size = 0 if meta is not None else -1  # -1: read the tail before the first append
         self.seq = 0
@@ -468,18 +469,9 @@ class _Log:
             os.fsync(self.fd)
             self.unsynced = False
         self.refresh_metadata()
-        target, tmp = self.meta_path, self.tmp_path
         data = self.meta.model_dump_json(by_alias=True, indent=2).encode("utf-8") + b"\n"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
-        try:
-            os.write(fd, data)
-        finally:
-            os.close(fd)
-        # The rename makes the replace atomic for readers. The temp file is not fsynced: the log,
-        # synced above, is the record, and a crash here leaves the previous metadata.json
-        # or the new one (ext4 and xfs flush a file's data before a rename over another commits).
-        os.replace(tmp, target)
-        self.stamp = _stamp(os.stat(target))
+        replace_file(self.meta_path, self.spare_path, data)  # under the session's lock: one writer
+        self.stamp = _stamp(os.stat(self.meta_path))
         self.changes.clear()
         self.dirty = False
         self.written_at = time.monotonic()

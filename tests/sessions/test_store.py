@@ -156,3 +156,35 @@ def test_list_returns_sessions_newest_first_and_skips_damaged_ones(store: Sessio
     (store.root / "broken").mkdir()
     (store.root / "broken" / "metadata.json").write_text("{")
     assert [m.session_id for m in store.list()] == [second, first]
+
+
+def test_metadata_is_replaced_whole_and_readers_never_see_a_partial_file(store: SessionStore) -> None:
+    sid = make(store, title="x" * 50)
+    stop = threading.Event()
+    seen: list[int] = []
+
+    def reader() -> None:  # another process's view: the file on disk, read while it is replaced
+        while not stop.is_set():
+            seen.append(json.loads((store.path(sid) / "metadata.json").read_bytes())["eventCount"])
+
+    thread = threading.Thread(target=reader)
+    thread.start()
+    for i in range(200):
+        store.append(sid, [("tick", {"i": i})])
+    stop.set()
+    thread.join()
+    assert len(seen) > 10 and seen == sorted(seen)  # always whole JSON, never going back
+    assert json.loads((store.path(sid) / "metadata.json").read_text())["eventCount"] == 200
+
+
+def test_metadata_falls_back_to_a_renamed_temp_file_where_names_cannot_be_swapped(
+    store: SessionStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import zero.sessions._replace as replace
+
+    monkeypatch.setattr(replace, "_renameat2", None)
+    sid = make(store)
+    for i in range(3):
+        store.append(sid, [("tick", {"i": i})])
+    assert json.loads((store.path(sid) / "metadata.json").read_text())["eventCount"] == 3
+    assert sorted(p.name for p in store.path(sid).iterdir()) == ["events.jsonl", "metadata.json"]
