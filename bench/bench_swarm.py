@@ -4,7 +4,14 @@ A loopback server (its own process) speaks the OpenAI streaming format and takes
 model call. Each of N independent members makes 3 model calls (two tool calls, then an answer),
 with max_concurrency = N. The baseline streams the same 3 x N calls with the bare SDK, N chains at
 once. Each side runs in a fresh process; we report wall time, CPU ms per model call (user + system
-of the run itself, start-up excluded) and the process's peak RSS.
+of the run itself, start-up excluded) and the process's peak RSS: the median of 3 runs, taken in
+turns (zero, sdk, zero, ...). Where there are two cores or more, the server runs on the last one and
+each measured process on the first, so that neither side's figures include the server competing
+for its core.
+
+Every run's files stay on disk until the whole benchmark ends: deleting hundreds of session
+folders leaves the file system busy for seconds (ext4 with online discard here), and a run
+started in that window pays ~0.5 ms instead of ~0.02 ms for each file it creates.
 
     python bench/bench_swarm.py                 # N = 1, 10, 50, 200
     python bench/bench_swarm.py --n 200 --live  # also: the live view on vs --no-live (issue 5)
@@ -13,9 +20,12 @@ of the run itself, start-up excluded) and the process's peak RSS.
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import resource
+import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -30,7 +40,15 @@ CALL_SECONDS = 0.1
 # -- the server (its own process) ---------------------------------------------------
 
 
+def pin(core: int) -> None:
+    """Keep this process on one core, where the machine has two or more."""
+    cores = os.cpu_count() or 1
+    if cores >= 2 and hasattr(os, "sched_setaffinity"):
+        os.sched_setaffinity(0, {core % cores})
+
+
 def serve() -> None:
+    pin(-1)
     sys.path.insert(0, str(ROOT / "tests"))
     from support.llm_server import LLMServer, Reply, openai_reply
 
@@ -63,62 +81,61 @@ def zero_worker(n: int, url: str, live: bool) -> dict[str, float]:
     from zero.specialists import SpecialistRegistry
     from zero.tools import Workspace
 
-    with tempfile.TemporaryDirectory() as tmp:
-        ws = Path(tmp) / "ws"
-        (ws / "src").mkdir(parents=True)
-        (ws / "README.md").write_text("# bench\n")
-        members = "".join(
-            f'[[members]]\nname = "m{i}"\nspecialist = "explorer"\nprompt = "Map the folder ({i})."\n' for i in range(n)
+    tmp = os.environ["ZERO_HOME"]  # this run's own folder (see measure)
+    ws = Path(tmp) / "ws"
+    (ws / "src").mkdir(parents=True)
+    (ws / "README.md").write_text("# bench\n")
+    members = "".join(
+        f'[[members]]\nname = "m{i}"\nspecialist = "explorer"\nprompt = "Map the folder ({i})."\n' for i in range(n)
+    )
+    team = Path(tmp) / "team.toml"
+    team.write_text(
+        f'name = "bench"\n[defaults]\nmodel = "gpt-4.1-mini"\n[scheduler]\nmax_concurrency = {n}\n{members}'
+    )
+    registry = SpecialistRegistry.load(ws)
+    prices = PriceTable.builtin()
+    plan = build_plan(team, registry, provider="openai", model="gpt-4.1-mini", permission_mode="auto", prices=prices)
+    provider = OpenAIProvider(api_key="sk-bench", base_url=url)
+    store = SessionStore(Path(tmp) / "sessions")
+    gc.freeze()  # as `zero swarm run` does once the team is planned (cli.common.freeze_startup_heap)
+    sinks: list[Any] = []
+
+    async def sink(event: Any) -> None:
+        for s in sinks:
+            await s(event)
+
+    devnull = open(os.devnull, "w")  # noqa: SIM115 - the live view draws into it
+
+    async def main() -> Any:
+        runner = TeamRunner(
+            plan,
+            store=store,
+            registry=registry,
+            workspace=Workspace([ws]),
+            providers=lambda name: provider,
+            prices=prices,
+            sink=sink,
         )
-        team = Path(tmp) / "team.toml"
-        team.write_text(
-            f'name = "bench"\n[defaults]\nmodel = "gpt-4.1-mini"\n[scheduler]\nmax_concurrency = {n}\n{members}'
-        )
-        registry = SpecialistRegistry.load(ws)
-        prices = PriceTable.builtin()
-        plan = build_plan(
-            team, registry, provider="openai", model="gpt-4.1-mini", permission_mode="auto", prices=prices
-        )
-        provider = OpenAIProvider(api_key="sk-bench", base_url=url)
-        store = SessionStore(Path(tmp) / "sessions")
-        sinks: list[Any] = []
+        if live:
+            from rich.console import Console
 
-        async def sink(event: Any) -> None:
-            for s in sinks:
-                await s(event)
+            from zero.orchestrator.live import LiveTeamView
 
-        devnull = open(os.devnull, "w")  # noqa: SIM115 - the live view draws into it
-
-        async def main() -> Any:
-            runner = TeamRunner(
-                plan,
-                store=store,
-                registry=registry,
-                workspace=Workspace([ws]),
-                providers=lambda name: provider,
-                prices=prices,
-                sink=sink,
-            )
-            if live:
-                from rich.console import Console
-
-                from zero.orchestrator.live import LiveTeamView
-
-                view = LiveTeamView(runner, Console(file=devnull, force_terminal=True, width=120))
-                sinks.append(view)
-                async with view:
-                    result = await runner.run()
-            else:
+            view = LiveTeamView(runner, Console(file=devnull, force_terminal=True, width=120))
+            sinks.append(view)
+            async with view:
                 result = await runner.run()
-            await provider.aclose()
-            return result
+        else:
+            result = await runner.run()
+        await provider.aclose()
+        return result
 
-        cpu0, wall0 = time.process_time(), time.perf_counter()
-        result = anyio.run(main)
-        cpu, wall = time.process_time() - cpu0, time.perf_counter() - wall0
-        failed = {(m.status, m.reason) for m in result.members if m.status != "completed"}
-        assert result.status == "completed", failed
-        events = sum(1 for _ in store.root.glob("*/events.jsonl"))
+    cpu0, wall0 = time.process_time(), time.perf_counter()
+    result = anyio.run(main)
+    cpu, wall = time.process_time() - cpu0, time.perf_counter() - wall0
+    failed = {(m.status, m.reason) for m in result.members if m.status != "completed"}
+    assert result.status == "completed", failed
+    events = sum(1 for _ in store.root.glob("*/events.jsonl"))
     return {"wall": wall, "cpu": cpu, "sessions": events}
 
 
@@ -156,6 +173,7 @@ def sdk_worker(n: int, url: str) -> dict[str, float]:
 
 
 def worker(kind: str, n: int, url: str, live: bool) -> None:
+    pin(0)
     result = zero_worker(n, url, live) if kind == "zero" else sdk_worker(n, url)
     result["rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(json.dumps(result))
@@ -164,14 +182,18 @@ def worker(kind: str, n: int, url: str, live: bool) -> None:
 # -- the parent ---------------------------------------------------------------------
 
 
-def measure(kind: str, n: int, url: str, live: bool = False) -> dict[str, float]:
+def measure(kind: str, n: int, url: str, scratch: str, live: bool = False) -> dict[str, float]:
     # Start every run with no dirty pages left by the previous one: otherwise its writeback
     # throttles this run and the figures drift upwards run after run.
     os.sync()
     args = [sys.executable, __file__, "--worker", kind, "--n", str(n), "--url", url] + (["--live"] if live else [])
-    env = {**os.environ, "ZERO_HOME": tempfile.mkdtemp()}
+    env = {**os.environ, "ZERO_HOME": tempfile.mkdtemp(dir=scratch)}
     done = subprocess.run(args, capture_output=True, text=True, check=True, env=env)
     return json.loads(done.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
+
+
+def median_of(runs: list[dict[str, float]]) -> dict[str, float]:
+    return {key: statistics.median(r[key] for r in runs) for key in runs[0]}
 
 
 def main() -> None:
@@ -191,13 +213,14 @@ def main() -> None:
     )
     assert server.stdout is not None
     url = server.stdout.readline().strip() + "/v1"
+    scratch = tempfile.mkdtemp(prefix="zero-bench-")
     try:
         if args.live:
             for n in args.n or [200]:
                 runs: dict[str, list[float]] = {"no-live": [], "live": []}
                 for _ in range(5):
-                    runs["no-live"].append(measure("zero", n, url)["wall"])
-                    runs["live"].append(measure("zero", n, url, live=True)["wall"])
+                    runs["no-live"].append(measure("zero", n, url, scratch)["wall"])
+                    runs["live"].append(measure("zero", n, url, scratch, live=True)["wall"])
                 med = {k: sorted(v)[2] for k, v in runs.items()}
                 print(
                     f"N={n}: wall median of 5: --no-live {med['no-live']:.3f} s, live view {med['live']:.3f} s "
@@ -210,8 +233,12 @@ def main() -> None:
         )
         for n in args.n or [1, 10, 50, 200]:
             calls = 3 * n
-            z = measure("zero", n, url)
-            b = measure("sdk", n, url)
+            zs: list[dict[str, float]] = []
+            bs: list[dict[str, float]] = []
+            for _ in range(3):
+                zs.append(measure("zero", n, url, scratch))
+                bs.append(measure("sdk", n, url, scratch))
+            z, b = median_of(zs), median_of(bs)
             zc, bc = z["cpu"] / calls * 1000, b["cpu"] / calls * 1000
             print(
                 f"{n:>4} {calls:>6} | {z['wall']:8.2f}s {zc:7.2f}ms {z['rss_mb']:5.0f}MB | {b['wall']:8.2f}s "
@@ -220,6 +247,7 @@ def main() -> None:
     finally:
         server.stdin.close()  # type: ignore[union-attr]
         server.wait(timeout=10)
+        shutil.rmtree(scratch, ignore_errors=True)
 
 
 if __name__ == "__main__":

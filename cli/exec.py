@@ -15,7 +15,15 @@ import anyio
 
 from zero.agent import AgentRun, PriceTable, Provider, RunEvent
 from zero.agent.prompts import default_system_prompt
-from zero.cli.common import Providers, exit_code, make_provider, print_error, settings_from_args, workspace_from_args
+from zero.cli.common import (
+    Providers,
+    exit_code,
+    freeze_startup_heap,
+    make_provider,
+    print_error,
+    settings_from_args,
+    workspace_from_args,
+)
 from zero.cli.config import RunSettings
 from zero.cli.progress import TextProgress
 from zero.cli.streamjson import StreamJsonWriter, new_run_id, read_input
@@ -73,6 +81,7 @@ def run_exec(args: argparse.Namespace, stdout: TextIO | None = None, stdin: Text
     except ZeroError as e:
         return _fail_early(args.output_format, out, run_id, e)
     setup = _Setup(workspace, prompt, settings, provider, prices)
+    freeze_startup_heap()
     try:
         return anyio.run(_execute, setup, args, out, run_id)
     except ZeroError as e:  # the session store failed, or similar: nothing was left half-written

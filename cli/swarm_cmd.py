@@ -15,7 +15,7 @@ from rich.console import Console
 from rich.table import Table
 
 from zero.agent import PriceTable, RunEvent
-from zero.cli.common import Providers, make_provider, print_error, workspace_from_args
+from zero.cli.common import Providers, freeze_startup_heap, make_provider, print_error, workspace_from_args
 from zero.cli.config import RunSettings, load_config, resolve_settings
 from zero.cli.streamjson import StreamJsonWriter, new_run_id
 from zero.cli.swarm_progress import PlainProgress
@@ -54,6 +54,7 @@ def run_swarm(args: argparse.Namespace, stdout: TextIO | None = None) -> int:
         _print_plan(plan, settings, out, args.json if args.swarm_command == "validate" else False)
         return 0
     assert settings is not None
+    freeze_startup_heap()
     return anyio.run(_run, plan, settings, registry, workspace, args, out, run_id)
 
 
