@@ -279,7 +279,7 @@ class _Writer:
             with log.locked():
                 log.sync()
                 self._write_events(log, requests)
-                if any(r.write_meta for r in requests) or log.due(self.interval):
+                if log.dirty and (any(r.write_meta for r in requests) or log.due(self.interval)):
                     log.write_metadata()
                 elif any(r.kind == "read" for r in requests):
                     log.refresh_metadata()

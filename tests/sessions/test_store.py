@@ -6,12 +6,21 @@ import json
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
 
+from zero.agent import Usage
 from zero.errors import SessionError, UsageError
-from zero.sessions import SessionMetadata, SessionStore, new_session_id, validate_session_id
+from zero.sessions import (
+    SessionMetadata,
+    SessionStore,
+    add_children_usage,
+    new_session_id,
+    set_status,
+    validate_session_id,
+)
 
 
 @pytest.fixture
@@ -188,3 +197,109 @@ def test_metadata_falls_back_to_a_renamed_temp_file_where_names_cannot_be_swappe
         store.append(sid, [("tick", {"i": i})])
     assert json.loads((store.path(sid) / "metadata.json").read_text())["eventCount"] == 3
     assert sorted(p.name for p in store.path(sid).iterdir()) == ["events.jsonl", "metadata.json"]
+
+
+def on_disk(store: SessionStore, sid: str) -> dict[str, object]:
+    data: dict[str, object] = json.loads((store.path(sid) / "metadata.json").read_bytes())
+    return data
+
+
+def test_submitted_batches_are_in_order_and_readers_in_this_process_see_them_at_once(store: SessionStore) -> None:
+    sid = make(store)
+    for i in range(50):
+        store.submit(sid, [("tick", {"i": i})], set_status("running") if i == 0 else None)
+    assert store.metadata(sid).event_count == 50 and store.metadata(sid).status == "running"
+    assert [e["payload"]["i"] for e in store.events(sid)] == list(range(50))
+    assert on_disk(store, sid)["eventCount"] == 0  # the summary on disk follows later...
+    store.flush(sid)
+    assert on_disk(store, sid)["eventCount"] == 50 and on_disk(store, sid)["status"] == "running"  # ...or now
+
+
+def test_a_final_batch_writes_the_metadata_with_it(store: SessionStore) -> None:
+    sid = make(store)
+    store.submit(sid, [("turn", {})])
+    store.submit(sid, [("run_end", {"status": "completed"})], set_status("completed"), final=True)
+    store.metadata(sid)  # wait for the writer
+    assert on_disk(store, sid)["status"] == "completed" and on_disk(store, sid)["lastEventType"] == "run_end"
+
+
+def test_the_metadata_of_a_busy_session_reaches_the_disk_within_the_interval(tmp_path: Path) -> None:
+    store = SessionStore(tmp_path / "sessions", metadata_interval=0.2)
+    sid = make(store)
+    store.submit(sid, [("tick", {})], set_status("running"))
+    deadline = time.monotonic() + 5
+    while on_disk(store, sid)["eventCount"] != 1:
+        assert time.monotonic() < deadline, "the metadata was never written"
+        time.sleep(0.05)
+    assert on_disk(store, sid)["status"] == "running"
+
+
+def test_a_failed_submit_is_raised_by_the_next_submit_or_flush(store: SessionStore) -> None:
+    store.submit("ghost", [("x", {})])  # queued: the writer finds no such session
+    with pytest.raises(SessionError, match="session ghost not found"):
+        store.flush()
+    store.flush()  # raised once, then cleared
+    store.submit("ghost", [("x", {})])
+    store.metadata(make(store))  # the writer has tried by now
+    with pytest.raises(SessionError, match="session ghost not found"):
+        store.submit("ghost", [("y", {})])
+
+
+def test_two_stores_on_one_session_keep_sequences_and_usage_whole(tmp_path: Path) -> None:
+    # Two stores behave like two processes: own writer, own open files, one lock on disk.
+    first, second = SessionStore(tmp_path / "s"), SessionStore(tmp_path / "s")
+    sid = make(first)
+    first.submit(sid, [("a", {})], add_children_usage(Usage(10, 5)))
+    first.flush(sid)
+    second.append(sid, [("b", {}), ("c", {})], add_children_usage(Usage(1, 1)))
+    first.submit(sid, [("d", {})], add_children_usage(Usage(100, 50)))
+    first.flush(sid)
+    assert [e["sequence"] for e in first.events(sid)] == [1, 2, 3, 4]
+    assert [e["type"] for e in first.events(sid)] == ["a", "b", "c", "d"]
+    meta = SessionStore(tmp_path / "s").metadata(sid)
+    assert meta.event_count == 4 and meta.last_event_type == "d"
+    assert meta.children_usage.prompt_tokens == 111 and meta.children_usage.completion_tokens == 56
+
+
+def test_the_writer_thread_ends_when_idle_and_comes_back(store: SessionStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    import zero.sessions.store as module
+
+    monkeypatch.setattr(module, "IDLE_SECONDS", 0.05)
+    sid = make(store)
+    store.append(sid, [("x", {})])
+    deadline = time.monotonic() + 5
+    while any(t.name == "zero-session-writer" for t in threading.enumerate()):
+        assert time.monotonic() < deadline, "the writer never stopped"
+        time.sleep(0.02)
+    store.append(sid, [("y", {})])
+    assert [e["type"] for e in store.events(sid)] == ["x", "y"]
+
+
+def test_the_log_is_fsynced_before_the_metadata_counting_its_events_is_written(
+    store: SessionStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import os
+
+    import zero.sessions._replace as replace
+    import zero.sessions.store as module
+
+    steps: list[str] = []
+    real_fsync, real_replace = os.fsync, replace.replace_file
+
+    def fsync(fd: int) -> None:
+        steps.append("fsync " + os.path.basename(os.readlink(f"/proc/self/fd/{fd}")))
+        real_fsync(fd)
+
+    def replace_file(path: str, spare: str, data: bytes) -> None:
+        steps.append(f"metadata {json.loads(data)['eventCount']}")
+        real_replace(path, spare, data)
+
+    sid = make(store)
+    monkeypatch.setattr(os, "fsync", fsync)
+    monkeypatch.setattr(module, "replace_file", replace_file)
+    store.submit(sid, [("a", {})])
+    store.submit(sid, [("b", {})])
+    store.flush(sid)
+    store.flush(sid)  # nothing new: nothing to write
+    store.append(sid, [("c", {})])
+    assert steps == ["fsync events.jsonl", "metadata 2", "fsync events.jsonl", "metadata 3"]
