@@ -36,8 +36,9 @@ def python_start(runs: int = 10) -> float:
     return statistics.median(times)
 
 
-def appends_per_second(batch: int, seconds: float = 2.0) -> tuple[float, float]:
-    """(batches/s, events/s) appending ``batch`` events at a time to one session."""
+def appends_per_second(batch: int, seconds: float = 2.0, *, submit: bool = False) -> tuple[float, float]:
+    """(batches/s, events/s) appending ``batch`` events at a time to one session: each one waited
+    for (``append``), or handed to the writer (``submit``, as agents do) and flushed at the end."""
     with tempfile.TemporaryDirectory() as root:
         store = SessionStore(Path(root))
         sid = new_session_id()
@@ -47,8 +48,12 @@ def appends_per_second(batch: int, seconds: float = 2.0) -> tuple[float, float]:
         count = 0
         started = time.perf_counter()
         while time.perf_counter() - started < seconds:
-            store.append(sid, events)
+            if submit:
+                store.submit(sid, events)
+            else:
+                store.append(sid, events)
             count += 1
+        store.flush()
         elapsed = time.perf_counter() - started
         assert store.metadata(sid).event_count == count * batch
     return count / elapsed, count * batch / elapsed
@@ -61,7 +66,13 @@ def main() -> None:
         batches, events = appends_per_second(batch)
         print(
             f"session append, {batch:3d}/batch: {batches:8.0f} batches/s  {events:9.0f} events/s  "
-            "(each batch: flock, one write, fsync, atomic metadata replace)"
+            "(waited for: flock, one write, fsync, atomic metadata replace)"
+        )
+    for batch in (1, 10):
+        batches, events = appends_per_second(batch, submit=True)
+        print(
+            f"session submit, {batch:3d}/batch: {batches:8.0f} batches/s  {events:9.0f} events/s  "
+            "(handed to the writer, which commits what gathered every 10 ms; one flush at the end)"
         )
 
 

@@ -80,6 +80,7 @@ def zero_worker(n: int, url: str, live: bool) -> dict[str, float]:
     from zero.sessions import SessionStore
     from zero.specialists import SpecialistRegistry
     from zero.tools import Workspace
+    from zero.tools.builtin import builtin_tools
 
     tmp = os.environ["ZERO_HOME"]  # this run's own folder (see measure)
     ws = Path(tmp) / "ws"
@@ -136,30 +137,66 @@ def zero_worker(n: int, url: str, live: bool) -> dict[str, float]:
     failed = {(m.status, m.reason) for m in result.members if m.status != "completed"}
     assert result.status == "completed", failed
     events = sum(1 for _ in store.root.glob("*/events.jsonl"))
+    # What a member sent: the baseline makes the very same calls.
+    first = store.events(result.members[0].session_id)[1]["payload"]
+    assert first["role"] == "system"
+    tools = [
+        {"type": "function", "function": {"name": t.name, "description": t.description, "parameters": t.parameters}}
+        for t in builtin_tools()
+        if t.name in registry.specialists["explorer"].tools
+    ]
+    (Path(tmp) / "payload.json").write_text(json.dumps({"system": first["content"], "tools": tools}))
     return {"wall": wall, "cpu": cpu, "sessions": events}
 
 
-def sdk_worker(n: int, url: str) -> dict[str, float]:
+def sdk_worker(n: int, url: str, payload: dict[str, Any]) -> dict[str, float]:
+    """The same 3 x N calls as Zero's members make (their system prompt and tools, the tool calls
+    answered with the folder's listing), written with the bare SDK as its docs show."""
     import anyio
     import openai
 
+    ws = Path(os.environ["ZERO_HOME"]) / "ws"
+    (ws / "src").mkdir(parents=True)
+    (ws / "README.md").write_text("# bench\n")
     client = openai.AsyncOpenAI(api_key="sk-bench", base_url=url, max_retries=0)
+
+    def list_directory() -> str:
+        return "\n".join(sorted(e.name + ("/" if e.is_dir() else "") for e in os.scandir(ws)))
 
     async def chain(i: int) -> None:
         messages: list[dict[str, Any]] = [
-            {"role": "system", "content": "You map folders."},
+            {"role": "system", "content": payload["system"]},
             {"role": "user", "content": f"Map the folder ({i})."},
         ]
         for _ in range(3):
             stream = await client.chat.completions.create(
-                model="gpt-4.1-mini", messages=messages, stream=True, stream_options={"include_usage": True}
+                model="gpt-4.1-mini",
+                messages=messages,  # type: ignore[arg-type]
+                tools=payload["tools"],
+                stream=True,
+                stream_options={"include_usage": True},
             )
-            text, calls = "", []
+            text, calls = "", {}
             async for chunk in stream:
                 for choice in chunk.choices:
                     text += choice.delta.content or ""
-                    calls += choice.delta.tool_calls or []
-            messages.append({"role": "assistant", "content": text})
+                    for call in choice.delta.tool_calls or []:
+                        entry = calls.setdefault(call.index, {"id": "", "name": "", "arguments": ""})
+                        entry["id"] = call.id or entry["id"]
+                        if call.function:
+                            entry["name"] += call.function.name or ""
+                            entry["arguments"] += call.function.arguments or ""
+            tool_calls = [
+                {"id": c["id"], "type": "function", "function": {"name": c["name"], "arguments": c["arguments"]}}
+                for c in calls.values()
+            ]
+            messages.append(
+                {"role": "assistant", "content": text or None, **({"tool_calls": tool_calls} if tool_calls else {})}
+            )
+            for c in calls.values():
+                json.loads(c["arguments"] or "{}")
+                messages.append({"role": "tool", "tool_call_id": c["id"], "content": list_directory()})
+        assert text.startswith("Here is what I found"), text  # two tool calls, then the answer
 
     async def main() -> None:
         async with anyio.create_task_group() as tg:
@@ -172,9 +209,13 @@ def sdk_worker(n: int, url: str) -> dict[str, float]:
     return {"wall": time.perf_counter() - wall0, "cpu": time.process_time() - cpu0}
 
 
-def worker(kind: str, n: int, url: str, live: bool) -> None:
+def worker(kind: str, n: int, url: str, live: bool, payload: str | None) -> None:
     pin(0)
-    result = zero_worker(n, url, live) if kind == "zero" else sdk_worker(n, url)
+    if kind == "zero":
+        result = zero_worker(n, url, live)
+    else:
+        assert payload, "the baseline needs --payload (written by a zero run)"
+        result = sdk_worker(n, url, json.loads(Path(payload).read_text()))
     result["rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(json.dumps(result))
 
@@ -186,9 +227,11 @@ def measure(kind: str, n: int, url: str, scratch: str, live: bool = False) -> di
     # Start every run with no dirty pages left by the previous one: otherwise its writeback
     # throttles this run and the figures drift upwards run after run.
     os.sync()
+    home = tempfile.mkdtemp(dir=scratch)
     args = [sys.executable, __file__, "--worker", kind, "--n", str(n), "--url", url] + (["--live"] if live else [])
-    env = {**os.environ, "ZERO_HOME": tempfile.mkdtemp(dir=scratch)}
-    done = subprocess.run(args, capture_output=True, text=True, check=True, env=env)
+    if kind == "sdk":
+        args += ["--payload", str(next(Path(scratch).glob("*/payload.json")))]
+    done = subprocess.run(args, capture_output=True, text=True, check=True, env={**os.environ, "ZERO_HOME": home})
     return json.loads(done.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
 
 
@@ -202,12 +245,13 @@ def main() -> None:
     parser.add_argument("--serve", action="store_true")
     parser.add_argument("--n", type=int, action="append")
     parser.add_argument("--url")
+    parser.add_argument("--payload", help="the calls' system prompt and tools, for the baseline")
     parser.add_argument("--live", action="store_true", help="compare the live view with --no-live (median of 5)")
     args = parser.parse_args()
     if args.serve:
         return serve()
     if args.worker:
-        return worker(args.worker, args.n[0], args.url, args.live)
+        return worker(args.worker, args.n[0], args.url, args.live, args.payload)
     server = subprocess.Popen(
         [sys.executable, __file__, "--serve"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
     )

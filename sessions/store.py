@@ -213,9 +213,11 @@ class _Writer:
                 self.work.notify()  # else the writer takes it after gathering (no wake-up per batch)
 
     def call(self, request: _Request) -> SessionMetadata | None:
-        request.done = threading.Event()
-        self.put(request)
-        request.done.wait()
+        # With no writer thread, nothing is queued, unwritten or open: a read or flush has no wait.
+        if request.kind not in ("read", "flush") or self.busy():
+            request.done = threading.Event()
+            self.put(request)
+            request.done.wait()
         if request.error is not None:
             raise request.error
         if request.kind == "flush":
