@@ -27,21 +27,15 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-import fcntl
 import json
-import math
 import os
-import threading
-import time
 import weakref
-from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from zero.errors import SessionError
-from zero.sessions._replace import replace_file
+from zero.sessions._writer import Change, Request, Writer, copy_metadata, read_metadata
 from zero.sessions.ids import validate_session_id
 from zero.sessions.models import SessionMetadata, now_iso
 from zero.tools import redact
@@ -49,12 +43,6 @@ from zero.tools import redact
 __all__ = ["SessionStore", "default_data_dir"]
 
 Event = dict[str, Any]
-Change = Callable[[SessionMetadata], None]
-
-MAX_OPEN = 256  # sessions whose log stays open between commits
-MAX_QUEUED = 4096  # requests waiting for the writer before `submit` waits for room
-IDLE_SECONDS = 2.0  # the writer thread ends after this long with nothing to do
-GATHER_SECONDS = 0.01  # after a round, batches that nobody waits for gather this long before the next
 
 
 def default_data_dir() -> Path:
@@ -70,7 +58,7 @@ class SessionStore:
 
     def __init__(self, root: Path | str, *, redactor: Callable[[str], str] = redact, metadata_interval: float = 5.0):
         self.root = Path(root)
-        self._writer = _Writer(self.root, redactor, metadata_interval)
+        self._writer = Writer(self.root, redactor, metadata_interval)
         _STORES.add(self)
 
     @classmethod
@@ -88,16 +76,16 @@ class SessionStore:
     def create(self, meta: SessionMetadata) -> SessionMetadata:
         """Create the session's folder, log and metadata; fails if the session exists."""
         self.path(meta.session_id)
-        return self._result(_Request("create", meta.session_id, meta=_copy(meta), write_meta=True))
+        return self._result(Request("create", meta.session_id, meta=copy_metadata(meta), write_meta=True))
 
     def append(
         self, session_id: str, events: Sequence[tuple[str, dict[str, Any]]], update: Change | None = None
     ) -> SessionMetadata:
         """Append ``(type, payload)`` events as one durable batch, apply ``update``, write the metadata."""
         self.path(session_id)
-        return self._result(_Request("append", session_id, list(events), update, now_iso(), write_meta=True))
+        return self._result(Request("append", session_id, list(events), update, now_iso(), write_meta=True))
 
-    def _result(self, request: _Request) -> SessionMetadata:
+    def _result(self, request: Request) -> SessionMetadata:
         meta = self._writer.call(request)
         assert meta is not None  # a create or an append always answers with the metadata
         return meta
@@ -121,25 +109,25 @@ class SessionStore:
         ``metadata_interval``, or with the batch itself if ``final`` (a run's last batch).
         """
         self.path(session_id)
-        self._writer.put(_Request("append", session_id, list(events), update, now_iso(), write_meta=final))
+        self._writer.put(Request("append", session_id, list(events), update, now_iso(), write_meta=final))
 
     def flush(self, session_id: str | None = None) -> None:
         """Wait until everything submitted so far is durable and the metadata of ``session_id``
         (of every session, if None) is written."""
-        self._writer.call(_Request("flush", session_id, write_meta=True))
+        self._writer.call(Request("flush", session_id, write_meta=True))
 
     # -- reading -----------------------------------------------------------------
 
     def metadata(self, session_id: str) -> SessionMetadata:
         """The metadata, with every batch submitted before this call applied."""
         folder = self.path(session_id)
-        meta = self._writer.call(_Request("read", session_id))
-        return meta if meta is not None else _read_metadata(folder)
+        meta = self._writer.call(Request("read", session_id))
+        return meta if meta is not None else read_metadata(folder)
 
     def events(self, session_id: str) -> list[Event]:
         """Every event in order; a torn last line is skipped, other bad lines are errors."""
         log = self.path(session_id) / "events.jsonl"
-        self._writer.call(_Request("read", session_id))
+        self._writer.call(Request("read", session_id))
         if not self.exists(session_id):
             raise SessionError(f"session {session_id} not found in {self.root}")
         try:
@@ -155,396 +143,10 @@ class SessionStore:
             self.flush()
             for folder in self.root.iterdir():
                 try:
-                    found.append(_read_metadata(folder))
+                    found.append(read_metadata(folder))
                 except (SessionError, ValueError):
                     continue
         return sorted(found, key=lambda m: (m.updated_at, m.session_id), reverse=True)
-
-
-# -- the writer ------------------------------------------------------------------
-
-
-@dataclass(eq=False)
-class _Request:
-    kind: Literal["create", "append", "flush", "read"]
-    session_id: str | None
-    events: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
-    update: Change | None = None
-    created: str = ""
-    write_meta: bool = False
-    meta: SessionMetadata | None = None
-    done: threading.Event | None = None
-    result: SessionMetadata | None = None
-    error: BaseException | None = None
-
-
-class _Writer:
-    """The thread that commits requests in order, and the sessions it keeps open."""
-
-    def __init__(self, root: Path, redactor: Callable[[str], str], interval: float):
-        self.root = root
-        self.redact = redactor
-        self.interval = interval
-        self.lock = threading.Lock()
-        self.work = threading.Condition(self.lock)  # the writer waits here for requests
-        self.room = threading.Condition(self.lock)  # submitters wait here while the queue is full
-        self.queue: list[_Request] = []
-        self.thread: threading.Thread | None = None
-        self.idle = False  # the writer sleeps until asked: a new batch must wake it
-        self.failed: dict[str, BaseException] = {}  # errors of submitted batches, not yet raised
-        self.logs: OrderedDict[str, _Log] = OrderedDict()  # owned by the writer thread
-        self.dirty: dict[str, _Log] = {}  # open sessions whose metadata.json is behind
-        self.due_at = math.inf  # no dirty session's metadata is due before this (monotonic clock)
-        self.root_made = False
-
-    # -- the callers' side (any thread) -----------------------------------------
-
-    def put(self, request: _Request) -> None:
-        with self.lock:
-            if request.session_id in self.failed:
-                raise self.failed.pop(request.session_id)
-            while len(self.queue) >= MAX_QUEUED:
-                self.room.wait()
-            self.queue.append(request)
-            if self.thread is None:
-                self.thread = threading.Thread(target=self._run, name="zero-session-writer", daemon=True)
-                self.thread.start()
-            elif self.idle or request.done is not None:
-                self.work.notify()  # else the writer takes it after gathering (no wake-up per batch)
-
-    def call(self, request: _Request) -> SessionMetadata | None:
-        # With no writer thread, nothing is queued, unwritten or open: a read or flush has no wait.
-        if request.kind not in ("read", "flush") or self.busy():
-            request.done = threading.Event()
-            self.put(request)
-            request.done.wait()
-        if request.error is not None:
-            raise request.error
-        if request.kind == "flush":
-            with self.lock:
-                keys = list(self.failed) if request.session_id is None else [request.session_id]
-                errors = [self.failed.pop(k) for k in keys if k in self.failed]
-            if errors:
-                raise errors[0]
-        return request.result
-
-    def busy(self) -> bool:
-        with self.lock:
-            return self.thread is not None
-
-    # -- the writer thread -------------------------------------------------------
-
-    def _run(self) -> None:
-        idle_since = time.monotonic()
-        while True:
-            with self.lock:
-                if not self.queue:
-                    if not self.dirty and time.monotonic() - idle_since >= IDLE_SECONDS:
-                        self._close_all()
-                        self.thread = None
-                        return
-                    self.idle = True
-                    self.work.wait(min(IDLE_SECONDS, max(0.0, self.due_at - time.monotonic())))
-                    self.idle = False
-                requests, self.queue = self.queue, []
-                self.room.notify_all()
-            if requests:
-                self._process(requests)
-                idle_since = time.monotonic()
-            if time.monotonic() >= self.due_at:
-                self._write_due()
-            if requests:
-                with self.lock:  # let more batches gather, unless someone is waiting
-                    if not any(r.done for r in self.queue):
-                        self.work.wait(GATHER_SECONDS)
-
-    def _process(self, requests: list[_Request]) -> None:
-        by_session: dict[str | None, list[_Request]] = {}
-        for request in requests:  # sessions in the order they first asked
-            by_session.setdefault(request.session_id, []).append(request)
-        everything = by_session.pop(None, [])
-        for session_id, mine in by_session.items():
-            assert session_id is not None
-            self._commit(session_id, mine)
-        if everything:
-            self._settle(everything, self._write_all_dirty)
-
-    def _commit(self, session_id: str, requests: list[_Request]) -> None:
-        def work() -> SessionMetadata | None:
-            if requests[0].kind == "create":
-                assert requests[0].meta is not None
-                log = self._create(self.root / session_id, requests[0].meta)
-            elif all(r.kind in ("read", "flush") for r in requests) and session_id not in self.logs:
-                return None  # nothing to wait for: the caller reads the files
-            else:
-                log = self._open(session_id)
-            with log.locked():
-                log.sync()
-                self._write_events(log, requests)
-                if log.dirty and (any(r.write_meta for r in requests) or log.due(self.interval)):
-                    log.write_metadata()
-                elif any(r.kind == "read" for r in requests):
-                    log.refresh_metadata()
-                self._track(log)
-                return _copy(log.meta) if any(r.done for r in requests) else None
-
-        self._settle(requests, work)
-
-    def _settle(self, requests: list[_Request], work: Callable[[], SessionMetadata | None]) -> None:
-        try:
-            result = work()
-            for request in requests:
-                request.result = result
-        except BaseException as e:
-            for request in requests:
-                request.error = e
-            if any(r.done is None for r in requests):
-                sid = requests[0].session_id
-                with self.lock:
-                    self.failed.setdefault(sid or "", e)
-        finally:
-            for request in requests:
-                if request.done is not None:
-                    request.done.set()
-
-    def _write_events(self, log: _Log, requests: list[_Request]) -> None:
-        lines: list[str] = []
-        seq, last_type = log.seq, log.last_type
-        for request in requests:
-            for kind, payload in request.events:
-                seq += 1
-                record = {
-                    "id": f"{log.session_id}:{seq}",
-                    "sessionId": log.session_id,
-                    "sequence": seq,
-                    "type": kind,
-                    "createdAt": request.created,
-                    "payload": payload,
-                }
-                lines.append(_encode(record))
-                last_type = kind
-        if lines:
-            data = self.redact("\n".join(lines) + "\n").encode("utf-8")
-            view = memoryview(data)
-            while view:
-                view = view[os.write(log.fd, view) :]
-            log.size, log.seq, log.last_type = log.size + len(data), seq, last_type
-            log.unsynced = True
-        for request in requests:
-            if request.kind == "append":
-                log.meta.updated_at = request.created
-                if request.update is not None:
-                    request.update(log.meta)
-                    log.changes.append(request.update)
-                log.dirty = True
-        log.meta.event_count, log.meta.last_event_type = log.seq, log.last_type
-
-    def _track(self, log: _Log) -> None:
-        if log.dirty:
-            self.dirty[log.session_id] = log
-            self.due_at = min(self.due_at, log.written_at + self.interval)
-        else:
-            self.dirty.pop(log.session_id, None)
-
-    def _create(self, folder: Path, meta: SessionMetadata) -> _Log:
-        if not self.root_made:
-            self.root.mkdir(parents=True, exist_ok=True, mode=0o700)
-            self.root_made = True
-        try:
-            folder.mkdir(mode=0o700)
-        except FileExistsError:
-            raise SessionError(f"session {meta.session_id} already exists") from None
-        log = _Log(meta.session_id, folder, _open_log(folder), meta)
-        log.dirty = True  # written at once by the commit (a create asks for it)
-        self._keep(log)
-        return log
-
-    def _open(self, session_id: str) -> _Log:
-        log = self.logs.get(session_id)
-        if log is not None:
-            self.logs.move_to_end(session_id)
-            return log
-        folder = self.root / session_id
-        if not (folder / "metadata.json").is_file():
-            raise SessionError(f"session {session_id} not found in {self.root}")
-        log = _Log(session_id, folder, _open_log(folder), None)
-        self._keep(log)
-        return log
-
-    def _keep(self, log: _Log) -> None:
-        self.logs[log.session_id] = log
-        while len(self.logs) > MAX_OPEN:
-            _, oldest = self.logs.popitem(last=False)
-            self._close(oldest)
-
-    def _close(self, log: _Log) -> None:
-        self.dirty.pop(log.session_id, None)
-        try:
-            if log.dirty:
-                with log.locked():
-                    log.sync()
-                    log.write_metadata()
-        finally:
-            os.close(log.fd)
-
-    def _close_all(self) -> None:
-        while self.logs:
-            _, log = self.logs.popitem(last=False)
-            with contextlib.suppress(OSError, SessionError):
-                self._close(log)
-
-    def _write_due(self) -> None:
-        for log in list(self.dirty.values()):
-            if log.due(self.interval):
-                try:
-                    self._write_one(log)
-                except Exception as e:  # kept for the next submit or flush; retried after the interval
-                    log.written_at = time.monotonic()
-                    with self.lock:
-                        self.failed.setdefault(log.session_id, e)
-        self.due_at = min((log.written_at + self.interval for log in self.dirty.values()), default=math.inf)
-
-    def _write_all_dirty(self) -> None:
-        for log in list(self.dirty.values()):
-            self._write_one(log)
-
-    def _write_one(self, log: _Log) -> None:
-        with log.locked():
-            log.sync()
-            log.write_metadata()
-        self._track(log)
-
-
-class _Log:
-    """A session the writer has open: its log's fd (also the lock) and what it knows of both files."""
-
-    def __init__(self, session_id: str, folder: Path, fd: int, meta: SessionMetadata | None):
-        self.session_id = session_id
-        self.folder = folder
-        self.log_path = str(folder / "events.jsonl")
-        self.meta_path = str(folder / "metadata.json")
-        self.spare_path = str(folder / ".metadata.spare")
-        self.fd = fd
-        self.size = 0 if meta is not None else -1  # -1: read the tail before the first append
-        self.seq = 0
-        self.last_type = ""
-        self.stamp: tuple[int, ...] | None = None  # metadata.json as we last wrote or read it
-        self.meta = meta if meta is not None else self._load()
-        self.changes: list[Change] = []  # applied since the last write, replayed on another process's copy
-        self.unsynced = False  # written to the log since its last fsync
-        self.dirty = False
-        self.written_at = time.monotonic()
-
-    @contextlib.contextmanager
-    def locked(self) -> Iterator[None]:
-        fcntl.flock(self.fd, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(self.fd, fcntl.LOCK_UN)
-
-    def due(self, interval: float) -> bool:
-        return self.dirty and time.monotonic() - self.written_at >= interval
-
-    def sync(self) -> None:
-        """Catch up with the log if another process appended to it (or a crash tore its tail)."""
-        size = os.fstat(self.fd).st_size
-        if size != self.size:
-            self.size, self.seq, self.last_type = _read_tail(self.fd, size, Path(self.log_path))
-
-    def refresh_metadata(self) -> None:
-        """If another process replaced ``metadata.json``, start again from its copy plus our changes."""
-        try:
-            stamp = _stamp(os.stat(self.meta_path))
-        except FileNotFoundError:
-            return
-        if stamp != self.stamp:
-            meta = self._load()
-            for change in self.changes:
-                change(meta)
-            meta.event_count, meta.last_event_type = self.seq, self.last_type
-            meta.updated_at = max(meta.updated_at, self.meta.updated_at)
-            self.meta = meta
-
-    def write_metadata(self) -> None:
-        if self.unsynced:
-            os.fsync(self.fd)
-            self.unsynced = False
-        self.refresh_metadata()
-        data = self.meta.model_dump_json(by_alias=True, indent=2).encode("utf-8") + b"\n"
-        replace_file(self.meta_path, self.spare_path, data)  # under the session's lock: one writer
-        self.stamp = _stamp(os.stat(self.meta_path))
-        self.changes.clear()
-        self.dirty = False
-        self.written_at = time.monotonic()
-
-    def _load(self) -> SessionMetadata:
-        meta = _read_metadata(self.folder)
-        with contextlib.suppress(FileNotFoundError):
-            self.stamp = _stamp(os.stat(self.meta_path))
-        return meta
-
-
-_encode = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
-
-
-def _copy(meta: SessionMetadata) -> SessionMetadata:
-    """A copy the caller may change: the two usage models are the only mutable parts."""
-    return meta.model_copy(
-        update={"usage": meta.usage.model_copy(), "children_usage": meta.children_usage.model_copy()}
-    )
-
-
-def _stamp(st: os.stat_result) -> tuple[int, ...]:
-    return (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
-
-
-def _open_log(folder: Path) -> int:
-    try:
-        return os.open(folder / "events.jsonl", os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
-    except FileNotFoundError:
-        raise SessionError(f"session {folder.name} not found in {folder.parent}") from None
-
-
-def _read_metadata(folder: Path) -> SessionMetadata:
-    try:
-        return SessionMetadata.model_validate_json((folder / "metadata.json").read_bytes())
-    except FileNotFoundError:
-        raise SessionError(f"session {folder.name} not found in {folder.parent}") from None
-    except ValueError as e:
-        raise SessionError(f"{folder / 'metadata.json'} is damaged: {e}") from e
-
-
-def _read_tail(fd: int, size: int, log: Path) -> tuple[int, int, str]:
-    """``(size, sequence, type)`` of the log's last complete line; a torn tail is cut off first."""
-    if size > 0 and os.pread(fd, 1, size - 1) != b"\n":
-        # A crash cut the last write short: that batch never committed.
-        size = _last_newline(fd, size) + 1
-        os.ftruncate(fd, size)
-        os.fsync(fd)
-    if size == 0:
-        return 0, 0, ""
-    start = _last_newline(fd, size - 1) + 1
-    line = os.pread(fd, size - start, start)
-    try:
-        record = json.loads(line)
-        return size, int(record["sequence"]), str(record["type"])
-    except (ValueError, KeyError) as e:
-        raise SessionError(f"{log}: the last event is damaged ({e}); cannot append safely") from e
-
-
-def _last_newline(fd: int, end: int) -> int:
-    """The offset of the last newline before ``end`` (-1 if none), reading backwards in blocks."""
-    block = 4096
-    pos = end
-    while pos > 0:
-        start = max(0, pos - block)
-        found = os.pread(fd, pos - start, start).rfind(b"\n")
-        if found != -1:
-            return start + found
-        pos = start
-        block *= 2
-    return -1
 
 
 def _parse(data: bytes, log: Path) -> Iterator[Event]:

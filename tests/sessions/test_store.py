@@ -262,7 +262,7 @@ def test_two_stores_on_one_session_keep_sequences_and_usage_whole(tmp_path: Path
 
 
 def test_the_writer_thread_ends_when_idle_and_comes_back(store: SessionStore, monkeypatch: pytest.MonkeyPatch) -> None:
-    import zero.sessions.store as module
+    import zero.sessions._writer as module
 
     monkeypatch.setattr(module, "IDLE_SECONDS", 0.05)
     sid = make(store)
@@ -281,7 +281,7 @@ def test_the_log_is_fsynced_before_the_metadata_counting_its_events_is_written(
     import os
 
     import zero.sessions._replace as replace
-    import zero.sessions.store as module
+    import zero.sessions._writer as module
 
     steps: list[str] = []
     real_fsync, real_replace = os.fsync, replace.replace_file
