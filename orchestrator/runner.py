@@ -303,7 +303,7 @@ class TeamRunner:
         task = render_prompt(plan.spec.prompt, self.plan.team.goal, outputs)
         prompt = f"Team goal:\n{self.plan.team.goal.strip()}\n\nYour task:\n{task}" if self.plan.team.goal else task
         state.status, state.started = "running", time.monotonic()
-        await self._log(
+        self._log(
             "child_start",
             {
                 "childSessionId": state.session_id,
@@ -353,7 +353,7 @@ class TeamRunner:
         state.usage = meta.subtree_usage
         if result is None:
             self.store.submit(state.session_id, (), set_status(state.status))
-        await self._log_end(state)
+        self._log_end(state)
         await self.sink(SubagentFinished(state.session_id, state.status, state.usage, int(state.duration * 1000)))
         if state.status == "failed" and self.plan.team.scheduler.on_failure == "stop":
             self._stop("cancelled")
@@ -366,7 +366,7 @@ class TeamRunner:
     async def _end_unstarted(self, state: MemberState, status: str, reason: str) -> None:
         state.status, state.reason = status, reason
         self.store.submit(state.session_id, (), set_status(status))
-        await self._log_end(state)
+        self._log_end(state)
         await self.sink(StatusChanged(state.session_id, status, reason))
 
     # -- sessions ---------------------------------------------------------------
@@ -431,10 +431,10 @@ class TeamRunner:
                 )
             )
 
-    async def _log(self, kind: str, payload: dict[str, Any]) -> None:
+    def _log(self, kind: str, payload: dict[str, Any]) -> None:
         self.store.submit(self.session_id, [(kind, payload)])
 
-    async def _log_end(self, state: MemberState) -> None:
+    def _log_end(self, state: MemberState) -> None:
         payload = {
             "childSessionId": state.session_id,
             "member": state.name,
@@ -444,9 +444,7 @@ class TeamRunner:
             "costUsd": state.usage.to_json()["costUsd"],
             "durationMs": int(state.duration * 1000),
         }
-        usage = state.usage
-
-        self.store.submit(self.session_id, [("child_end", payload)], add_children_usage(usage))
+        self.store.submit(self.session_id, [("child_end", payload)], add_children_usage(state.usage))
 
     async def _finish(self, started: float) -> TeamResult:
         for state in self.members.values():  # a member the cancellation reached before it began

@@ -42,7 +42,7 @@ class SessionRecorder:
         if event.kind == "run_started":
             batch: Batch = [("run_start", {"provider": event.provider, "model": event.model, "cwd": event.cwd})]
             batch += [("message", message_payload(m)) for m in event.messages]
-            await self._write(batch, status="running")
+            self._write(batch, status="running")
         elif event.kind == "tool_call":
             c = event.call
             self._pending.append(
@@ -126,7 +126,7 @@ class SessionRecorder:
             if any(m.role == "assistant" and not m.tool_calls for m in event.messages):
                 self._last_turn = batch  # the model answered: run_end follows at once, in the same batch
             else:
-                await self._write(batch)
+                self._write(batch)
         elif event.kind == "run_finished":
             result = event.result
             batch, self._last_turn = self._last_turn + self._take(), []
@@ -143,13 +143,13 @@ class SessionRecorder:
                     },
                 )
             )
-            await self._write(batch, status=result.status)
+            self._write(batch, status=result.status)
 
     def _take(self) -> Batch:
         taken, self._pending = self._pending, []
         return taken
 
-    async def _write(self, batch: Batch, status: str | None = None) -> None:
+    def _write(self, batch: Batch, status: str | None = None) -> None:
         usage, self._pending_usage = self._pending_usage, Usage()
 
         def update(meta: SessionMetadata) -> None:

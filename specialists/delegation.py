@@ -262,9 +262,7 @@ class Delegator:
             depth=self.depth + 1,
         )
         await anyio.to_thread.run_sync(self.ctx.store.create, meta)
-        await self._record_start(
-            session_id, spec.name, description, call_id, "background" if background else "foreground"
-        )
+        self._record_start(session_id, spec.name, description, call_id, "background" if background else "foreground")
         return child
 
     async def _resume(self, session_id: str, name: str | None, call_id: str) -> _Child:
@@ -288,7 +286,7 @@ class Delegator:
             raise ToolError(f"the specialist {meta.specialist!r} of session {session_id} no longer exists")
         history = messages_from_events(events)
         child = self._child(session_id, spec, meta.title, history, len(history), False)
-        await self._record_start(session_id, spec.name, meta.title, call_id, "resume")
+        self._record_start(session_id, spec.name, meta.title, call_id, "resume")
         return child
 
     def _model_for(self, spec: Specialist) -> tuple[str, str]:
@@ -417,9 +415,7 @@ class Delegator:
         child.done.set()
         await self.ctx.sink(SubagentFinished(child.session_id, result.status, delta, duration))
 
-    async def _record_start(
-        self, session_id: str, specialist: str, description: str | None, call_id: str, mode: str
-    ) -> None:
+    def _record_start(self, session_id: str, specialist: str, description: str | None, call_id: str, mode: str) -> None:
         payload: dict[str, Any] = {
             "childSessionId": session_id,
             "specialist": specialist,
