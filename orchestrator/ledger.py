@@ -34,14 +34,17 @@ class Trip:
     used: float
     allowed: float
     requested: float = 0.0
+    held: float = 0.0  # reserved by calls still in flight when the next one was refused
 
     def __str__(self) -> str:
         if self.limit == "cost_usd":
             text = f"cost limit reached: ${self.used:.4f} used of ${self.allowed:.4f}"
-            return text + (f"; the next call needed up to ${self.requested:.4f} more" if self.requested else "")
+            held = f"; calls in flight held ${self.held:.4f}" if self.held else ""
+            return text + held + (f"; the next call needed up to ${self.requested:.4f} more" if self.requested else "")
         unit = {"tokens": " tokens", "turns": " model calls", "wall_seconds": " s"}[self.limit]
         text = f"{LIMIT_NAMES[self.limit]} limit reached: {self.used:g}{unit} used of {self.allowed:g}{unit}"
-        return text + (f"; the next call needed up to {self.requested:g} more" if self.requested else "")
+        held = f"; calls in flight held {self.held:g}" if self.held else ""
+        return text + held + (f"; the next call needed up to {self.requested:g} more" if self.requested else "")
 
 
 @dataclass
@@ -134,7 +137,7 @@ class Ledger:
             used = getattr(self.used, key)
             held = getattr(self.reserved, key)
             if used + held + amount > limit:
-                self.trip = Trip(key, round(used, 6), limit, amount)
+                self.trip = Trip(key, round(used, 6), limit, amount, round(held, 6))
                 raise BudgetExhaustedError(f"{self.name} budget exhausted: {self.trip}", limit=key)
 
     @staticmethod

@@ -107,6 +107,8 @@ class TeamResult:
                 else {
                     "limit": self.trip.limit,
                     "used": self.trip.used,
+                    "held": self.trip.held,
+                    "requested": self.trip.requested,
                     "allowed": self.trip.allowed,
                     "message": str(self.trip),
                 },
