@@ -53,6 +53,7 @@ class Writer:
         self.work = threading.Condition(self.lock)  # the writer waits here for requests
         self.room = threading.Condition(self.lock)  # submitters wait here while the queue is full
         self.queue: list[Request] = []
+        self.current: list[Request] = []  # the requests of the round being written
         self.thread: threading.Thread | None = None
         self.idle = False  # the writer sleeps until asked: a new batch must wake it
         self.failed: dict[str, BaseException] = {}  # errors of submitted batches, not yet raised
@@ -99,6 +100,20 @@ class Writer:
     # -- the writer thread -------------------------------------------------------
 
     def _run(self) -> None:
+        try:
+            self._loop()
+        except BaseException as e:  # a bug, not a disk error (those are the requests' own): never hang callers
+            with self.lock:
+                self.thread = None
+                stranded, self.queue = self.current + self.queue, []
+                self.failed.setdefault("", e)
+            for request in stranded:
+                if request.done is not None and not request.done.is_set():
+                    request.error = e
+                    request.done.set()
+            raise
+
+    def _loop(self) -> None:
         idle_since = time.monotonic()
         while True:
             with self.lock:
@@ -111,6 +126,7 @@ class Writer:
                     self.work.wait(min(IDLE_SECONDS, max(0.0, self.due_at - time.monotonic())))
                     self.idle = False
                 requests, self.queue = self.queue, []
+                self.current = requests
                 self.room.notify_all()
             if requests:
                 self._process(requests)
