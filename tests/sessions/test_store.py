@@ -303,3 +303,20 @@ def test_the_log_is_fsynced_before_the_metadata_counting_its_events_is_written(
     store.flush(sid)  # nothing new: nothing to write
     store.append(sid, [("c", {})])
     assert steps == ["fsync events.jsonl", "metadata 2", "fsync events.jsonl", "metadata 3"]
+
+
+def test_sessions_beyond_the_open_limit_are_closed_with_their_metadata_written(
+    store: SessionStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import zero.sessions._writer as module
+
+    monkeypatch.setattr(module, "MAX_OPEN", 2)
+    sids = [make(store) for _ in range(4)]
+    for round_ in range(2):
+        for sid in sids:
+            store.submit(sid, [("tick", {"round": round_})], set_status("running"))
+    store.metadata(sids[-1])  # the writer is done with them
+    evicted = on_disk(store, sids[0])
+    assert evicted["eventCount"] == 2 and evicted["status"] == "running"  # written as it was closed
+    for sid in sids:
+        assert [e["payload"]["round"] for e in store.events(sid)] == [0, 1]
