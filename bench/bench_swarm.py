@@ -3,18 +3,20 @@
 A loopback server (its own process) speaks the OpenAI streaming format and takes a fixed 100 ms per
 model call. Each of N independent members makes 3 model calls (two tool calls, then an answer),
 with max_concurrency = N. The baseline streams the same 3 x N calls with the bare SDK, N chains at
-once. Each side runs in a fresh process; we report wall time, CPU ms per model call (user + system
-of the run itself, start-up excluded) and the process's peak RSS: the median of 3 runs, taken in
-turns (zero, sdk, zero, ...). Where there are two cores or more, the server runs on the last one and
-each measured process on the first, so that neither side's figures include the server competing
-for its core.
+once: the members' system prompt and tool definitions, the two tool calls answered with the same
+folder listing (`--minimal-baseline`: a one-line prompt and no tools instead). Each side runs in a
+fresh process; we report wall time, CPU ms per model call (user + system of the run itself,
+start-up excluded) and the process's peak RSS: the median of 3 runs, taken in turns (zero, sdk,
+zero, ...). Where there are two cores or more, the server runs on the last one and each measured
+process on the first, so that neither side's figures include the server competing for its core.
 
 Every run's files stay on disk until the whole benchmark ends: deleting hundreds of session
 folders leaves the file system busy for seconds (ext4 with online discard here), and a run
 started in that window pays ~0.5 ms instead of ~0.02 ms for each file it creates.
 
-    python bench/bench_swarm.py                 # N = 1, 10, 50, 200
-    python bench/bench_swarm.py --n 200 --live  # also: the live view on vs --no-live (issue 5)
+    python bench/bench_swarm.py                     # N = 1, 10, 50, 200
+    python bench/bench_swarm.py --minimal-baseline  # against the lightest calls the server answers
+    python bench/bench_swarm.py --n 200 --live      # the live view on vs --no-live (issue 5)
 """
 
 from __future__ import annotations
@@ -149,9 +151,13 @@ def zero_worker(n: int, url: str, live: bool) -> dict[str, float]:
     return {"wall": wall, "cpu": cpu, "sessions": events}
 
 
+MINIMAL = {"system": "You map folders.", "tools": []}
+
+
 def sdk_worker(n: int, url: str, payload: dict[str, Any]) -> dict[str, float]:
     """The same 3 x N calls as Zero's members make (their system prompt and tools, the tool calls
-    answered with the folder's listing), written with the bare SDK as its docs show."""
+    answered with the folder's listing), written with the bare SDK as its docs show. With the
+    MINIMAL payload, the lightest calls that get the same replies: a one-line prompt, no tools."""
     import anyio
     import openai
 
@@ -172,7 +178,7 @@ def sdk_worker(n: int, url: str, payload: dict[str, Any]) -> dict[str, float]:
             stream = await client.chat.completions.create(
                 model="gpt-4.1-mini",
                 messages=messages,  # type: ignore[arg-type]
-                tools=payload["tools"],
+                tools=payload["tools"] or openai.omit,
                 stream=True,
                 stream_options={"include_usage": True},
             )
@@ -214,8 +220,7 @@ def worker(kind: str, n: int, url: str, live: bool, payload: str | None) -> None
     if kind == "zero":
         result = zero_worker(n, url, live)
     else:
-        assert payload, "the baseline needs --payload (written by a zero run)"
-        result = sdk_worker(n, url, json.loads(Path(payload).read_text()))
+        result = sdk_worker(n, url, json.loads(Path(payload).read_text()) if payload else MINIMAL)
     result["rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(json.dumps(result))
 
@@ -223,13 +228,13 @@ def worker(kind: str, n: int, url: str, live: bool, payload: str | None) -> None
 # -- the parent ---------------------------------------------------------------------
 
 
-def measure(kind: str, n: int, url: str, scratch: str, live: bool = False) -> dict[str, float]:
+def measure(kind: str, n: int, url: str, scratch: str, live: bool = False, minimal: bool = False) -> dict[str, float]:
     # Start every run with no dirty pages left by the previous one: otherwise its writeback
     # throttles this run and the figures drift upwards run after run.
     os.sync()
     home = tempfile.mkdtemp(dir=scratch)
     args = [sys.executable, __file__, "--worker", kind, "--n", str(n), "--url", url] + (["--live"] if live else [])
-    if kind == "sdk":
+    if kind == "sdk" and not minimal:
         args += ["--payload", str(next(Path(scratch).glob("*/payload.json")))]
     done = subprocess.run(args, capture_output=True, text=True, check=True, env={**os.environ, "ZERO_HOME": home})
     return json.loads(done.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
@@ -247,6 +252,11 @@ def main() -> None:
     parser.add_argument("--url")
     parser.add_argument("--payload", help="the calls' system prompt and tools, for the baseline")
     parser.add_argument("--live", action="store_true", help="compare the live view with --no-live (median of 5)")
+    parser.add_argument(
+        "--minimal-baseline",
+        action="store_true",
+        help="the baseline sends a one-line system prompt and no tools instead of the members' calls",
+    )
     args = parser.parse_args()
     if args.serve:
         return serve()
@@ -281,7 +291,7 @@ def main() -> None:
             bs: list[dict[str, float]] = []
             for _ in range(3):
                 zs.append(measure("zero", n, url, scratch))
-                bs.append(measure("sdk", n, url, scratch))
+                bs.append(measure("sdk", n, url, scratch, minimal=args.minimal_baseline))
             z, b = median_of(zs), median_of(bs)
             zc, bc = z["cpu"] / calls * 1000, b["cpu"] / calls * 1000
             print(
