@@ -21,7 +21,7 @@ __all__ = ["replace_file"]
 BLOCK = 4096
 _AT_FDCWD = -100
 _RENAME_EXCHANGE = 2
-_UNSUPPORTED = {errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP, errno.ENOTSUP}
+_UNSUPPORTED = {errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP, errno.ENOTSUP, errno.EXDEV}  # EXDEV: overlayfs
 
 
 def _load_renameat2() -> Callable[..., int] | None:
