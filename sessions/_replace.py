@@ -39,14 +39,15 @@ def _load_renameat2() -> Callable[..., int] | None:
 _renameat2 = _load_renameat2()
 
 
-def replace_file(path: str, spare: str, data: bytes) -> None:
+def replace_file(path: str, spare: str, data: bytes, *, exists: bool) -> None:
     """Make ``path`` hold ``data``, atomically for readers: they see the old content or the new.
 
-    ``spare`` is the file next to ``path`` used for the swap (it keeps the previous version).
+    ``spare`` is the file next to ``path`` used for the swap (it keeps the previous version);
+    ``exists`` says whether ``path`` is there to swap with (else it is simply renamed into place).
     Neither file is fsynced: the caller's own log is the durable record.
     """
     global _renameat2
-    if _renameat2 is not None and os.path.exists(path):
+    if _renameat2 is not None and exists:
         # Padded to whole blocks, so the spare's length never changes between versions: after a
         # power cut it holds one version or the other, never an old body with a new length.
         data += b" " * (-len(data) % BLOCK)

@@ -258,13 +258,11 @@ class Writer:
             self._close(oldest)
 
     def _close(self, log: OpenLog) -> None:
-        self.dirty.pop(log.session_id, None)
         try:
             if log.dirty:
-                with log.locked():
-                    log.sync()
-                    log.write_metadata()
+                self._write_one(log)
         finally:
+            self.dirty.pop(log.session_id, None)
             os.close(log.fd)
 
     def _close_all(self) -> None:
@@ -336,7 +334,8 @@ class OpenLog:
         """If another process replaced ``metadata.json``, start again from its copy plus our changes."""
         try:
             stamp = _stamp(os.stat(self.meta_path))
-        except FileNotFoundError:
+        except FileNotFoundError:  # not written yet (a new session), or removed by hand
+            self.stamp = None
             return
         if stamp != self.stamp:
             meta = self._load()
@@ -352,7 +351,9 @@ class OpenLog:
             self.unsynced = False
         self.refresh_metadata()
         data = self.meta.model_dump_json(by_alias=True, indent=2).encode("utf-8") + b"\n"
-        replace_file(self.meta_path, self.spare_path, data)  # under the session's lock: one writer
+        replace_file(
+            self.meta_path, self.spare_path, data, exists=self.stamp is not None
+        )  # under the session's lock: one writer
         self.stamp = _stamp(os.stat(self.meta_path))
         self.changes.clear()
         self.dirty = False

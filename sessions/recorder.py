@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from zero.agent import Message, RunEvent, Usage
-from zero.sessions.models import SessionMetadata, UsageTotals
+from zero.sessions.models import TERMINAL, SessionMetadata, UsageTotals
 from zero.sessions.store import SessionStore
 
 __all__ = ["SessionRecorder", "message_payload"]
@@ -159,4 +159,4 @@ class SessionRecorder:
                 meta.status = status
 
         # Handed to the store's writer without waiting; the metadata follows with the run's last batch.
-        self.store.submit(self.session_id, batch, update, final=status is not None and status != "running")
+        self.store.submit(self.session_id, batch, update, final=status in TERMINAL)

@@ -290,9 +290,9 @@ def test_the_log_is_fsynced_before_the_metadata_counting_its_events_is_written(
         steps.append("fsync " + os.path.basename(os.readlink(f"/proc/self/fd/{fd}")))
         real_fsync(fd)
 
-    def replace_file(path: str, spare: str, data: bytes) -> None:
+    def replace_file(path: str, spare: str, data: bytes, *, exists: bool) -> None:
         steps.append(f"metadata {json.loads(data)['eventCount']}")
-        real_replace(path, spare, data)
+        real_replace(path, spare, data, exists=exists)
 
     sid = make(store)
     monkeypatch.setattr(os, "fsync", fsync)
