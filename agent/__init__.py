@@ -1,42 +1,65 @@
-"""The provider-neutral runtime: messages, stream events, usage, providers and the agent loop."""
+"""The provider-neutral runtime: messages, events, statuses, usage, providers and the agent loop."""
 
 from __future__ import annotations
 
 from zero.agent.events import (
+    STORED,
     AssistantText,
+    BudgetTripped,
+    ChildFinished,
+    ChildStarted,
+    ErrorRaised,
+    Event,
+    MessageAdded,
     PermissionDecided,
     PermissionRequested,
     Reasoning,
     RetryScheduled,
-    RunEvent,
     RunFinished,
     RunResult,
     RunStarted,
-    RunStatus,
     StatusChanged,
-    SubagentFinished,
-    SubagentStarted,
+    TeamFinished,
+    TeamMember,
+    TeamMessageSent,
+    TeamStarted,
     ToolCallStarted,
     ToolFinished,
-    TurnCompleted,
     UsageUpdated,
+    WarningRaised,
+    decode_event,
+    event_payload,
 )
-from zero.agent.loop import AgentConfig, AgentRun, Approver, CallGuard, CallPermit, EventSink
+from zero.agent.hub import EventHub, Listener
+from zero.agent.loop import AgentConfig, AgentRun, Approver, CallGuard, CallPermit, Emit
 from zero.agent.messages import Message, ModelRequest, ToolCall, ToolSpec, Usage
 from zero.agent.pricing import Price, PriceTable
 from zero.agent.provider import Provider
 from zero.agent.providers.scripted import ScriptedProvider, ScriptMatch, ScriptToolCall, ScriptTurn
 from zero.agent.retry import RetryPolicy
+from zero.agent.status import RUN_STATUSES, STATUSES, TERMINAL, RunStatus, Status, exit_code, incomplete_message
 
 __all__ = [
+    "RUN_STATUSES",
+    "STATUSES",
+    "STORED",
+    "TERMINAL",
     "AgentConfig",
     "AgentRun",
     "Approver",
     "AssistantText",
+    "BudgetTripped",
     "CallGuard",
     "CallPermit",
-    "EventSink",
+    "ChildFinished",
+    "ChildStarted",
+    "Emit",
+    "ErrorRaised",
+    "Event",
+    "EventHub",
+    "Listener",
     "Message",
+    "MessageAdded",
     "ModelRequest",
     "PermissionDecided",
     "PermissionRequested",
@@ -46,7 +69,6 @@ __all__ = [
     "Reasoning",
     "RetryPolicy",
     "RetryScheduled",
-    "RunEvent",
     "RunFinished",
     "RunResult",
     "RunStarted",
@@ -55,14 +77,21 @@ __all__ = [
     "ScriptToolCall",
     "ScriptTurn",
     "ScriptedProvider",
+    "Status",
     "StatusChanged",
-    "SubagentFinished",
-    "SubagentStarted",
+    "TeamFinished",
+    "TeamMember",
+    "TeamMessageSent",
+    "TeamStarted",
     "ToolCall",
     "ToolCallStarted",
     "ToolFinished",
     "ToolSpec",
-    "TurnCompleted",
     "Usage",
     "UsageUpdated",
+    "WarningRaised",
+    "decode_event",
+    "event_payload",
+    "exit_code",
+    "incomplete_message",
 ]

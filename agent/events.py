@@ -1,78 +1,126 @@
-"""Run events: everything an agent run does, as small frozen dataclasses.
+"""Events: everything an agent, a delegation or a team does, as one tagged union of frozen dataclasses.
 
-One run emits one ordered stream of these; the stream-json writer, the session
-recorder and the terminal views are consumers. Every event names the session of
-the agent that emitted it, so the events of several agents can share one stream.
+What an agent emits is what its session log stores (``events.jsonl``: one record per event,
+``type`` = ``kind``, ``payload`` = the other fields in camelCase), what stream-json maps,
+what replay reads back for a resume, and what every view applies, live or from disk.
+``text`` and ``reasoning`` deltas are the only events that are shown but not stored.
+
+Every event names the session it belongs to, so the events of many agents share one stream.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Literal
+from dataclasses import dataclass, field
+from typing import Annotated, Any, Literal
 
-from zero.agent.messages import Message, ToolCall, Usage
+from pydantic import Field, TypeAdapter, ValidationError
+
+from zero.agent.messages import CAMEL, Message, Role, ToolCall, Usage
+from zero.agent.status import RunStatus, Status
 
 __all__ = [
+    "STORED",
     "AssistantText",
-    "Reasoning",
+    "BudgetTripped",
+    "ChildFinished",
+    "ChildStarted",
+    "ErrorRaised",
+    "Event",
+    "MessageAdded",
     "PermissionDecided",
     "PermissionRequested",
+    "Reasoning",
     "RetryScheduled",
-    "RunEvent",
     "RunFinished",
     "RunResult",
     "RunStarted",
-    "RunStatus",
     "StatusChanged",
-    "SubagentFinished",
-    "SubagentStarted",
+    "TeamFinished",
+    "TeamMember",
+    "TeamMessageSent",
+    "TeamStarted",
     "ToolCallStarted",
     "ToolFinished",
-    "TurnCompleted",
     "UsageUpdated",
+    "WarningRaised",
+    "decode_event",
+    "event_payload",
 ]
 
-RunStatus = Literal["completed", "failed", "cancelled", "interrupted", "budget_exhausted", "timed_out", "max_turns"]
+# -- one agent's run ----------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class RunStarted:
-    """A run began. ``messages`` are those it added before its first model call."""
+    """A run of an agent began (its first messages follow as ``message`` events)."""
 
+    __pydantic_config__ = CAMEL
     session_id: str
     provider: str
     model: str
     cwd: str
-    messages: tuple[Message, ...]
-    kind: Literal["run_started"] = "run_started"
+    kind: Literal["run_start"] = "run_start"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MessageAdded:
+    """A message joined the conversation: the system prompt, a prompt, a note, or the model's answer
+    (with the tool calls it asked for). Tool results are ``tool_result`` events."""
+
+    __pydantic_config__ = CAMEL
+    session_id: str
+    role: Role
+    content: str = ""
+    tool_calls: tuple[ToolCall, ...] = ()
+    kind: Literal["message"] = "message"
+
+    @property
+    def message(self) -> Message:
+        return Message(self.role, self.content, self.tool_calls)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class AssistantText:
+    """A piece of the model's answer as it streams (shown, not stored: the message is)."""
+
+    __pydantic_config__ = CAMEL
     session_id: str
     delta: str
     kind: Literal["text"] = "text"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Reasoning:
+    """A piece of the model's reasoning as it streams (shown, not stored)."""
+
+    __pydantic_config__ = CAMEL
     session_id: str
     delta: str
     kind: Literal["reasoning"] = "reasoning"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ToolCallStarted:
+    """A tool call is about to run (or to be refused)."""
+
+    __pydantic_config__ = CAMEL
     session_id: str
-    call: ToolCall
-    side_effect: str
+    id: str
+    name: str
+    arguments: dict[str, Any] = field(default_factory=dict)
+    side_effect: str = "read"
     kind: Literal["tool_call"] = "tool_call"
 
+    @property
+    def call(self) -> ToolCall:
+        return ToolCall(self.id, self.name, self.arguments)
 
-@dataclass(frozen=True, slots=True)
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class PermissionRequested:
+    __pydantic_config__ = CAMEL
     session_id: str
-    call_id: str
+    id: str
     name: str
     side_effect: str
     permission_mode: str
@@ -80,93 +128,303 @@ class PermissionRequested:
     kind: Literal["permission_request"] = "permission_request"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class PermissionDecided:
+    __pydantic_config__ = CAMEL
     session_id: str
-    call_id: str
+    id: str
     name: str
     granted: bool
     reason: str
     kind: Literal["permission_decision"] = "permission_decision"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ToolFinished:
-    """A tool call ended: ``status`` is ``ok``, ``error`` or ``denied``; output is redacted."""
+    """A tool call ended: ``status`` is ``ok``, ``error`` or ``denied``; the output is redacted."""
 
+    __pydantic_config__ = CAMEL
     session_id: str
-    call_id: str
-    name: str
+    tool_call_id: str
+    name: str = ""
     status: Literal["ok", "error", "denied"]
-    output: str
-    truncated: bool
+    output: str = ""
+    truncated: bool = False
     changed_files: tuple[str, ...] = ()
     duration_ms: int = 0
     kind: Literal["tool_result"] = "tool_result"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class UsageUpdated:
-    """Usage of one model call, priced; ``total`` is the run's so far."""
+    """The usage of one model call, priced (``cost_usd`` is None when the model has no price)."""
 
+    __pydantic_config__ = CAMEL
     session_id: str
-    model: str
-    usage: Usage
-    total: Usage
+    model: str = ""
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cached_tokens: int = 0
+    cost_usd: float | None = 0.0
+    calls: int = 1
     kind: Literal["usage"] = "usage"
 
+    @classmethod
+    def of(cls, session_id: str, model: str, usage: Usage) -> UsageUpdated:
+        return cls(
+            session_id=session_id,
+            model=model,
+            prompt_tokens=usage.prompt_tokens,
+            completion_tokens=usage.completion_tokens,
+            cached_tokens=usage.cached_tokens,
+            cost_usd=usage.cost_usd,
+            calls=usage.calls,
+        )
 
-@dataclass(frozen=True, slots=True)
+    @property
+    def usage(self) -> Usage:
+        return Usage(self.prompt_tokens, self.completion_tokens, self.cached_tokens, self.cost_usd, self.calls)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class RetryScheduled:
+    __pydantic_config__ = CAMEL
     session_id: str
     attempt: int
-    delay: float
+    delay_seconds: float
     code: str
     message: str
     kind: Literal["retry"] = "retry"
 
 
-@dataclass(frozen=True, slots=True)
-class TurnCompleted:
-    """A model call and its tool calls are done; ``messages`` are the ones it added."""
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WarningRaised:
+    """Something the user should know that did not stop the run."""
 
+    __pydantic_config__ = CAMEL
     session_id: str
-    turn: int
-    messages: tuple[Message, ...]
-    kind: Literal["turn_completed"] = "turn_completed"
+    code: str
+    message: str
+    kind: Literal["warning"] = "warning"
 
 
-@dataclass(frozen=True, slots=True)
-class SubagentStarted:
-    """A child agent (a specialist or a team member) is about to run in its own session."""
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ErrorRaised:
+    """The error that ended a run (``run_end`` follows)."""
 
+    __pydantic_config__ = CAMEL
     session_id: str
-    parent_session_id: str
-    root_session_id: str
-    agent_name: str
-    specialist: str
-    member: str | None = None
-    description: str = ""
-    kind: Literal["subagent_started"] = "subagent_started"
+    code: str
+    message: str
+    kind: Literal["error"] = "error"
 
 
-@dataclass(frozen=True, slots=True)
-class SubagentFinished:
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunFinished:
+    """A run ended; ``usage`` is this run's own, ``output`` its (possibly partial) answer."""
+
+    __pydantic_config__ = CAMEL
     session_id: str
-    status: str
-    usage: Usage
-    duration_ms: int
-    kind: Literal["subagent_finished"] = "subagent_finished"
+    status: RunStatus
+    turns: int = 0
+    duration_ms: int = 0
+    usage: Usage = Usage()
+    output: str = ""
+    kind: Literal["run_end"] = "run_end"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class StatusChanged:
-    """A session reached a status without running, e.g. a team member ``skipped`` or ``cancelled``."""
+    """A session reached a status without running, e.g. a team member ``skipped``."""
 
+    __pydantic_config__ = CAMEL
     session_id: str
-    status: str
+    status: Status
     reason: str = ""
-    kind: Literal["status_changed"] = "status_changed"
+    kind: Literal["status"] = "status"
+
+
+# -- delegation: events of the parent's session -------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ChildStarted:
+    """A child agent (a specialist, or a team member) starts a run in its own session."""
+
+    __pydantic_config__ = CAMEL
+    session_id: str
+    child_session_id: str
+    specialist: str = ""
+    agent_name: str = ""
+    member: str | None = None
+    mode: str = "foreground"  # foreground | background | resume | member
+    tool_call_id: str = ""
+    description: str = ""
+    root_session_id: str = ""
+    kind: Literal["child_start"] = "child_start"
+
+    @property
+    def name(self) -> str:
+        return self.member or self.agent_name or self.specialist
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ChildFinished:
+    """A child's run ended; ``usage`` is what its subtree spent in that run (rolled up into the parent)."""
+
+    __pydantic_config__ = CAMEL
+    session_id: str
+    child_session_id: str
+    status: Status
+    usage: Usage = Usage()
+    duration_ms: int = 0
+    specialist: str = ""
+    member: str | None = None
+    reason: str | None = None
+    kind: Literal["child_end"] = "child_end"
+
+
+# -- teams: events of the team's session -------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TeamMember:
+    __pydantic_config__ = CAMEL
+    name: str
+    session_id: str
+    specialist: str
+    depends_on: tuple[str, ...] = ()
+    model: str = ""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TeamStarted:
+    """A team run began: its plan, limits and members (each with its session)."""
+
+    __pydantic_config__ = CAMEL
+    session_id: str
+    team: str
+    goal: str = ""
+    file: str = ""
+    budget: dict[str, float] = field(default_factory=dict)
+    members: tuple[TeamMember, ...] = ()
+    cwd: str = ""
+    provider: str = ""
+    model: str = ""
+    kind: Literal["team_start"] = "team_start"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TeamMessageSent:
+    __pydantic_config__ = CAMEL
+    session_id: str
+    id: int
+    sender: Annotated[str, Field(alias="from")]
+    to: str
+    body: str
+    kind: Literal["team_message"] = "team_message"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BudgetTripped:
+    """The team's shared budget ran out: no model call starts anywhere from now on."""
+
+    __pydantic_config__ = CAMEL
+    session_id: str
+    limit: str
+    used: float
+    allowed: float
+    requested: float = 0.0
+    held: float = 0.0
+    message: str = ""
+    kind: Literal["budget"] = "budget"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TeamFinished:
+    __pydantic_config__ = CAMEL
+    session_id: str
+    status: Status
+    duration_ms: int = 0
+    usage: Usage = Usage()
+    tripped: str | None = None
+    reason: str = ""
+    kind: Literal["team_end"] = "team_end"
+
+
+Event = (
+    RunStarted
+    | MessageAdded
+    | AssistantText
+    | Reasoning
+    | ToolCallStarted
+    | PermissionRequested
+    | PermissionDecided
+    | ToolFinished
+    | UsageUpdated
+    | RetryScheduled
+    | WarningRaised
+    | ErrorRaised
+    | RunFinished
+    | StatusChanged
+    | ChildStarted
+    | ChildFinished
+    | TeamStarted
+    | TeamMessageSent
+    | BudgetTripped
+    | TeamFinished
+)
+
+STORED = frozenset(
+    {
+        "run_start",
+        "message",
+        "tool_call",
+        "permission_request",
+        "permission_decision",
+        "tool_result",
+        "usage",
+        "retry",
+        "warning",
+        "error",
+        "run_end",
+        "status",
+        "child_start",
+        "child_end",
+        "team_start",
+        "team_message",
+        "budget",
+        "team_end",
+    }
+)
+"""The kinds a session log keeps (everything but the streaming deltas)."""
+
+EVENTS: TypeAdapter[Event] = TypeAdapter(Annotated[Event, Field(discriminator="kind")])
+
+
+def event_payload(event: Event) -> dict[str, Any]:
+    """The event as a log record's ``payload``: its fields but ``session_id`` and ``kind``, camelCase,
+    defaults left out."""
+    payload: dict[str, Any] = EVENTS.dump_python(
+        event, mode="json", by_alias=True, exclude_defaults=True, exclude={"session_id"}
+    )
+    return payload
+
+
+KINDS = frozenset(STORED | {"text", "reasoning"})
+
+
+def decode_event(kind: str, session_id: str, payload: dict[str, Any]) -> Event | None:
+    """The event a log record holds (None for a kind this version does not know, written by a newer
+    Zero). Raises ``ValueError`` saying what is wrong with it."""
+    if kind not in KINDS:
+        return None
+    try:
+        return EVENTS.validate_python({**payload, "kind": kind, "sessionId": session_id})
+    except ValidationError as e:
+        problem = e.errors()[0]
+        where = ".".join(str(p) for p in problem["loc"][1:]) or "type"
+        raise ValueError(f"{kind!r} event: {where}: {problem['msg']}") from None
 
 
 @dataclass(frozen=True, slots=True)
@@ -180,28 +438,3 @@ class RunResult:
     duration_ms: int
     error_code: str | None = None
     error: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class RunFinished:
-    session_id: str
-    result: RunResult
-    kind: Literal["run_finished"] = "run_finished"
-
-
-RunEvent = (
-    RunStarted
-    | AssistantText
-    | Reasoning
-    | ToolCallStarted
-    | PermissionRequested
-    | PermissionDecided
-    | ToolFinished
-    | UsageUpdated
-    | RetryScheduled
-    | TurnCompleted
-    | RunFinished
-    | SubagentStarted
-    | SubagentFinished
-    | StatusChanged
-)

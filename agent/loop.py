@@ -11,24 +11,25 @@ import anyio
 
 from zero.agent.events import (
     AssistantText,
+    ErrorRaised,
+    Event,
+    MessageAdded,
     PermissionDecided,
     PermissionRequested,
     Reasoning,
     RetryScheduled,
-    RunEvent,
     RunFinished,
     RunResult,
     RunStarted,
-    RunStatus,
     ToolCallStarted,
     ToolFinished,
-    TurnCompleted,
     UsageUpdated,
 )
 from zero.agent.messages import Message, ModelRequest, ToolCall, ToolSpec, Usage
 from zero.agent.pricing import PriceTable
 from zero.agent.provider import Provider
 from zero.agent.retry import RetryPolicy
+from zero.agent.status import RunStatus
 from zero.errors import BudgetExhaustedError, ProviderError, StreamDroppedError, ToolError, ZeroError
 from zero.tools import (
     PermissionMode,
@@ -44,9 +45,9 @@ from zero.tools import (
 from zero.tools.base import current_call_id
 from zero.tools.permissions import REASONS
 
-__all__ = ["AgentConfig", "AgentRun", "Approver", "CallGuard", "CallPermit", "EventSink"]
+__all__ = ["AgentConfig", "AgentRun", "Approver", "CallGuard", "CallPermit", "Emit"]
 
-EventSink = Callable[[RunEvent], Awaitable[None]]
+Emit = Callable[[Event], None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,24 +102,25 @@ class _Turn:
 
     text: list[str] = field(default_factory=list)
     calls: list[ToolCall] = field(default_factory=list)
-    results: list[Message] = field(default_factory=list)
-    committed: bool = False
+    results: dict[str, Message] = field(default_factory=dict)
+    answered: bool = False  # the assistant message is in the conversation
+    closed: bool = False  # every call has its result in the conversation
     permits: list[tuple[CallGuard, CallPermit | None]] = field(default_factory=list)
-    notes: list[Message] = field(default_factory=list)
     usage: Usage | None = None
 
 
-async def _discard(event: RunEvent) -> None:
+def _ignore(event: Event) -> None:
     return None
 
 
 class AgentRun:
-    """One run of an agent over a conversation.
+    """Runs of an agent over one conversation.
 
     ``messages`` is the history so far (a system message first for a new session);
     ``run(prompt)`` appends the prompt and works until the model answers without
-    calling a tool, a limit is reached, or the run is cancelled. Its state stays
-    readable afterwards, including after a cancellation.
+    calling a tool, a limit is reached, or the run is cancelled. Every step is emitted
+    as an event the moment it happens, so a log of them reads in causal order. The
+    state stays readable afterwards, including after a cancellation.
     """
 
     def __init__(
@@ -126,14 +128,14 @@ class AgentRun:
         config: AgentConfig,
         session_id: str,
         messages: list[Message] | None = None,
-        sink: EventSink = _discard,
+        emit: Emit = _ignore,
         *,
         recorded: int = 0,
     ):
         self.config = config
         self.session_id = session_id
         self.messages: list[Message] = list(messages or [])
-        self.sink = sink
+        self.emit = emit
         self.ctx = ToolContext(workspace=config.workspace, session_id=session_id)
         self.usage = Usage()
         self.turns = 0
@@ -142,8 +144,8 @@ class AgentRun:
         self.result: RunResult | None = None  # set when the run ends, cancelled runs included
         # What a cancellation means: a parent's stop ("cancelled") or Ctrl-C/SIGTERM ("interrupted").
         self.cancel_status: RunStatus = "cancelled"
-        self._recorded = recorded  # how many of ``messages`` the sink has already seen
-        self._specs = self._visible_specs()
+        self._recorded = recorded  # how many of ``messages`` are already in the session
+        self._specs: tuple[ToolSpec, ...] = ()
 
     def _visible_specs(self) -> tuple[ToolSpec, ...]:
         # A tool the mode always refuses is not shown, so the model does not plan around it.
@@ -153,27 +155,35 @@ class AgentRun:
             if decide(self.config.permission_mode, t.side_effect) != "deny"
         )
 
+    def _add(self, message: Message) -> None:
+        self.messages.append(message)
+        self._recorded = len(self.messages)
+        self.emit(MessageAdded(session_id=self.session_id, role=message.role, content=message.content))
+
     async def run(self, prompt: str | None) -> RunResult:
         """Work on ``prompt``; ``max_turns``, turns and usage count this run only."""
         started = time.monotonic()
-        self.turns, self.usage, self.output = 0, Usage(), ""
-        if prompt is not None:
-            self.messages.append(Message("user", prompt))
-        new, self._recorded = tuple(self.messages[self._recorded :]), len(self.messages)
-        error: ZeroError | None = None
-        turn = _Turn()
-        await self.sink(
+        self.turns, self.usage, self.output, self.result = 0, Usage(), "", None
+        self._specs = self._visible_specs()  # tool sets may have joined since the last run
+        config = self.config
+        self.emit(
             RunStarted(
-                self.session_id,
-                self.config.provider.name,
-                self.config.model,
-                str(self.config.workspace.root),
-                new,
+                session_id=self.session_id,
+                provider=config.provider.name,
+                model=config.model,
+                cwd=str(config.workspace.root),
             )
         )
+        for message in self.messages[self._recorded :]:  # a new session's system prompt
+            self.emit(MessageAdded(session_id=self.session_id, role=message.role, content=message.content))
+        self._recorded = len(self.messages)
+        if prompt is not None:
+            self._add(Message("user", prompt))
+        error: ZeroError | None = None
+        turn = _Turn()
         try:
             status: RunStatus = "max_turns"
-            while self.config.max_turns is None or self.turns < self.config.max_turns:
+            while config.max_turns is None or self.turns < config.max_turns:
                 turn = _Turn()
                 request = await self._permitted_request(turn)
                 self.turns += 1
@@ -183,27 +193,30 @@ class AgentRun:
                     with anyio.CancelScope(shield=True):
                         for guard, permit in turn.permits:
                             await guard.after_call(permit, turn.usage)
-                if turn.calls:
-                    await self._run_tools(turn)
-                await self._commit(turn)
+                self._answer(turn)
+                if turn.usage is not None:
+                    self.emit(UsageUpdated.of(self.session_id, config.model, turn.usage))
                 if not turn.calls:
                     status = "completed"
                     break
+                await self._run_tools(turn)
+                self._close(turn)
         except ProviderError as e:
             status, error = "failed", e
-            await self._commit(turn)
+            self._answer(turn)
         except BudgetExhaustedError as e:
             status, error = "budget_exhausted", e
-            await self._commit(turn)
+            self._answer(turn)
         except anyio.get_cancelled_exc_class():
-            with anyio.CancelScope(shield=True):
-                await self._commit(turn)
-                await self._finish(self.cancel_status, started, None)
+            self._answer(turn)
+            self._close(turn)
+            self._finish(self.cancel_status, started, None)
             raise
-        return await self._finish(status, started, error)
+        return self._finish(status, started, error)
 
-    async def _finish(self, status: RunStatus, started: float, error: ZeroError | None) -> RunResult:
+    def _finish(self, status: RunStatus, started: float, error: ZeroError | None) -> RunResult:
         self.status = status
+        message = self.config.redactor(str(error)) if error else None
         result = RunResult(
             status,
             self.output,
@@ -211,39 +224,60 @@ class AgentRun:
             self.turns,
             int((time.monotonic() - started) * 1000),
             error.code if error else None,
-            self.config.redactor(str(error)) if error else None,
+            message,
         )
         self.result = result
-        await self.sink(RunFinished(self.session_id, result))
+        if error is not None and message is not None:
+            self.emit(ErrorRaised(session_id=self.session_id, code=error.code, message=message))
+        self.emit(
+            RunFinished(
+                session_id=self.session_id,
+                status=status,
+                turns=result.turns,
+                duration_ms=result.duration_ms,
+                usage=result.usage,
+                output=result.output,
+            )
+        )
         return result
 
-    async def _commit(self, turn: _Turn) -> None:
-        """Append the turn to the conversation once, keeping it valid for a resume.
-
-        A cancelled turn keeps its partial text, and a tool call left without a result
-        gets one saying it was cancelled, so the history always pairs calls and results.
-        """
-        if turn.committed or not (turn.text or turn.calls or turn.notes):
+    def _answer(self, turn: _Turn) -> None:
+        """Put the model's answer (or what streamed of it before a failure) into the conversation, once."""
+        if turn.answered or not (turn.text or turn.calls):
             return
-        turn.committed = True
+        turn.answered = True
         text = self.config.redactor("".join(turn.text))
         if text.strip():
             self.output = text
-        added = [Message("assistant", text, tuple(turn.calls))] if (turn.text or turn.calls) else []
-        answered = {m.tool_call_id for m in turn.results}
-        added += turn.results
-        added += [
-            Message("tool", "cancelled before it finished", tool_call_id=c.id, name=c.name, is_error=True)
-            for c in turn.calls
-            if c.id not in answered
-        ]
-        self.messages.extend(added)  # the notes are in already: the model saw them before the call
+        self.messages.append(Message("assistant", text, tuple(turn.calls)))
         self._recorded = len(self.messages)
-        await self.sink(TurnCompleted(self.session_id, self.turns, tuple(turn.notes + added)))
+        self.emit(
+            MessageAdded(session_id=self.session_id, role="assistant", content=text, tool_calls=tuple(turn.calls))
+        )
+
+    def _close(self, turn: _Turn) -> None:
+        """Put every call's result into the conversation, in call order, once. A call left without
+        a result (a cancel) gets one saying so, so the history always pairs calls and results."""
+        if turn.closed or not turn.answered:
+            return
+        turn.closed = True
+        for call in turn.calls:
+            result = turn.results.get(call.id)
+            if result is None:
+                text = "cancelled before it finished"
+                result = Message("tool", text, tool_call_id=call.id, name=call.name, is_error=True)
+                self.emit(
+                    ToolFinished(
+                        session_id=self.session_id, tool_call_id=call.id, name=call.name, status="error", output=text
+                    )
+                )
+            self.messages.append(result)
+        self._recorded = len(self.messages)
 
     async def _permitted_request(self, turn: _Turn) -> ModelRequest:
         """Ask every guard for leave to call the model; a guard's note joins the conversation first."""
         request = self._request()
+        noted = False
         for guard in self.config.guards:
             try:
                 permit = await guard.before_call(request, self.usage)
@@ -254,10 +288,9 @@ class AgentRun:
                 raise
             turn.permits.append((guard, permit))
             if permit is not None and permit.note:
-                note = Message("user", permit.note)
-                self.messages.append(note)
-                turn.notes.append(note)
-        return self._request() if turn.notes else request
+                self._add(Message("user", permit.note))
+                noted = True
+        return self._request() if noted else request
 
     def _request(self) -> ModelRequest:
         return ModelRequest(
@@ -288,13 +321,13 @@ class AgentRun:
                         if text_len > shown_text:
                             fresh = event.text[max(0, len(event.text) - (text_len - shown_text)) :]
                             shown_text = text_len
-                            await self.sink(AssistantText(self.session_id, fresh))
+                            self.emit(AssistantText(session_id=self.session_id, delta=fresh))
                     elif event.kind == "reasoning":
                         reasoning_len += len(event.text)
                         if reasoning_len > shown_reasoning:
                             fresh = event.text[max(0, len(event.text) - (reasoning_len - shown_reasoning)) :]
                             shown_reasoning = reasoning_len
-                            await self.sink(Reasoning(self.session_id, fresh))
+                            self.emit(Reasoning(session_id=self.session_id, delta=fresh))
                     elif event.kind == "tool_call_done":
                         turn.calls.append(event.call)
                     elif event.kind == "usage":
@@ -307,33 +340,37 @@ class AgentRun:
                 if not self.config.retry.should_retry(e, attempt):
                     raise
                 delay = self.config.retry.delay(e, attempt)
-                await self.sink(RetryScheduled(self.session_id, attempt, delay, e.code, str(e)))
+                self.emit(
+                    RetryScheduled(
+                        session_id=self.session_id,
+                        attempt=attempt,
+                        delay_seconds=round(delay, 3),
+                        code=e.code,
+                        message=self.config.redactor(str(e)),
+                    )
+                )
                 await anyio.sleep(delay)
                 continue
             break
-        priced = self.config.prices.priced(self.config.model, usage or Usage())
-        priced = Usage(priced.prompt_tokens, priced.completion_tokens, priced.cached_tokens, priced.cost_usd, 1)
-        if usage is None:
-            priced = Usage(calls=1, cost_usd=None)  # the server reported nothing: cost unknown
+        if usage is None:  # the server reported nothing: cost unknown
+            priced = Usage(calls=1, cost_usd=None)
+        else:
+            priced = self.config.prices.priced(self.config.model, usage)
+            priced = Usage(priced.prompt_tokens, priced.completion_tokens, priced.cached_tokens, priced.cost_usd, 1)
         self.usage = self.usage + priced
         turn.usage = priced
-        await self.sink(UsageUpdated(self.session_id, self.config.model, priced, self.usage))
 
     async def _run_tools(self, turn: _Turn) -> None:
         """Run the turn's tool calls: reads side by side, anything else one at a time, in order."""
-        results: dict[str, Message] = {}
         group: list[ToolCall] = []
-
-        def keep() -> None:  # results so far, in call order, so a cancel mid-turn keeps them
-            turn.results[:] = [results[c.id] for c in turn.calls if c.id in results]
 
         async def flush() -> None:
             if len(group) == 1:
-                results[group[0].id] = await self._run_tool(group[0])
+                turn.results[group[0].id] = await self._run_tool(group[0])
             elif group:
                 async with anyio.create_task_group() as tg:
                     for call in group:
-                        tg.start_soon(self._store, call, results)
+                        tg.start_soon(self._store, call, turn.results)
             group.clear()
 
         for call in turn.calls:
@@ -342,10 +379,8 @@ class AgentRun:
                 group.append(call)
                 continue
             await flush()
-            results[call.id] = await self._run_tool(call)
-            keep()
+            turn.results[call.id] = await self._run_tool(call)
         await flush()
-        keep()
 
     async def _store(self, call: ToolCall, results: dict[str, Message]) -> None:
         results[call.id] = await self._run_tool(call)
@@ -354,20 +389,28 @@ class AgentRun:
         started = time.monotonic()
         tool = self.config.tools.get(call.name)
         side_effect = tool.side_effect if tool else "read"
-        await self.sink(ToolCallStarted(self.session_id, call, side_effect))
+        self.emit(
+            ToolCallStarted(
+                session_id=self.session_id,
+                id=call.id,
+                name=call.name,
+                arguments=call.arguments,
+                side_effect=side_effect,
+            )
+        )
         current_call_id.set(call.id)
         status, output = await self._execute(call, tool)
         text, truncated = budget_output(self.config.redactor(output.text), self.config.max_output_chars)
-        await self.sink(
+        self.emit(
             ToolFinished(
-                self.session_id,
-                call.id,
-                call.name,
-                status,
-                text,
-                truncated,
-                output.changed_files,
-                int((time.monotonic() - started) * 1000),
+                session_id=self.session_id,
+                tool_call_id=call.id,
+                name=call.name,
+                status=status,
+                output=text,
+                truncated=truncated,
+                changed_files=output.changed_files,
+                duration_ms=int((time.monotonic() - started) * 1000),
             )
         )
         return Message("tool", text, tool_call_id=call.id, name=call.name, is_error=status != "ok")
@@ -388,9 +431,14 @@ class AgentRun:
             return "denied", ToolOutput(f"Permission denied: {call.name} is not allowed in {mode} mode.")
         if decision == "prompt":
             request = PermissionRequested(
-                self.session_id, call.id, call.name, tool.side_effect, mode, REASONS[tool.side_effect]
+                session_id=self.session_id,
+                id=call.id,
+                name=call.name,
+                side_effect=tool.side_effect,
+                permission_mode=mode,
+                reason=REASONS[tool.side_effect],
             )
-            await self.sink(request)
+            self.emit(request)
             if self.config.approver is None:
                 return "denied", ToolOutput(
                     f"Permission denied: {call.name} needs approval in {mode} mode and this run has "
@@ -398,7 +446,11 @@ class AgentRun:
                 )
             granted = await self.config.approver(request)
             reason = "approved" if granted else "denied by the user"
-            await self.sink(PermissionDecided(self.session_id, call.id, call.name, granted, reason))
+            self.emit(
+                PermissionDecided(
+                    session_id=self.session_id, id=call.id, name=call.name, granted=granted, reason=reason
+                )
+            )
             if not granted:
                 return "denied", ToolOutput(f"Permission denied: the user refused {call.name}.")
         try:

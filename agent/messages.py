@@ -6,12 +6,22 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from pydantic import ConfigDict
+from pydantic.alias_generators import to_camel
+
+__all__ = ["CAMEL", "Message", "ModelRequest", "Role", "ToolCall", "ToolSpec", "Usage"]
+
+CAMEL = ConfigDict(alias_generator=to_camel, validate_by_name=True, validate_by_alias=True, extra="ignore")
+"""How Zero's dataclasses look on disk and on the wire: camelCase keys, unknown keys ignored."""
+
 Role = Literal["system", "user", "assistant", "tool"]
 
 
 @dataclass(frozen=True, slots=True)
 class ToolCall:
     """A tool call the model asked for; ``arguments`` is the decoded JSON object."""
+
+    __pydantic_config__ = CAMEL
 
     id: str
     name: str
@@ -56,6 +66,8 @@ class Usage:
     ``cost_usd`` is ``None`` when the price of a model is unknown: an unknown cost
     is never shown as zero, and adding it to a known cost keeps it unknown.
     """
+
+    __pydantic_config__ = CAMEL
 
     prompt_tokens: int = 0
     completion_tokens: int = 0

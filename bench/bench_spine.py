@@ -12,7 +12,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from zero.sessions import SessionMetadata, SessionStore, new_session_id
+from zero.agent import MessageAdded
+from zero.sessions import FileSessionStore, SessionMetadata, new_session_id
 
 ZERO = str(Path(sys.executable).with_name("zero"))
 
@@ -40,11 +41,10 @@ def appends_per_second(batch: int, seconds: float = 2.0, *, submit: bool = False
     """(batches/s, events/s) appending ``batch`` events at a time to one session: each one waited
     for (``append``), or handed to the writer (``submit``, as agents do) and flushed at the end."""
     with tempfile.TemporaryDirectory() as root:
-        store = SessionStore(Path(root))
+        store = FileSessionStore(Path(root))
         sid = new_session_id()
         store.create(SessionMetadata(session_id=sid))
-        payload = {"role": "assistant", "content": "x" * 200}
-        events = [("message", payload)] * batch
+        events = [MessageAdded(session_id=sid, role="assistant", content="x" * 200)] * batch
         count = 0
         started = time.perf_counter()
         while time.perf_counter() - started < seconds:

@@ -79,8 +79,8 @@ def zero_worker(n: int, url: str, live: bool) -> dict[str, float]:
     from zero.agent import PriceTable
     from zero.agent.providers.openai import OpenAIProvider
     from zero.orchestrator import TeamRunner, build_plan
-    from zero.sessions import SessionStore
-    from zero.specialists import SpecialistRegistry
+    from zero.sessions import FileSessionStore
+    from zero.specialists import AgentContext, SpecialistRegistry
     from zero.tools import Workspace
     from zero.tools.builtin import builtin_tools
 
@@ -99,34 +99,31 @@ def zero_worker(n: int, url: str, live: bool) -> dict[str, float]:
     prices = PriceTable.builtin()
     plan = build_plan(team, registry, provider="openai", model="gpt-4.1-mini", permission_mode="auto", prices=prices)
     provider = OpenAIProvider(api_key="sk-bench", base_url=url)
-    store = SessionStore(Path(tmp) / "sessions")
+    store = FileSessionStore(Path(tmp) / "sessions")
+    ctx = AgentContext(
+        store=store,
+        registry=registry,
+        workspace=Workspace([ws]),
+        provider=provider,
+        model="gpt-4.1-mini",
+        providers=lambda name: provider,
+        prices=prices,
+    )
     gc.freeze()  # as `zero swarm run` does once the team is planned (cli.common.freeze_startup_heap)
-    sinks: list[Any] = []
-
-    async def sink(event: Any) -> None:
-        for s in sinks:
-            await s(event)
-
     devnull = open(os.devnull, "w")  # noqa: SIM115 - the live view draws into it
 
     async def main() -> Any:
-        runner = TeamRunner(
-            plan,
-            store=store,
-            registry=registry,
-            workspace=Workspace([ws]),
-            providers=lambda name: provider,
-            prices=prices,
-            sink=sink,
-        )
+        runner = TeamRunner(plan, ctx)
         if live:
             from rich.console import Console
 
-            from zero.orchestrator.live import LiveTeamView
+            from zero.orchestrator.live import draw_live
+            from zero.orchestrator.view import TeamTree, TreeNode
 
-            view = LiveTeamView(runner, Console(file=devnull, force_terminal=True, width=120))
-            sinks.append(view)
-            async with view:
+            tree = TeamTree(TreeNode(runner.session_id, plan.name, "team", status="running"))
+            console = Console(file=devnull, force_terminal=True, width=120)
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(draw_live, tree, runner.events(), console)
                 result = await runner.run()
         else:
             result = await runner.run()
@@ -140,14 +137,14 @@ def zero_worker(n: int, url: str, live: bool) -> dict[str, float]:
     assert result.status == "completed", failed
     events = sum(1 for _ in store.root.glob("*/events.jsonl"))
     # What a member sent: the baseline makes the very same calls.
-    first = store.events(result.members[0].session_id)[1]["payload"]
-    assert first["role"] == "system"
+    first = store.events(result.members[0].session_id)[1].event
+    assert first.kind == "message" and first.role == "system"
     tools = [
         {"type": "function", "function": {"name": t.name, "description": t.description, "parameters": t.parameters}}
         for t in builtin_tools()
         if t.name in registry.specialists["explorer"].tools
     ]
-    (Path(tmp) / "payload.json").write_text(json.dumps({"system": first["content"], "tools": tools}))
+    (Path(tmp) / "payload.json").write_text(json.dumps({"system": first.content, "tools": tools}))
     return {"wall": wall, "cpu": cpu, "sessions": events}
 
 

@@ -1,71 +1,55 @@
-"""Pieces every command shares: the workspace, provider setup, exit codes, error output."""
+"""Pieces every command shares: the streams, the workspace, settings, the run context, signals, errors."""
 
 from __future__ import annotations
 
 import argparse
 import gc
 import os
+import signal
 import sys
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import TextIO
+from typing import TextIO, TypeVar
 
-from zero import errors
+import anyio
+import anyio.to_thread
+
 from zero.agent import PriceTable, Provider
-from zero.agent.providers import create_provider
+from zero.agent.providers import ProviderPool, create_provider
+from zero.cli._streams import Streams
 from zero.cli.config import RunSettings, load_config, resolve_settings
 from zero.errors import UsageError
+from zero.sessions import FileSessionStore
+from zero.specialists import AgentContext, SpecialistRegistry
+from zero.tools import Workspace
 
 __all__ = [
-    "EXIT_CODES",
-    "Providers",
-    "exit_code",
+    "Streams",
     "freeze_startup_heap",
+    "interruptible",
     "make_provider",
+    "open_context",
     "print_error",
     "settings_from_args",
+    "unwrap",
     "workspace_from_args",
 ]
 
+T = TypeVar("T")
 
-def freeze_startup_heap() -> None:
+
+def freeze_startup_heap(streams: Streams) -> None:
     """Take what start-up made (imported modules, manifests, the plan) out of the garbage
     collector's sight: a long run no longer rescans it in every full collection (in a swarm,
-    about 0.2 ms of CPU per model call)."""
-    gc.freeze()
-
-
-EXIT_CODES = {
-    "completed": 0,
-    "failed": 1,
-    "skipped": 1,
-    "max_turns": 4,
-    "budget_exhausted": 4,
-    "timed_out": 4,
-    "cancelled": 130,
-    "interrupted": 130,
-}
-
-
-def _all_subclasses(cls: type[errors.ZeroError]) -> list[type[errors.ZeroError]]:
-    found: list[type[errors.ZeroError]] = []
-    for sub in cls.__subclasses__():
-        found += [sub, *_all_subclasses(sub)]
-    return found
-
-
-_PROVIDER_ERRORS: list[type[errors.ZeroError]] = [errors.ProviderError, *_all_subclasses(errors.ProviderError)]
-PROVIDER_ERROR_CODES = frozenset(c.code for c in _PROVIDER_ERRORS)
-
-
-def exit_code(status: str, error_code: str | None = None) -> int:
-    """DESIGN.md section 5: 0 success, 1 failed, 3 provider error, 4 incomplete, 130 interrupted."""
-    if status == "failed" and error_code in PROVIDER_ERROR_CODES:
-        return 3
-    return EXIT_CODES.get(status, 1)
+    about 0.2 ms of CPU per model call). Only in Zero's own process: a test calling ``main``
+    must not freeze the test runner's heap."""
+    if streams.real:
+        gc.freeze()
 
 
 def workspace_from_args(args: argparse.Namespace) -> Path:
-    path = Path(args.cwd).expanduser() if args.cwd else Path.cwd()
+    path = Path(args.cwd).expanduser() if getattr(args, "cwd", None) else Path.cwd()
     if not path.is_dir():
         raise UsageError(f"--cwd {args.cwd}: no such folder")
     return Path(os.path.realpath(path))
@@ -95,25 +79,76 @@ def make_provider(settings: RunSettings, args: argparse.Namespace) -> tuple[Prov
     return provider, PriceTable.builtin().with_overrides(settings.prices)
 
 
-class Providers:
-    """Providers by name for specialists that pick another one; closed together at the end."""
+@asynccontextmanager
+async def open_context(
+    args: argparse.Namespace,
+    settings: RunSettings,
+    workspace: Path,
+    streams: Streams,
+    registry: SpecialistRegistry | None = None,
+) -> AsyncIterator[AgentContext]:
+    """What the agents of one command share: the session store, the specialists, the providers.
 
-    def __init__(self, args: argparse.Namespace, settings: RunSettings, main: Provider):
-        self._args = args
-        self._settings = settings
-        self._made: dict[str, Provider] = {settings.provider: main}
+    On the way out the providers are closed and every session's last writes are on disk.
+    """
+    provider, prices = make_provider(settings, args)
 
-    def __call__(self, name: str) -> Provider:
-        if name not in self._made:
-            other = resolve_settings(
-                self._settings.config, provider=name, model=None, base_url=None, permission_mode=None, max_turns=None
-            )
-            self._made[name] = make_provider(other, self._args)[0]
-        return self._made[name]
+    def other(name: str) -> Provider:
+        resolved = resolve_settings(
+            settings.config, provider=name, model=None, base_url=None, permission_mode=None, max_turns=None
+        )
+        return make_provider(resolved, args)[0]
 
-    async def aclose(self) -> None:
-        for provider in self._made.values():
-            await provider.aclose()
+    pool = ProviderPool(provider, other)
+    store = FileSessionStore.default()
+    if registry is None:
+        registry = await anyio.to_thread.run_sync(SpecialistRegistry.load, workspace)
+        for problem in registry.errors:
+            streams.stderr.write(f"zero: warning: skipped specialist manifest {problem}\n")
+    try:
+        yield AgentContext(
+            store=store,
+            registry=registry,
+            workspace=Workspace([workspace]),
+            provider=provider,
+            model=settings.model,
+            providers=pool,
+            prices=prices,
+            max_depth=settings.max_depth,
+            max_concurrency=settings.max_concurrency,
+        )
+    finally:
+        with anyio.CancelScope(shield=True):
+            await pool.aclose()
+            await anyio.to_thread.run_sync(store.flush)  # every session's final status, on disk
+
+
+async def interruptible(body: Callable[[], Awaitable[T]], on_signal: Callable[[], None]) -> T:
+    """Run ``body``; Ctrl-C or SIGTERM calls ``on_signal`` (which stops the run; ``body`` then
+    returns what it recorded)."""
+    result: list[T] = []
+    async with anyio.create_task_group() as tg:
+
+        async def watch() -> None:
+            with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+                async for _ in signals:
+                    on_signal()
+                    return
+
+        async def run() -> None:
+            result.append(await body())
+            tg.cancel_scope.cancel()
+
+        tg.start_soon(watch)
+        tg.start_soon(run)
+    return result[0]
+
+
+def unwrap(error: BaseException) -> BaseException:
+    """The one error inside (nested) exception groups of one, as task groups raise them."""
+    while isinstance(error, BaseExceptionGroup) and len(error.exceptions) == 1:
+        error = error.exceptions[0]
+    return error
 
 
 def print_error(message: str, stream: TextIO | None = None) -> None:

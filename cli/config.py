@@ -7,19 +7,19 @@ Files: ``${XDG_CONFIG_HOME:-~/.config}/zero/config.toml``, overridden key by key
 from __future__ import annotations
 
 import os
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
 from zero.agent import Price
-from zero.agent.providers import DEFAULT_MODELS, PROVIDERS
+from zero.agent.providers import DEFAULT_MODELS, PROVIDER_INFO, PROVIDERS
 from zero.errors import ConfigError, did_you_mean
+from zero.strictfile import FileError, read_data, validate_model
 from zero.tools import PERMISSION_MODES, PermissionMode
 
-__all__ = ["Config", "RunSettings", "load_config", "resolve_settings", "user_config_dir", "validation_message"]
+__all__ = ["Config", "RunSettings", "load_config", "resolve_settings", "user_config_dir"]
 
 NO_PROVIDER = (
     "No model provider is configured. Set OPENAI_API_KEY or ANTHROPIC_API_KEY in the environment "
@@ -31,7 +31,7 @@ NO_PROVIDER = (
 
 
 class PriceEntry(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     input: float = Field(ge=0)
     output: float = Field(ge=0)
     cached_input: float | None = Field(None, ge=0)
@@ -40,7 +40,7 @@ class PriceEntry(BaseModel):
 class Config(BaseModel):
     """The keys a config file may hold. Unknown keys are errors."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     provider: str | None = None
     model: str | None = None
@@ -57,30 +57,13 @@ def user_config_dir() -> Path:
     return Path(base).expanduser() / "zero"
 
 
-def validation_message(path: Path, e: ValidationError, fields: list[str]) -> str:
-    """One line per problem: the file, the key, what is wrong, and a "did you mean"."""
-    problems = []
-    for err in e.errors():
-        key = ".".join(str(p) for p in err["loc"])
-        if err["type"] == "extra_forbidden":
-            hint = did_you_mean(str(err["loc"][-1]), fields)
-            problems.append(f"{path}: unknown key {key!r}{hint}")
-        else:
-            problems.append(f"{path}: {key}: {err['msg']}")
-    return "\n".join(problems)
-
-
 def _read(path: Path) -> dict[str, Any]:
-    try:
-        data = tomllib.loads(path.read_text("utf-8"))
-    except FileNotFoundError:
+    if not path.exists() and not path.is_symlink():
         return {}
-    except tomllib.TOMLDecodeError as e:
-        raise ConfigError(f"{path}: not valid TOML: {e}") from e
-    try:
-        Config.model_validate(data)
-    except ValidationError as e:
-        raise ConfigError(validation_message(path, e, list(Config.model_fields))) from e
+    data, text = read_data(path)
+    _, problems = validate_model(Config, data, path, text)
+    if problems:
+        raise FileError(problems)
     return data
 
 
@@ -122,7 +105,7 @@ def resolve_settings(
     env = dict(os.environ) if environ is None else environ
     name = provider or env.get("ZERO_PROVIDER") or config.provider
     if name is None:
-        if base_url or config.base_url:
+        if base_url or config.base_url or env.get("OPENAI_BASE_URL"):
             name = "openai-compatible"
         elif env.get("OPENAI_API_KEY"):
             name = "openai"
@@ -130,18 +113,16 @@ def resolve_settings(
             name = "anthropic"
         else:
             raise ConfigError(NO_PROVIDER)
-    if name not in PROVIDERS:
+    info = PROVIDER_INFO.get(name)
+    if info is None:
         raise ConfigError(
             f"unknown provider {name!r}{did_you_mean(name, PROVIDERS)}; choose one of {', '.join(PROVIDERS)}"
         )
-
-    key_var = {"openai": "OPENAI_API_KEY", "openai-compatible": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
-    url_var = {"openai": "OPENAI_BASE_URL", "openai-compatible": "OPENAI_BASE_URL", "anthropic": "ANTHROPIC_BASE_URL"}
-    url = base_url or (env.get(url_var[name]) if name in url_var else None) or config.base_url
-    api_key = env.get(key_var[name]) if name in key_var else None
-    if name in ("openai", "anthropic") and not api_key and not url:
+    url = base_url or (env.get(info.url_env) if info.url_env else None) or config.base_url
+    api_key = env.get(info.key_env) if info.key_env else None
+    if info.needs_key and not api_key and not url:
         raise ConfigError(
-            f"{key_var[name]} is not set: export it to use the {name} provider, or pass --base-url "
+            f"{info.key_env} is not set: export it to use the {name} provider, or pass --base-url "
             "for a compatible local server, or --provider scripted --script FILE to run offline."
         )
     chosen = model or env.get("ZERO_MODEL") or config.model or DEFAULT_MODELS.get(name)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from collections import Counter
 from pathlib import Path
 from typing import TextIO
@@ -12,17 +11,25 @@ from typing import TextIO
 from rich.console import Console
 
 from zero.agent import Usage
-from zero.cli.common import print_error
+from zero.cli.common import Streams, print_error
 from zero.errors import ZeroError
-from zero.sessions import SessionMetadata, SessionStore, lineage, session_tree, validate_session_id
+from zero.sessions import (
+    FileSessionStore,
+    SessionMetadata,
+    SessionStore,
+    lineage,
+    records_json,
+    session_tree,
+    validate_session_id,
+)
 from zero.specialists import format_cost
 
 __all__ = ["run_sessions"]
 
 
-def run_sessions(args: argparse.Namespace, out: TextIO | None = None) -> int:
-    out = out or sys.stdout
-    store = SessionStore.default()
+def run_sessions(args: argparse.Namespace, streams: Streams) -> int:
+    out = streams.stdout
+    store = FileSessionStore.default()
     try:
         action = args.sessions_command
         if action == "list":
@@ -34,7 +41,7 @@ def run_sessions(args: argparse.Namespace, out: TextIO | None = None) -> int:
             return _tree(store, session_id, args.json, out, args.svg)
         return _lineage(store, session_id, args.json, out)
     except ZeroError as e:
-        print_error(str(e))
+        print_error(str(e), streams.stderr)
         return 2 if "not found" in str(e) else e.exit_code
 
 
@@ -47,7 +54,7 @@ def _label(meta: SessionMetadata) -> str:
     return f"{who} [{meta.session_kind or 'root'}] {meta.status}"
 
 
-def _list(store: SessionStore, as_json: bool, out: TextIO) -> int:
+def _list(store: FileSessionStore, as_json: bool, out: TextIO) -> int:
     sessions = store.list()
     if as_json:
         out.write(json.dumps([m.to_json() for m in sessions], indent=2) + "\n")
@@ -64,7 +71,8 @@ def _show(store: SessionStore, session_id: str, as_json: bool, out: TextIO) -> i
     meta = store.metadata(session_id)
     events = store.events(session_id)
     if as_json:
-        out.write(json.dumps({"metadata": meta.to_json(), "events": events}, indent=2) + "\n")
+        records = records_json(events, session_id)
+        out.write(json.dumps({"metadata": meta.to_json(), "events": records}, indent=2) + "\n")
         return 0
     out.write(f"session {meta.session_id}: {_label(meta)}\n")
     for key in (
@@ -83,13 +91,13 @@ def _show(store: SessionStore, session_id: str, as_json: bool, out: TextIO) -> i
             out.write(f"  {key}: {value}\n")
     out.write(f"  own usage: {_usage_text(meta.usage.to_usage())}\n")
     out.write(f"  with children: {_usage_text(meta.subtree_usage)}\n")
-    counts = Counter(e["type"] for e in events)
+    counts = Counter(e.event.kind for e in events)
     out.write(f"  events: {len(events)} ({', '.join(f'{k} {v}' for k, v in sorted(counts.items()))})\n")
     for e in events:
-        p = e.get("payload") or {}
-        if e["type"] == "message" and p.get("role") in ("user", "assistant") and p.get("content"):
-            text = " ".join(str(p["content"]).split())
-            out.write(f"  #{e['sequence']} {p['role']}: {text[:200]}\n")
+        event = e.event
+        if event.kind == "message" and event.role in ("user", "assistant") and event.content:
+            text = " ".join(event.content.split())
+            out.write(f"  #{e.sequence} {event.role}: {text[:200]}\n")
     return 0
 
 
@@ -97,11 +105,12 @@ def _tree(store: SessionStore, session_id: str, as_json: bool, out: TextIO, svg:
     if as_json:
         out.write(json.dumps(session_tree(store, session_id).to_json(), indent=2) + "\n")
         return 0
-    from zero.orchestrator.view import TeamTree, render_tree
+    from zero.orchestrator.live import tree_from_store
+    from zero.orchestrator.view import render_tree
 
-    tree = TeamTree.from_store(store, session_id)
+    tree = tree_from_store(store, session_id)
     console = Console(file=out, highlight=False, record=svg is not None, width=None if out.isatty() else 120)
-    console.print(render_tree(tree, budget=tree.budget))
+    console.print(render_tree(tree, budget=tree.budget()))
     if svg:
         picture = console.export_svg(title=f"zero sessions tree {session_id}")
         # Keep the spaces between coloured runs: without this, SVG renderers collapse them.

@@ -6,13 +6,12 @@ import argparse
 import json
 import os
 import re
-import sys
 from pathlib import Path
 from typing import Any, TextIO
 
 import tomli_w
 
-from zero.cli.common import print_error, workspace_from_args
+from zero.cli.common import Streams, print_error, workspace_from_args
 from zero.errors import UsageError, ZeroError
 from zero.specialists import ManifestError, ManifestFile, Specialist, SpecialistRegistry, project_dir, user_dir
 from zero.specialists.manifest import NAME_PATTERN
@@ -21,8 +20,8 @@ from zero.specialists.registry import resolve
 __all__ = ["run_specialists"]
 
 
-def run_specialists(args: argparse.Namespace, out: TextIO | None = None) -> int:
-    out = out or sys.stdout
+def run_specialists(args: argparse.Namespace, streams: Streams) -> int:
+    out = streams.stdout
     try:
         workspace = workspace_from_args(args)
         action = args.specialists_command
@@ -34,7 +33,7 @@ def run_specialists(args: argparse.Namespace, out: TextIO | None = None) -> int:
             return _new(workspace, args, out)
         return _validate(workspace, [Path(f) for f in args.files], args.json, out)
     except ZeroError as e:
-        print_error(str(e))
+        print_error(str(e), streams.stderr)
         return e.exit_code
 
 
@@ -57,8 +56,8 @@ def _spec_json(spec: Specialist, registry: SpecialistRegistry) -> dict[str, Any]
     }
 
 
-def _error_json(e: ManifestError) -> dict[str, Any]:
-    return {"path": e.path, "key": e.key, "line": e.line, "message": e.detail}
+def _errors_json(e: ManifestError) -> list[dict[str, Any]]:
+    return [{"path": p.path, "key": p.key, "line": p.line, "message": p.message} for p in e.problems]
 
 
 def _list(workspace: Path, as_json: bool, out: TextIO) -> int:
@@ -67,7 +66,7 @@ def _list(workspace: Path, as_json: bool, out: TextIO) -> int:
     if as_json:
         data = {
             "specialists": [_spec_json(s, registry) for s in specs],
-            "errors": [_error_json(e) for e in registry.errors],
+            "errors": [problem for e in registry.errors for problem in _errors_json(e)],
         }
         out.write(json.dumps(data, indent=2) + "\n")
         return 0
@@ -82,7 +81,7 @@ def _list(workspace: Path, as_json: bool, out: TextIO) -> int:
     if registry.errors:
         out.write(f"\nSkipped {len(registry.errors)} manifest file(s) with errors:\n")
         for e in registry.errors:
-            out.write(f"  {e}\n")
+            out.writelines(f"  {problem}\n" for problem in e.problems)
     return 0
 
 
@@ -185,12 +184,18 @@ def _validate(workspace: Path, paths: list[Path], as_json: bool, out: TextIO) ->
     for path in paths:
         problem = problems.get(str(path))
         results.append(
-            {"path": str(path), "valid": problem is None, **({"error": _error_json(problem)} if problem else {})}
+            {"path": str(path), "valid": problem is None, "errors": _errors_json(problem) if problem else []}
         )
     if as_json:
         out.write(json.dumps({"files": results}, indent=2) + "\n")
     else:
         for path in paths:
             problem = problems.get(str(path))
-            out.write(f"ok       {path}\n" if problem is None else f"invalid  {problem}\n")
+            if problem is None:
+                out.write(f"ok       {path}\n")
+            elif len(problem.problems) == 1:
+                out.write(f"invalid  {problem}\n")
+            else:
+                out.write(f"invalid  {path} ({len(problem.problems)} problems):\n")
+                out.writelines(f"           {p}\n" for p in problem.problems)
     return 2 if problems else 0

@@ -2,6 +2,7 @@
 
 See docs/STREAM_JSON_PROTOCOL.md. Every output line carries ``schemaVersion`` and
 ``runId``; events of a child agent also carry its ``sessionId``. Output is redacted.
+The writer is a consumer of a run's events: one ``match`` maps each kind of event.
 """
 
 from __future__ import annotations
@@ -10,15 +11,42 @@ import json
 import secrets
 from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
-from typing import Any, TextIO
+from typing import Any, TextIO, assert_never
 
-from zero.agent import RunEvent
+from anyio.streams.memory import MemoryObjectReceiveStream
+
+from zero.agent import (
+    AssistantText,
+    BudgetTripped,
+    ChildFinished,
+    ChildStarted,
+    ErrorRaised,
+    Event,
+    MessageAdded,
+    PermissionDecided,
+    PermissionRequested,
+    Reasoning,
+    RetryScheduled,
+    RunFinished,
+    RunStarted,
+    StatusChanged,
+    TeamFinished,
+    TeamMessageSent,
+    TeamStarted,
+    ToolCallStarted,
+    ToolFinished,
+    UsageUpdated,
+    WarningRaised,
+    exit_code,
+    incomplete_message,
+)
 from zero.errors import UsageError, ZeroError
-from zero.tools import redact
+from zero.tools import Redactor
 
 __all__ = ["SCHEMA_VERSION", "StreamJsonWriter", "new_run_id", "read_input", "run_end_status"]
 
 SCHEMA_VERSION = 2
+_RECOVERABLE = frozenset({"max_turns", "interrupted", "budget_exhausted", "timed_out", "output_capped"})
 
 
 def new_run_id() -> str:
@@ -31,13 +59,14 @@ def run_end_status(status: str) -> str:
         return "success"
     if status in ("interrupted", "cancelled"):
         return "interrupted"
-    if status in ("max_turns", "budget_exhausted", "timed_out"):
+    if status in ("max_turns", "budget_exhausted", "timed_out", "output_capped"):
         return "incomplete"
     return "error"
 
 
 class StreamJsonWriter:
-    """A run-event consumer writing protocol lines to ``out``, flushed one by one."""
+    """Writes protocol lines for the events of the run whose top session is ``root_session_id``;
+    the top session's end writes ``final`` (or ``error``) and ``run_end``."""
 
     def __init__(
         self,
@@ -45,12 +74,14 @@ class StreamJsonWriter:
         run_id: str,
         root_session_id: str,
         *,
-        redactor: Callable[[str], str] = redact,
+        redactor: Callable[[str], str] | None = None,
     ):
         self.out = out
         self.run_id = run_id
         self.root_session_id = root_session_id
-        self._redact = redactor
+        self._redact = redactor or Redactor()
+        self._error: ErrorRaised | None = None
+        self.exit_code: int | None = None  # set by the top session's end
 
     def emit(self, type_: str, fields: dict[str, Any], session_id: str | None = None) -> None:
         line: dict[str, Any] = {"schemaVersion": SCHEMA_VERSION, "type": type_, "runId": self.run_id}
@@ -58,7 +89,6 @@ class StreamJsonWriter:
             line["sessionId"] = session_id
         line.update(fields)
         self.out.write(self._redact(json.dumps(line, ensure_ascii=False, separators=(",", ":"))) + "\n")
-        self.out.flush()
 
     @classmethod
     def setup_failure(cls, out: TextIO, run_id: str, e: ZeroError) -> None:
@@ -70,115 +100,126 @@ class StreamJsonWriter:
     def error(self, code: str, message: str, *, recoverable: bool = False, session_id: str | None = None) -> None:
         self.emit("error", {"code": code, "message": message, "recoverable": recoverable}, session_id)
 
-    def run_end(self, status: str, exit_code: int) -> None:
-        self.emit("run_end", {"status": run_end_status(status), "exitCode": exit_code})
+    def run_end(self, status: str, code: int) -> None:
+        self.exit_code = code
+        self.emit("run_end", {"status": run_end_status(status), "exitCode": code})
 
-    async def __call__(self, event: RunEvent) -> None:
+    async def consume(self, events: MemoryObjectReceiveStream[Event]) -> None:
+        async with events:
+            async for event in events:
+                self.write(event)
+
+    def write(self, event: Event) -> None:
         sid = event.session_id
-        if event.kind == "run_started":
-            if sid == self.root_session_id:
+        root = sid == self.root_session_id
+        fields: dict[str, Any]
+        match event:
+            case RunStarted():
+                if root:
+                    self.emit(
+                        "run_start",
+                        {
+                            "sessionId": sid,
+                            "cwd": event.cwd,
+                            "provider": event.provider,
+                            "model": event.model,
+                            "apiModel": event.model,
+                        },
+                    )
+            case TeamStarted():
+                if root:
+                    fields = {"sessionId": sid, "cwd": event.cwd, "provider": event.provider, "model": event.model}
+                    self.emit("run_start", {**fields, "apiModel": event.model})
+            case AssistantText():
+                self.emit("text", {"delta": event.delta}, sid)
+            case Reasoning():
+                self.emit("reasoning", {"delta": event.delta}, sid)
+            case ToolCallStarted():
+                fields = {
+                    "id": event.id,
+                    "name": event.name,
+                    "args": event.arguments,
+                    "sideEffect": event.side_effect,
+                }
+                self.emit("tool_call", fields, sid)
+            case PermissionRequested():
                 self.emit(
-                    "run_start",
+                    "permission_request",
                     {
-                        "sessionId": sid,
-                        "cwd": event.cwd,
-                        "provider": event.provider,
-                        "model": event.model,
-                        "apiModel": event.model,
+                        "id": event.id,
+                        "name": event.name,
+                        "action": "prompt",
+                        "permission": "prompt",
+                        "permissionMode": event.permission_mode,
+                        "sideEffect": event.side_effect,
+                        "reason": event.reason,
                     },
+                    sid,
                 )
-        elif event.kind == "text":
-            self.emit("text", {"delta": event.delta}, sid)
-        elif event.kind == "reasoning":
-            self.emit("reasoning", {"delta": event.delta}, sid)
-        elif event.kind == "tool_call":
-            self.emit(
-                "tool_call",
-                {
-                    "id": event.call.id,
-                    "name": event.call.name,
-                    "args": event.call.arguments,
-                    "sideEffect": event.side_effect,
-                },
-                sid,
-            )
-        elif event.kind == "permission_request":
-            self.emit(
-                "permission_request",
-                {
-                    "id": event.call_id,
-                    "name": event.name,
-                    "action": "prompt",
-                    "permission": "prompt",
-                    "permissionMode": event.permission_mode,
-                    "sideEffect": event.side_effect,
-                    "reason": event.reason,
-                },
-                sid,
-            )
-        elif event.kind == "permission_decision":
-            self.emit(
-                "permission_decision",
-                {
-                    "id": event.call_id,
-                    "name": event.name,
-                    "action": "allow" if event.granted else "deny",
-                    "permission": "prompt",
-                    "permissionGranted": event.granted,
-                    "decisionReason": event.reason,
-                },
-                sid,
-            )
-        elif event.kind == "tool_result":
-            self.emit(
-                "tool_result",
-                {"id": event.call_id, "status": event.status, "output": event.output, "truncated": event.truncated},
-                sid,
-            )
-        elif event.kind == "usage":
-            u = event.usage
-            self.emit(
-                "usage",
-                {
-                    "promptTokens": u.prompt_tokens,
-                    "completionTokens": u.completion_tokens,
-                    "totalTokens": u.total_tokens,
-                },
-                sid,
-            )
-        elif event.kind == "retry":
-            self.emit(
-                "warning",
-                {
-                    "code": "retry",
-                    "message": f"{event.message}; retrying in {event.delay:.1f} s (attempt {event.attempt})",
-                },
-                sid,
-            )
-        elif event.kind == "subagent_started":
-            fields = {
-                "sessionId": sid,
-                "parentSessionId": event.parent_session_id,
-                "rootSessionId": event.root_session_id,
-                "agentName": event.agent_name,
-                "specialist": event.specialist,
-            }
-            if event.member is not None:
-                fields["member"] = event.member
-            self.emit("subagent_start", fields)
-        elif event.kind == "subagent_finished":
-            self.emit(
-                "subagent_end",
-                {
-                    "sessionId": sid,
-                    "status": event.status,
-                    "usage": event.usage.to_json(),
-                    "costUsd": event.usage.to_json()["costUsd"],
-                    "durationMs": event.duration_ms,
-                },
-            )
-        elif event.kind == "run_finished" and sid == self.root_session_id and event.result.status == "completed":
-            self.emit("final", {"text": event.result.output})
+            case PermissionDecided():
+                self.emit(
+                    "permission_decision",
+                    {
+                        "id": event.id,
+                        "name": event.name,
+                        "action": "allow" if event.granted else "deny",
+                        "permission": "prompt",
+                        "permissionGranted": event.granted,
+                        "decisionReason": event.reason,
+                    },
+                    sid,
+                )
+            case ToolFinished():
+                fields = {"id": event.tool_call_id, "status": event.status, "output": event.output}
+                self.emit("tool_result", {**fields, "truncated": event.truncated}, sid)
+            case UsageUpdated():
+                u = event.usage
+                fields = {"promptTokens": u.prompt_tokens, "completionTokens": u.completion_tokens}
+                self.emit("usage", {**fields, "totalTokens": u.total_tokens}, sid)
+            case RetryScheduled():
+                message = f"{event.message}; retrying in {event.delay_seconds:.1f} s (attempt {event.attempt})"
+                self.emit("warning", {"code": "retry", "message": message}, sid)
+            case WarningRaised():
+                self.emit("warning", {"code": event.code, "message": event.message}, sid)
+            case BudgetTripped():
+                self.emit("warning", {"code": "budget_exhausted", "message": event.message}, sid)
+            case ErrorRaised():
+                if root:
+                    self._error = event  # written with the run's end
+            case ChildStarted():
+                fields = {
+                    "sessionId": event.child_session_id,
+                    "parentSessionId": sid,
+                    "rootSessionId": event.root_session_id or self.root_session_id,
+                    "agentName": event.name,
+                    "specialist": event.specialist,
+                }
+                if event.member is not None:
+                    fields["member"] = event.member
+                self.emit("subagent_start", fields)
+            case ChildFinished():
+                usage = event.usage.to_json()
+                fields = {"sessionId": event.child_session_id, "status": event.status, "usage": usage}
+                self.emit("subagent_end", {**fields, "costUsd": usage["costUsd"], "durationMs": event.duration_ms})
+            case RunFinished():
+                if root:
+                    if event.status == "completed":
+                        self.emit("final", {"text": event.output})
+                    self._end(event.status, incomplete_message(event.status, event.turns))
+            case TeamFinished():
+                if root:
+                    self._end(event.status, event.reason or event.status)
+            case MessageAdded() | StatusChanged() | TeamMessageSent():
+                pass
+            case _:
+                assert_never(event)
+
+    def _end(self, status: str, message: str) -> None:
+        error = self._error
+        if status != "completed":
+            code = error.code if error else status
+            self.error(code, error.message if error else message, recoverable=status in _RECOVERABLE)
+        self.run_end(status, exit_code(status, error.code if error else None))
 
 
 _INPUT_FIELDS = {

@@ -1,41 +1,44 @@
-"""``zero swarm run TEAM.toml`` and ``zero swarm validate TEAM.toml``."""
+"""``zero swarm run TEAM.toml``, ``zero swarm validate TEAM.toml`` and ``zero swarm watch ID``."""
 
 from __future__ import annotations
 
 import argparse
 import json
-import signal
-import sys
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TextIO
 
 import anyio
-import anyio.to_thread
 from rich.console import Console
 from rich.table import Table
 
-from zero.agent import PriceTable, RunEvent
-from zero.cli.common import Providers, freeze_startup_heap, make_provider, print_error, workspace_from_args
+from zero.agent import PriceTable, exit_code
+from zero.cli.common import (
+    Streams,
+    freeze_startup_heap,
+    interruptible,
+    open_context,
+    print_error,
+    unwrap,
+    workspace_from_args,
+)
 from zero.cli.config import RunSettings, load_config, resolve_settings
 from zero.cli.streamjson import StreamJsonWriter, new_run_id
 from zero.cli.swarm_progress import PlainProgress
 from zero.errors import ConfigError, UsageError, ZeroError
 from zero.orchestrator import TeamBudget, TeamError, TeamPlan, TeamResult, TeamRunner, build_plan, load_team
-from zero.orchestrator.live import LiveTeamView, follow_run
-from zero.sessions import SessionStore, validate_session_id
+from zero.orchestrator.live import draw_live, follow_run
+from zero.orchestrator.view import TeamTree, TreeNode
+from zero.sessions import FileSessionStore, validate_session_id
 from zero.specialists import SpecialistRegistry, format_cost
-from zero.tools import Workspace
 
 __all__ = ["run_swarm"]
 
-EXIT = {"completed": 0, "failed": 1, "budget_exhausted": 4, "interrupted": 130, "cancelled": 1}
 
-
-def run_swarm(args: argparse.Namespace, stdout: TextIO | None = None) -> int:
-    out = stdout or sys.stdout
+def run_swarm(args: argparse.Namespace, streams: Streams) -> int:
     if args.swarm_command == "watch":
-        return _watch(args.session_id, out)
+        return _watch(args.session_id, streams)
     run_id = new_run_id()
+    out = streams.stdout
     try:
         check_overrides(args)
         workspace = workspace_from_args(args)
@@ -43,19 +46,29 @@ def run_swarm(args: argparse.Namespace, stdout: TextIO | None = None) -> int:
             args, workspace, need_provider=args.swarm_command == "run" and not args.dry_run
         )
     except TeamError as e:
-        return _report_invalid(args, out, e)
+        return _report_invalid(args, streams, e)
     except ZeroError as e:
         if getattr(args, "output_format", "text") == "stream-json":
             StreamJsonWriter.setup_failure(out, run_id, e)
         else:
-            print_error(str(e))
+            print_error(str(e), streams.stderr)
         return e.exit_code
     if args.swarm_command == "validate" or args.dry_run:
         _print_plan(plan, settings, out, args.json if args.swarm_command == "validate" else False)
         return 0
     assert settings is not None
-    freeze_startup_heap()
-    return anyio.run(_run, plan, settings, registry, workspace, args, out, run_id)
+    with streams.unblocked() as unblocked:
+        try:
+            return anyio.run(_run, plan, settings, registry, workspace, args, unblocked, run_id)
+        except Exception as group:
+            error = unwrap(group)
+            if not isinstance(error, ZeroError):
+                raise
+            if args.output_format == "stream-json":
+                StreamJsonWriter.setup_failure(unblocked.stdout, run_id, error)
+            else:
+                print_error(str(error), unblocked.stderr)
+            return error.exit_code
 
 
 def _plan(
@@ -104,14 +117,14 @@ def _plan(
     return plan, settings, registry
 
 
-def _report_invalid(args: argparse.Namespace, out: TextIO, e: TeamError) -> int:
+def _report_invalid(args: argparse.Namespace, streams: Streams, e: TeamError) -> int:
     if getattr(args, "json", False):
-        out.write(
+        streams.stdout.write(
             json.dumps(
                 {
                     "valid": False,
                     "problems": [
-                        {"path": p.path, "line": p.line, "member": p.member, "key": p.key, "message": p.message}
+                        {"path": p.path, "line": p.line, "about": p.subject, "key": p.key, "message": p.message}
                         for p in e.problems
                     ],
                 },
@@ -120,9 +133,10 @@ def _report_invalid(args: argparse.Namespace, out: TextIO, e: TeamError) -> int:
             + "\n"
         )
     else:
-        sys.stderr.write(f"zero: {args.team} is not a valid team file ({len(e.problems)} problems):\n")
+        count = len(e.problems)
+        streams.stderr.write(f"zero: {args.team} is not a valid team file ({count} problem{'s' * (count != 1)}):\n")
         for problem in e.problems:
-            sys.stderr.write(f"  {problem}\n")
+            streams.stderr.write(f"  {problem}\n")
     return 2
 
 
@@ -192,85 +206,37 @@ async def _run(
     registry: SpecialistRegistry,
     workspace: Path,
     args: argparse.Namespace,
-    out: TextIO,
+    streams: Streams,
     run_id: str,
 ) -> int:
-    main_provider, prices = make_provider(settings, args)
-    providers = Providers(args, settings, main_provider)
-    sinks: list[Any] = []
-    writer: StreamJsonWriter | None = None
-    store = SessionStore.default()
-
-    async def sink(event: RunEvent) -> None:
-        for s in sinks:
-            await s(event)
-
-    runner = TeamRunner(
-        plan,
-        store=store,
-        registry=registry,
-        workspace=Workspace([workspace]),
-        providers=providers,
-        prices=prices,
-        sink=sink,
-        max_depth=settings.max_depth,
-    )
-    if args.output_format == "stream-json":
-        writer = StreamJsonWriter(out, run_id, runner.session_id)
-        sinks.append(writer)
-    live: LiveTeamView | None = None
-    if args.output_format == "text":
-        if out.isatty() and not args.no_live:
-            live = LiveTeamView(runner, Console(file=out))
-            sinks.append(live)
-        else:
-            sinks.append(PlainProgress(runner, Console(stderr=True, highlight=False)))
-    result: TeamResult | None = None
-    try:
-        async with anyio.create_task_group() as tg:
-
-            async def body() -> None:
-                nonlocal result
-                if live is not None:
-                    async with live:
-                        result = await runner.run()
-                else:
-                    result = await runner.run()
-                tg.cancel_scope.cancel()
-
-            tg.start_soon(_interrupt_on_signal, runner)
-            tg.start_soon(body)
-    finally:
-        with anyio.CancelScope(shield=True):
-            await providers.aclose()
-    assert result is not None
-    code = EXIT.get(result.status, 1)
-    if writer is not None:
-        if result.status != "completed":
-            message = str(result.trip) if result.trip else _failure_summary(result)
-            writer.error(result.status, message, recoverable=result.status == "budget_exhausted")
-        writer.run_end(result.status, code)
-    elif args.output_format == "json":
-        out.write(
-            json.dumps(
-                {"type": "result", "runId": run_id, "team": plan.name, "exitCode": code, **result.to_json()},
-                ensure_ascii=False,
-            )
-            + "\n"
-        )
-    else:
+    out = streams.stdout
+    async with open_context(args, settings, workspace, streams, registry) as ctx:
+        runner = TeamRunner(plan, ctx)
+        freeze_startup_heap(streams)
+        async with anyio.create_task_group() as consumers:
+            if args.output_format == "stream-json":
+                writer = StreamJsonWriter(out, run_id, runner.session_id)
+                consumers.start_soon(writer.consume, runner.events())
+            elif args.output_format == "text" and out.isatty() and not args.no_live:
+                console = Console(file=out)
+                console.print(
+                    f"team [bold]{plan.name}[/bold] · follow it from another terminal with: "
+                    f"zero swarm watch {runner.session_id}",
+                    highlight=False,
+                )
+                tree = TeamTree(TreeNode(runner.session_id, plan.name, "team", status="running"))
+                consumers.start_soon(draw_live, tree, runner.events(), console)
+            elif args.output_format == "text":
+                progress = PlainProgress(plan, Console(file=streams.stderr, highlight=False, soft_wrap=True))
+                consumers.start_soon(progress.consume, runner.events())
+            result = await interruptible(runner.run, runner.interrupt)
+    code = exit_code(result.status)
+    if args.output_format == "json":
+        summary = {"type": "result", "runId": run_id, "team": plan.name, "exitCode": code, **result.to_json()}
+        out.write(json.dumps(summary, ensure_ascii=False) + "\n")
+    elif args.output_format == "text":
         _print_summary(result, plan, out)
-    out.flush()
     return code
-
-
-def _failure_summary(result: TeamResult) -> str:
-    bad = [
-        f"{m.name} {m.status}" + (f" ({m.reason})" if m.reason else "")
-        for m in result.members
-        if m.status != "completed"
-    ]
-    return "; ".join(bad) or result.status
 
 
 def _print_summary(result: TeamResult, plan: TeamPlan, out: TextIO) -> None:
@@ -310,13 +276,6 @@ def _print_summary(result: TeamResult, plan: TeamPlan, out: TextIO) -> None:
         console.print(f"[red]Budget exhausted: {result.trip}[/red]")
 
 
-async def _interrupt_on_signal(runner: TeamRunner) -> None:
-    with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
-        async for _ in signals:
-            runner.interrupt()
-            return
-
-
 def check_overrides(args: argparse.Namespace) -> None:
     for name in ("budget_tokens", "budget_cost", "budget_seconds", "max_concurrency"):
         value = getattr(args, name, None)
@@ -324,14 +283,22 @@ def check_overrides(args: argparse.Namespace) -> None:
             raise UsageError(f"--{name.replace('_', '-')} must be positive")
 
 
-def _watch(session_id: str, out: TextIO) -> int:
-    store = SessionStore.default()
+def _watch(session_id: str, streams: Streams) -> int:
+    store = FileSessionStore.default()
     try:
         validate_session_id(session_id)
-        store.metadata(session_id)
+        meta = store.metadata(session_id)
     except ZeroError as e:
-        print_error(str(e))
+        print_error(str(e), streams.stderr)
         return 2
-    tree = anyio.run(follow_run, store, session_id, Console(file=out, width=None if out.isatty() else 120))
-    status = tree.root.status
-    return EXIT.get(status, 1)
+    if meta.session_kind in ("member", "child"):
+        root = meta.root_session_id or meta.parent_session_id
+        print_error(
+            f"session {session_id} is a {meta.session_kind} of the run {root}, not a run of its own; "
+            f"watch the whole run with: zero swarm watch {root}",
+            streams.stderr,
+        )
+        return 2
+    console = Console(file=streams.stdout, width=None if streams.stdout.isatty() else 120)
+    tree = anyio.run(follow_run, store, session_id, console)
+    return exit_code(tree.root.status)

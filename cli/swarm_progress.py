@@ -4,42 +4,59 @@ from __future__ import annotations
 
 import time
 
+from anyio.streams.memory import MemoryObjectReceiveStream
 from rich.console import Console
 from rich.text import Text
 
-from zero.agent import RunEvent
-from zero.orchestrator import TeamRunner
+from zero.agent import ChildFinished, ChildStarted, Event, RetryScheduled, TeamStarted
+from zero.orchestrator import TeamPlan
 from zero.specialists import format_cost
 
 __all__ = ["PlainProgress"]
 
 
 class PlainProgress:
-    """Prints when a member or a Task child starts, ends or is skipped, and retries."""
+    """Prints when the team starts (with its session id), when a member or a Task child starts,
+    ends or is skipped, and retries."""
 
-    def __init__(self, runner: TeamRunner, console: Console):
-        self.runner = runner
+    def __init__(self, plan: TeamPlan, console: Console):
+        self.plan = plan
         self.console = console
         self.started = time.monotonic()
-        self._names = {s.session_id: s.name for s in runner.members.values()}
-        self._width = max((len(n) for n in runner.members), default=8)
+        self._names: dict[str, str] = {}
+        self._started: set[str] = set()
+        self._width = max((len(n) for n in plan.members), default=8)
 
     def _line(self, name: str, text: str, style: str = "") -> None:
         stamp = f"[{time.monotonic() - self.started:6.1f}s]"
         self.console.print(Text(f"{stamp} {name:<{self._width}}  {text}", style=style))
 
-    async def __call__(self, event: RunEvent) -> None:
-        if event.kind == "run_started" and event.session_id == self.runner.session_id:
-            plan = self.runner.plan
-            self._line(plan.name, f"team started: {len(plan.members)} members in {len(plan.waves)} waves", "bold")
-        elif event.kind == "subagent_started":
-            parent = self._names.get(event.parent_session_id)
+    async def consume(self, events: MemoryObjectReceiveStream[Event]) -> None:
+        async with events:
+            async for event in events:
+                self.write(event)
+
+    def write(self, event: Event) -> None:
+        if isinstance(event, TeamStarted):
+            self._names.update({m.session_id: m.name for m in event.members})
+            self._line(
+                self.plan.name,
+                f"team started: {len(self.plan.members)} members in {len(self.plan.waves)} waves"
+                f" · follow it with: zero swarm watch {event.session_id}",
+                "bold",
+            )
+        elif isinstance(event, ChildStarted):
+            parent = self._names.get(event.session_id)
             if event.member is None and parent is not None:
-                self._names[event.session_id] = f"{parent}>{event.agent_name}"
-            name = self._names.get(event.session_id, event.agent_name)
+                self._names[event.child_session_id] = f"{parent}>{event.name}"
+            name = self._names.get(event.child_session_id, event.name)
+            self._started.add(event.child_session_id)
             self._line(name, f"running ({event.specialist})", "cyan")
-        elif event.kind == "subagent_finished":
-            name = self._names.get(event.session_id, event.session_id)
+        elif isinstance(event, ChildFinished):
+            name = self._names.get(event.child_session_id, event.child_session_id)
+            if event.child_session_id not in self._started:  # it never ran: skipped, or the team stopped first
+                self._line(name, f"{event.status}: {event.reason}", "yellow")
+                return
             style = "green" if event.status == "completed" else "red"
             self._line(
                 name,
@@ -47,9 +64,7 @@ class PlainProgress:
                 f"{format_cost(event.usage.cost_usd)} · {event.duration_ms / 1000:.1f}s",
                 style,
             )
-        elif event.kind == "status_changed":
+        elif isinstance(event, RetryScheduled):
             name = self._names.get(event.session_id, event.session_id)
-            self._line(name, f"{event.status}: {event.reason}", "yellow")
-        elif event.kind == "retry":
-            name = self._names.get(event.session_id, event.session_id)
-            self._line(name, f"retrying in {event.delay:.1f}s ({event.code}: {event.message[:80]})", "yellow")
+            text = f"retrying in {event.delay_seconds:.1f}s ({event.code}: {event.message[:80]})"
+            self._line(name, text, "yellow")

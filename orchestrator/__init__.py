@@ -1,7 +1,8 @@
-"""Orchestration of teams: the team file, dependency graph, scheduler, budget ledger and mailbox."""
+"""Orchestration of teams: the team file, dependency graph, scheduler, executors, budget ledger, mailbox, views."""
 
 from __future__ import annotations
 
+from zero.orchestrator.executor import InProcessExecutor, MemberExecutor, MemberOutcome, MemberRun, MemberTask
 from zero.orchestrator.ledger import BudgetGuard, Ledger, Trip
 from zero.orchestrator.mailbox import Mailbox, ReadInbox, SendMessage
 from zero.orchestrator.plan import MemberPlan, TeamPlan, build_plan, render_prompt
@@ -10,10 +11,15 @@ from zero.orchestrator.team import TeamBudget, TeamError, TeamFile, TeamProblem,
 
 __all__ = [
     "BudgetGuard",
+    "InProcessExecutor",
     "Ledger",
     "Mailbox",
+    "MemberExecutor",
+    "MemberOutcome",
     "MemberPlan",
+    "MemberRun",
     "MemberState",
+    "MemberTask",
     "ReadInbox",
     "SendMessage",
     "TeamBudget",

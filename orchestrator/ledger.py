@@ -79,8 +79,10 @@ class Ledger:
         clock: Callable[[], float] = time.monotonic,
         parent: Ledger | None = None,
         name: str = "team",
+        on_trip: Callable[[Trip], None] | None = None,
     ):
         self.limits = limits
+        self.on_trip = on_trip
         self.parent = parent
         self.name = name
         self.used = _Account()
@@ -96,13 +98,17 @@ class Ledger:
     def elapsed(self) -> float:
         return self._clock() - self.started
 
+    def check_time(self) -> None:
+        """Trip the ledger if its wall-clock limit has passed."""
+        wall = self._limit("wall_seconds")
+        if self.trip is None and wall is not None and self.elapsed() >= wall:
+            self._trip(Trip("wall_seconds", round(self.elapsed(), 1), wall))
+
     def check(self) -> None:
         """Raise if this ledger (or its parent) is tripped, or out of time."""
         if self.parent is not None:
             self.parent.check()
-        wall = self._limit("wall_seconds")
-        if self.trip is None and wall is not None and self.elapsed() >= wall:
-            self.trip = Trip("wall_seconds", round(self.elapsed(), 1), wall)
+        self.check_time()
         if self.trip is not None:
             raise BudgetExhaustedError(f"{self.name} budget exhausted: {self.trip}", limit=self.trip.limit)
 
@@ -128,7 +134,7 @@ class Ledger:
             if limit is None:
                 continue
             if amount is None:  # a cost limit with an unknown price: fail closed
-                self.trip = Trip(key, self.used.cost_usd, limit)
+                self._trip(Trip(key, self.used.cost_usd, limit))
                 raise BudgetExhaustedError(
                     f"{self.name} budget: the cost of this call is unknown (the model has no price), so it "
                     "cannot be checked against the cost limit",
@@ -137,8 +143,14 @@ class Ledger:
             used = getattr(self.used, key)
             held = getattr(self.reserved, key)
             if used + held + amount > limit:
-                self.trip = Trip(key, round(used, 6), limit, amount, round(held, 6))
+                self._trip(Trip(key, round(used, 6), limit, amount, round(held, 6)))
                 raise BudgetExhaustedError(f"{self.name} budget exhausted: {self.trip}", limit=key)
+
+    def _trip(self, trip: Trip) -> None:
+        if self.trip is None:
+            self.trip = trip
+            if self.on_trip is not None:
+                self.on_trip(trip)
 
     @staticmethod
     def settle(reservation: Reservation, usage: Usage | None) -> None:

@@ -1,251 +1,148 @@
-"""The live team tree (a Rich ``Live``), and following a run from its session logs."""
+"""Showing a run's tree: drawn live from its events (a Rich ``Live``), or followed from its session logs.
+
+Both feed the same ``TeamTree`` the same events, so ``zero swarm watch`` from another terminal
+and ``zero sessions tree`` afterwards show what the live view showed.
+"""
 
 from __future__ import annotations
 
-import json
 import time
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any
 
 import anyio
 import anyio.to_thread
-from rich.console import Console
+from anyio.streams.memory import MemoryObjectReceiveStream
+from rich.console import Console, RenderableType
 from rich.live import Live
 
-from zero.agent import RunEvent, Usage
-from zero.orchestrator.ledger import Ledger
-from zero.orchestrator.runner import TeamRunner
-from zero.orchestrator.view import BudgetLine, TeamTree, TreeNode, epoch, render_tree
-from zero.sessions import SessionStore
-from zero.specialists import format_cost
-from zero.tools.describe import describe_call
+from zero.agent import TERMINAL, Event
+from zero.orchestrator.view import TeamTree, TreeNode, epoch, render_tree
+from zero.sessions import SessionMetadata, SessionStore
 
-__all__ = ["LiveTeamView", "budget_lines", "follow_run", "tree_for_runner"]
+__all__ = ["Follower", "draw_live", "follow_run", "root_node", "tree_from_store"]
 
 MAX_FPS = 10
 
 
-def tree_for_runner(runner: TeamRunner, clock: Any = time.monotonic) -> TeamTree:
-    plan = runner.plan
-    tree = TeamTree(TreeNode(runner.session_id, plan.name, "team", status="running", started=clock()), clock)
-    for name, state in runner.members.items():
-        tree.add(
-            TreeNode(
-                state.session_id,
-                name,
-                "member",
-                specialist=state.plan.specialist.name,
-                model=state.plan.model,
-                parent=runner.session_id,
-                waiting_for=list(state.plan.spec.depends_on),
-            )
-        )
+async def draw_live(tree: TeamTree, events: MemoryObjectReceiveStream[Event], console: Console) -> None:
+    """Draw ``tree`` in place until ``events`` end, at most ``MAX_FPS`` times a second.
+
+    Events only update the model (cheap); a separate task redraws when something changed, or
+    once a second for the clocks, and backs off if drawing gets slow, so the view costs the run
+    next to nothing.
+    """
+    live = Live(
+        console=console,
+        auto_refresh=False,
+        transient=False,
+        redirect_stdout=False,
+        redirect_stderr=False,
+        vertical_overflow="visible",
+    )
+    with live, events:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(_redraw, tree, live, console)
+            async for event in events:
+                tree.apply(event)
+            tg.cancel_scope.cancel()
+        live.update(_frame(tree, console), refresh=True)
+
+
+def _frame(tree: TeamTree, console: Console) -> RenderableType:
+    return render_tree(tree, budget=tree.budget(), max_lines=console.height)
+
+
+async def _redraw(tree: TeamTree, live: Live, console: Console) -> None:
+    seen = -1
+    last = 0.0
+    interval = 1 / MAX_FPS
+    while True:
+        await anyio.sleep(interval)
+        now = time.monotonic()
+        if tree.changes == seen and now - last < 1.0:
+            continue
+        seen, last = tree.changes, now
+        started = time.perf_counter()
+        live.update(_frame(tree, console), refresh=True)
+        cost = time.perf_counter() - started
+        interval = max(1 / MAX_FPS, cost * 20)  # drawing takes at most ~5 % of the time
+
+
+# -- following a run from its session logs ------------------------------------------------
+
+
+def root_node(meta: SessionMetadata) -> TreeNode:
+    """The tree's root for a session read from disk."""
+    kind = "team" if meta.session_kind == "team" else "root"
+    name = meta.team_name if kind == "team" else ""
+    name = name or meta.member_name or meta.specialist or meta.agent_name or meta.title or meta.session_id
+    return TreeNode(meta.session_id, name, kind, specialist=meta.specialist, model=meta.model_id)
+
+
+class Follower:
+    """Reads the logs of a session and of every session below it, as they grow, into a tree."""
+
+    def __init__(self, store: SessionStore, tree: TeamTree):
+        self.store = store
+        self.tree = tree
+        self.cursors: dict[str, int] = {}
+        tree.on_child = self.watch
+        self.watch(tree.root_id)
+
+    def watch(self, session_id: str) -> None:
+        self.cursors.setdefault(session_id, 0)
+
+    def poll(self) -> bool:
+        """Read what every watched log gained, until nothing more came (sessions found on the way
+        are read too). True if anything was read."""
+        changed = False
+        while True:
+            new = False
+            for session_id in list(self.cursors):
+                if not self.store.exists(session_id):
+                    continue
+                events, self.cursors[session_id] = self.store.events_since(session_id, self.cursors[session_id])
+                for stored in events:
+                    self.tree.apply(stored.event, at=epoch(stored.created_at))
+                    new = True
+            if not new:
+                return changed
+            changed = True
+
+    @property
+    def done(self) -> bool:
+        return self.tree.root.status in TERMINAL
+
+
+def tree_from_store(store: SessionStore, session_id: str) -> TeamTree:
+    """The tree of a run as its sessions recorded it; a session the logs leave unfinished (its
+    process died) shows the status its metadata gives it."""
+    meta = store.metadata(session_id)
+    root = root_node(meta)
+    tree = TeamTree(root, clock=lambda: root.finished or _latest(tree))
+    Follower(store, tree).poll()
+    for node in tree.nodes.values():
+        if node.status not in TERMINAL and store.exists(node.session_id):
+            node.status = store.metadata(node.session_id).status
     return tree
 
 
-def budget_lines(ledger: Ledger, elapsed: float | None = None) -> list[BudgetLine]:
-    limits = ledger.limits
-    used = ledger.used
-    lines = []
-    if limits.tokens:
-        lines.append(BudgetLine("tokens", used.tokens, limits.tokens, f"{int(used.tokens):,} / {limits.tokens:,}"))
-    if limits.cost_usd:
-        lines.append(
-            BudgetLine(
-                "cost", used.cost_usd, limits.cost_usd, f"{format_cost(used.cost_usd)} / {format_cost(limits.cost_usd)}"
-            )
-        )
-    if limits.turns:
-        lines.append(BudgetLine("turns", used.turns, limits.turns, f"{int(used.turns)} / {limits.turns} model calls"))
-    wall = getattr(limits, "wall_seconds", None)
-    if wall:
-        spent = ledger.elapsed() if elapsed is None else elapsed
-        lines.append(BudgetLine("time", spent, wall, f"{spent:.0f}s / {wall:.0f}s"))
-    return lines
-
-
-class LiveTeamView:
-    """A run-event consumer drawing the team tree in place, at most ``MAX_FPS`` times a second.
-
-    Events only update the model (cheap); a separate task redraws when something changed,
-    or once a second for the clocks, and backs off if drawing gets slow, so the view costs
-    the run next to nothing.
-    """
-
-    def __init__(self, runner: TeamRunner, console: Console):
-        self.runner = runner
-        self.console = console
-        self.tree = tree_for_runner(runner)
-        self._live = Live(
-            console=console,
-            auto_refresh=False,
-            transient=False,
-            redirect_stdout=False,
-            redirect_stderr=False,
-            vertical_overflow="visible",
-        )
-        self._tg: Any = None
-
-    async def __call__(self, event: RunEvent) -> None:
-        self.tree.apply(event)
-
-    def renderable(self) -> Any:
-        return render_tree(self.tree, budget=budget_lines(self.runner.ledger), max_lines=self.console.height)
-
-    async def __aenter__(self) -> LiveTeamView:
-        self._live.start()
-        self._tg = anyio.create_task_group()
-        await self._tg.__aenter__()
-        self._tg.start_soon(self._redraw)
-        return self
-
-    async def __aexit__(self, *exc: Any) -> None:
-        self._tg.cancel_scope.cancel()
-        await self._tg.__aexit__(None, None, None)
-        self._live.update(self.renderable(), refresh=True)
-        self._live.stop()
-
-    async def _redraw(self) -> None:
-        seen = -1
-        last = 0.0
-        interval = 1 / MAX_FPS
-        while True:
-            await anyio.sleep(interval)
-            now = time.monotonic()
-            if self.tree.changes == seen and now - last < 1.0:
-                continue
-            seen, last = self.tree.changes, now
-            started = time.perf_counter()
-            self._live.update(self.renderable(), refresh=True)
-            cost = time.perf_counter() - started
-            interval = max(1 / MAX_FPS, cost * 20)  # drawing takes at most ~5 % of the time
-
-
-# -- following a run from disk ------------------------------------------------------------
-
-
-@dataclass
-class _Tail:
-    path: Path
-    offset: int = 0
-    buffer: bytes = b""
-
-    def read(self) -> list[dict[str, Any]]:
-        try:
-            with open(self.path, "rb") as f:
-                f.seek(self.offset)
-                data = f.read()
-        except FileNotFoundError:
-            return []
-        self.offset += len(data)
-        data = self.buffer + data
-        complete, _, self.buffer = data.rpartition(b"\n")
-        return [json.loads(line) for line in complete.split(b"\n") if line.strip()]
-
-
-@dataclass
-class _Follower:
-    store: SessionStore
-    tree: TeamTree
-    tails: dict[str, _Tail] = field(default_factory=dict)
-    done: bool = False
-
-    def watch(self, session_id: str) -> None:
-        if session_id not in self.tails:
-            self.tails[session_id] = _Tail(self.store.path(session_id) / "events.jsonl")
-
-    def poll(self) -> None:
-        for session_id in list(self.tails):
-            for event in self.tails[session_id].read():
-                self.apply(session_id, event)
-
-    def apply(self, session_id: str, event: dict[str, Any]) -> None:
-        tree = self.tree
-        kind, p = event["type"], event.get("payload") or {}
-        at = epoch(event["createdAt"])
-        node = tree.nodes.get(session_id)
-        if kind == "team_start":
-            for m in p.get("members", []):
-                tree.add(
-                    TreeNode(
-                        m["sessionId"],
-                        m["name"],
-                        "member",
-                        specialist=m.get("specialist", ""),
-                        model=m.get("model", ""),
-                        parent=session_id,
-                        waiting_for=list(m.get("dependsOn", [])),
-                    )
-                )
-                self.watch(m["sessionId"])
-            if node is not None:
-                node.started = at
-        elif kind == "child_start":
-            child = tree.nodes.get(p["childSessionId"])
-            if child is None:
-                child = tree.add(
-                    TreeNode(
-                        p["childSessionId"],
-                        p.get("member") or p.get("specialist", "?"),
-                        "child",
-                        specialist=p.get("specialist", ""),
-                        parent=session_id,
-                    )
-                )
-            child.status, child.started, child.finished, child.activity = "running", at, None, "starting"
-            self.watch(p["childSessionId"])
-        elif kind == "child_end":
-            child = tree.nodes.get(p["childSessionId"])
-            if child is not None:
-                child.status, child.finished, child.activity = p["status"], at, ""
-                child.reason = p.get("reason") or ""
-                tree.finished_dependency(child)
-        elif kind == "team_end":
-            if node is not None:
-                node.status, node.finished = p["status"], at
-            self.done = True
-        elif node is not None:
-            node.last_event = time.monotonic()
-            if kind == "run_start":
-                node.model = p.get("model", node.model)
-                if node.status in ("pending", "running"):
-                    node.status, node.started = "running", node.started or at
-            elif kind == "tool_call":
-                node.activity = describe_call(p.get("name", ""), p.get("arguments") or {})
-            elif kind == "tool_result":
-                node.activity = "thinking..."
-            elif kind == "usage":
-                node.turns += 1
-                node.usage = node.usage + Usage.from_json(p)
-            elif kind == "retry":
-                node.activity = f"retrying in {p.get('delaySeconds', 0):.0f} s ({p.get('code')})"
-            elif kind == "run_end" and node.kind == "root":
-                node.status, node.finished = p["status"], at
-        tree.changes += 1
+def _latest(tree: TeamTree) -> float:
+    return max((n.last_event for n in tree.nodes.values()), default=0.0)
 
 
 async def follow_run(store: SessionStore, session_id: str, console: Console, *, poll: float = 0.25) -> TeamTree:
     """Draw a run that another process is running, from its session logs, until it ends."""
     meta = await anyio.to_thread.run_sync(store.metadata, session_id)
-    root = TreeNode(
-        session_id,
-        meta.team_name or meta.title or session_id,
-        "team" if meta.session_kind == "team" else "root",
-        model=meta.model_id,
-        status="running",
-    )
-    tree = TeamTree(root, clock=time.time)
-    follower = _Follower(store, tree)
-    follower.watch(session_id)
+    tree = TeamTree(root_node(meta), clock=time.time)
+    follower = Follower(store, tree)
     with Live(console=console, auto_refresh=False, vertical_overflow="visible") as live:
         while True:
             await anyio.to_thread.run_sync(follower.poll)
-            live.update(render_tree(tree, max_lines=console.height), refresh=True)
+            if not follower.done:
+                current = await anyio.to_thread.run_sync(store.metadata, session_id)
+                if current.finished:  # ended without a last event (its process died)
+                    tree.root.status = current.status
+            live.update(render_tree(tree, budget=tree.budget(), max_lines=console.height), refresh=True)
             if follower.done:
-                break
-            current = await anyio.to_thread.run_sync(store.metadata, session_id)
-            if current.finished and meta.session_kind != "team":
-                break
+                return tree
             await anyio.sleep(poll)
-    return tree

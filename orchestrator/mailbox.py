@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 import anyio.to_thread
 from pydantic import Field
 
+from zero.agent import TeamMessageSent
 from zero.errors import ToolError
 from zero.sessions import SessionStore
 from zero.tools import ArgsModel, BuiltinTool, ToolContext, ToolOutput
@@ -51,8 +52,8 @@ class Mailbox:
         if sum(m.sender == sender for m in self._messages) >= MAX_SENT:
             raise ToolError(f"you have sent {MAX_SENT} messages, the most a member may send in one run")
         message = _Message(next(self._ids), sender, to, body)
-        payload = {"id": message.id, "from": sender, "to": to, "body": body}
-        await anyio.to_thread.run_sync(self.store.append, self.team_session_id, [("team_message", payload)])
+        event = TeamMessageSent(session_id=self.team_session_id, id=message.id, sender=sender, to=to, body=body)
+        await anyio.to_thread.run_sync(self.store.append, self.team_session_id, [event])
         self._messages.append(message)
         return f"Message {message.id} delivered to {to}."
 

@@ -17,9 +17,7 @@ from zero.orchestrator.team import (
     TeamError,
     TeamFile,
     TeamProblem,
-    key_line,
     load_team,
-    member_line,
     template_refs,
 )
 from zero.specialists import Specialist, SpecialistRegistry
@@ -74,77 +72,55 @@ def build_plan(
     ``provider`` and ``model`` are what members inherit (flags, the team's defaults, environment and
     config already applied); a member's or its manifest's own model wins over them.
     """
-    team, text, problems = load_team(path)
+    team, lines, problems = load_team(path)
     if goal is not None:
         team = team.model_copy(update={"goal": goal})
     where = str(path)
+
+    def problem(index: int, key: str, message: str) -> None:
+        member = team.members[index].name
+        line = lines.line_of(("members", index, *key.split(".")))
+        problems.append(TeamProblem(where, message, line, f"members.{key}", f"member {member!r}"))
+
     graph: nx.DiGraph[str] = nx.DiGraph()
     seen: set[str] = set()
-    for m in team.members:
-        line = member_line(text, m.name)
+    for i, m in enumerate(team.members):
         if m.name in seen:
-            problems.append(TeamProblem(where, "is declared twice; member names must be unique", line, m.name, "name"))
+            problem(i, "name", "is declared twice; member names must be unique")
         seen.add(m.name)
         graph.add_node(m.name)
     names = [m.name for m in team.members]
-    for m in team.members:
-        line = member_line(text, m.name)
-        start = (line or 1) - 1
+    for i, m in enumerate(team.members):
         for dep in m.depends_on:
             if dep not in seen:
-                problems.append(
-                    TeamProblem(
-                        where,
-                        f"depends on unknown member {dep!r}{did_you_mean(dep, names)}",
-                        key_line(text, "depends_on", start),
-                        m.name,
-                        "depends_on",
-                    )
-                )
+                problem(i, "depends_on", f"depends on unknown member {dep!r}{did_you_mean(dep, names)}")
             else:
                 graph.add_edge(dep, m.name)
         if m.specialist not in registry.specialists:
             hint = did_you_mean(m.specialist, registry.names())
-            problems.append(
-                TeamProblem(
-                    where,
-                    f"unknown specialist {m.specialist!r}{hint}; available: {', '.join(registry.names())}",
-                    key_line(text, "specialist", start),
-                    m.name,
-                    "specialist",
-                )
+            problem(
+                i, "specialist", f"unknown specialist {m.specialist!r}{hint}; available: {', '.join(registry.names())}"
             )
         refs, bad = template_refs(m.prompt)
         for ref in refs:
             if ref not in m.depends_on:
-                problems.append(
-                    TeamProblem(
-                        where,
-                        f"prompt uses {{{{ {ref}.output }}}} but {ref!r} is not in its depends_on; "
-                        f"add it there so {m.name!r} runs after it",
-                        key_line(text, "prompt", start),
-                        m.name,
-                        "prompt",
-                    )
+                problem(
+                    i,
+                    "prompt",
+                    f"prompt uses {{{{ {ref}.output }}}} but {ref!r} is not in its depends_on; "
+                    f"add it there so {m.name!r} runs after it",
                 )
         for expr in bad:
-            problems.append(
-                TeamProblem(
-                    where,
-                    f"prompt has an unknown placeholder {{{{ {expr} }}}}; use {{{{ goal }}}} or "
-                    "{{ <member>.output }}",
-                    key_line(text, "prompt", start),
-                    m.name,
-                    "prompt",
-                )
+            problem(
+                i,
+                "prompt",
+                f"prompt has an unknown placeholder {{{{ {expr} }}}}; use {{{{ goal }}}} or {{{{ <member>.output }}}}",
             )
     for found in nx.simple_cycles(graph):
         first = min(range(len(found)), key=lambda i: names.index(found[i]))
         cycle = found[first:] + found[:first]  # start at the member declared first
         path_text = " -> ".join([*cycle, cycle[0]])
-        problems.append(
-            TeamProblem(where, f"dependency cycle: {path_text}", member_line(text, cycle[0]), cycle[0], "depends_on")
-        )
+        problem(names.index(cycle[0]), "name", f"dependency cycle: {path_text}")
     limits = budget or team.budget
     members: dict[str, MemberPlan] = {}
     if not problems:
@@ -163,31 +139,20 @@ def build_plan(
                 wave=wave_of[m.name],
             )
             members[m.name] = plan
+            index = names.index(m.name)
             if limits.cost_usd is not None and prices.price(member_model) is None:
-                problems.append(
-                    TeamProblem(
-                        where,
-                        f"the team has a cost budget but model {member_model!r} has no known price; add "
-                        f'[prices."{member_model}"] to config.toml, or drop budget.cost_usd',
-                        member_line(text, m.name),
-                        m.name,
-                        "model",
-                    )
+                problem(
+                    index,
+                    "name",
+                    f"the team has a cost budget but model {member_model!r} has no known price; add "
+                    f'[prices."{member_model}"] to config.toml, or drop budget.cost_usd',
                 )
             grant = m.budget
             for key in ("tokens", "cost_usd", "turns"):
                 mine = getattr(grant, key) if grant else None
                 team_limit = getattr(limits, key)
                 if mine is not None and team_limit is not None and mine > team_limit:
-                    problems.append(
-                        TeamProblem(
-                            where,
-                            f"budget.{key} = {mine} is more than the team's {team_limit}",
-                            key_line(text, key, (member_line(text, m.name) or 1) - 1),
-                            m.name,
-                            f"budget.{key}",
-                        )
-                    )
+                    problem(index, f"budget.{key}", f"budget.{key} = {mine} is more than the team's {team_limit}")
     if problems:
         raise TeamError(problems)
     return TeamPlan(team, path, members, waves, limits, max_concurrency or team.scheduler.max_concurrency)

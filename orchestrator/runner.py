@@ -2,67 +2,57 @@
 
 The run is a ``team`` session; each member is a ``member`` session below it (created up
 front, so every member has a session and a final status whatever happens), and a
-member's Task children sit below the member. Every agent's events go to one stream.
+member's Task children sit below the member. Members run through a ``MemberExecutor``;
+their events, and the team's own, reach ``events()``.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import anyio
 import anyio.to_thread
+from anyio.streams.memory import MemoryObjectReceiveStream
 
 from zero.agent import (
-    AgentRun,
-    EventSink,
-    PriceTable,
-    Provider,
+    BudgetTripped,
+    ChildFinished,
+    ChildStarted,
+    Event,
+    EventHub,
     RetryPolicy,
-    RunEvent,
-    RunStarted,
     RunStatus,
+    Status,
     StatusChanged,
-    SubagentFinished,
-    SubagentStarted,
+    TeamFinished,
+    TeamMember,
+    TeamStarted,
     Usage,
 )
-from zero.errors import BudgetExhaustedError
-from zero.orchestrator.ledger import BudgetGuard, Ledger, Trip
+from zero.orchestrator.executor import InProcessExecutor, MemberExecutor, MemberOutcome, MemberRun, MemberTask
+from zero.orchestrator.ledger import Ledger, Trip
 from zero.orchestrator.mailbox import Mailbox, ReadInbox, SendMessage
 from zero.orchestrator.plan import MemberPlan, TeamPlan, render_prompt
-from zero.sessions import (
-    SessionMetadata,
-    SessionRecorder,
-    SessionStore,
-    add_children_usage,
-    new_session_id,
-    set_status,
-)
-from zero.specialists import AgentContext, Delegator, SpecialistRegistry, specialist_agent
-from zero.tools import Workspace, builtin_tools
+from zero.sessions import SessionMetadata, SessionRecorder, new_session_id
+from zero.specialists import AgentContext
 
 __all__ = ["MemberState", "TeamResult", "TeamRunner"]
-
-TEAM_STATUSES = ("completed", "interrupted", "budget_exhausted", "cancelled", "failed")
 
 
 @dataclass
 class MemberState:
     plan: MemberPlan
     session_id: str
-    status: str = "pending"
+    status: Status = "pending"
     reason: str = ""
     output: str = ""
     usage: Usage = field(default_factory=Usage)  # the member's subtree: itself and its Task children
     turns: int = 0
     started: float | None = None
     finished: float | None = None
-    run: AgentRun | None = None
-    delegator: Delegator | None = None
-    scope: anyio.CancelScope | None = None
+    run: MemberRun | None = None
     done: anyio.Event = field(default_factory=anyio.Event)
 
     @property
@@ -79,7 +69,7 @@ class MemberState:
 @dataclass
 class TeamResult:
     session_id: str
-    status: str
+    status: Status
     members: list[MemberState]
     trip: Trip | None
     usage: Usage
@@ -131,6 +121,23 @@ class TeamResult:
             ],
         }
 
+    def failure_summary(self) -> str:
+        """Why the team did not complete: the trip, or each member that did not complete."""
+        if self.trip is not None:
+            return str(self.trip)
+        bad = [
+            f"{m.name} {m.status}" + (f" ({m.reason})" if m.reason else "")
+            for m in self.members
+            if m.status != "completed"
+        ]
+        return "; ".join(bad) or self.status
+
+
+_NOT_STARTED = {
+    "interrupted": "the run was interrupted before it started",
+    "cancelled": 'the team stopped after a failure (on_failure = "stop")',
+}
+
 
 class TeamRunner:
     """Runs one plan. ``interrupt()`` (Ctrl-C, SIGTERM) stops everything, recorded ``interrupted``."""
@@ -138,47 +145,39 @@ class TeamRunner:
     def __init__(
         self,
         plan: TeamPlan,
+        ctx: AgentContext,
         *,
-        store: SessionStore,
-        registry: SpecialistRegistry,
-        workspace: Workspace,
-        providers: Callable[[str], Provider],
-        prices: PriceTable,
-        sink: EventSink,
+        executor: MemberExecutor | None = None,
         retries: int | None = None,
-        max_depth: int = 1,
         retry_delay: float = 1.0,
     ):
         self.plan = plan
-        self.store = store
-        self.registry = registry
-        self.workspace = workspace
-        self.providers = providers
-        self.prices = prices
-        self.sink = sink
         self.retry = RetryPolicy(
             retries=plan.team.scheduler.retries if retries is None else retries, base_delay=retry_delay
         )
-        self.max_depth = max_depth
+        self.ctx = replace(ctx, retry=self.retry)
+        self.store = ctx.store
         self.session_id = new_session_id("team")
-        self.ledger = Ledger(plan.budget, name="team")
+        self.hub = EventHub()
+        self.hub.listen(SessionRecorder(self.store, self.session_id))  # the recorder first
+        self.executor = executor or InProcessExecutor(self.ctx, self.hub.emit)
+        self.ledger = Ledger(plan.budget, name="team", on_trip=self._tripped)
         self.members = {name: MemberState(m, new_session_id("member")) for name, m in plan.members.items()}
-        self.mailbox = Mailbox(store, self.session_id, list(plan.members))
+        self.mailbox = Mailbox(self.store, self.session_id, list(plan.members))
         self._stopping: RunStatus | None = None  # why unfinished members end, once the team is stopping
         self._scope: anyio.CancelScope | None = None
         self._limiter = anyio.CapacityLimiter(plan.max_concurrency)
 
-    @property
-    def members_by_session(self) -> dict[str, str]:
-        return {s.session_id: name for name, s in self.members.items()}
+    def events(self) -> MemoryObjectReceiveStream[Event]:
+        """Every event of the team and its members from now on, until the run ends."""
+        return self.hub.subscribe()
 
     # -- lifecycle -------------------------------------------------------------
 
     async def run(self) -> TeamResult:
         started = time.monotonic()
         await anyio.to_thread.run_sync(self._create_sessions)
-        first = next(iter(self.plan.members.values()))
-        await self.sink(RunStarted(self.session_id, first.provider, first.model, str(self.workspace.root), ()))
+        self.hub.emit(self._team_started())
         try:
             with anyio.CancelScope() as scope:
                 self._scope = scope
@@ -193,32 +192,42 @@ class TeamRunner:
         finally:
             with anyio.CancelScope(shield=True):
                 result = await self._finish(started)
+                self.hub.close()
         return result
 
     def interrupt(self) -> None:
-        self._stop("interrupted")
+        self._stop("interrupted", cancel=True)
         if self._scope is not None:
             self._scope.cancel()
 
-    def _stop(self, status: RunStatus) -> None:
+    def _stop(self, status: RunStatus, *, cancel: bool = False) -> None:
         if self._stopping is None:
             self._stopping = status
         for state in self.members.values():
             if state.status == "running" and state.run is not None:
-                state.run.cancel_status = status
-                if state.delegator is not None:
-                    state.delegator.mark_stopping(status)
+                if cancel:
+                    state.run.stop(status)
+                else:
+                    state.run.mark_stopping(status)
+
+    def _tripped(self, trip: Trip) -> None:
+        self.hub.emit(
+            BudgetTripped(
+                session_id=self.session_id,
+                limit=trip.limit,
+                used=trip.used,
+                allowed=trip.allowed,
+                requested=trip.requested,
+                held=trip.held,
+                message=str(trip),
+            )
+        )
+        self._stop("budget_exhausted")
 
     async def _wall_clock(self, seconds: float) -> None:
         await anyio.sleep(max(0.0, seconds - self.ledger.elapsed()))
-        try:
-            self.ledger.check()  # trips the ledger on time
-        except BudgetExhaustedError:
-            pass
-        self._stop("budget_exhausted")
-        for state in self.members.values():
-            if state.scope is not None:
-                state.scope.cancel()
+        self.ledger.check_time()  # trips the ledger on time
+        self._stop("budget_exhausted", cancel=True)
 
     # -- members ---------------------------------------------------------------
 
@@ -227,56 +236,29 @@ class TeamRunner:
         for dep in deps:
             await dep.done.wait()
         try:
-            if (reason := self._why_not(state, deps)) is not None:
-                await self._end_unstarted(state, *reason)
+            if (reason := self._why_not(deps)) is not None:
+                self._end_unstarted(state, *reason)
                 return
             async with self._limiter:
-                if (reason := self._why_not(state, deps)) is not None:
-                    await self._end_unstarted(state, *reason)
+                if (reason := self._why_not(deps)) is not None:
+                    self._end_unstarted(state, *reason)
                     return
                 await self._run_member(state)
         finally:
             state.done.set()
 
-    def _why_not(self, state: MemberState, deps: list[MemberState]) -> tuple[str, str] | None:
-        if self._stopping is not None:
-            return self._stopping, {
-                "interrupted": "the run was interrupted before it started",
-                "budget_exhausted": f"the team budget ran out before it started ({self.ledger.trip})",
-                "cancelled": 'the team stopped after a failure (on_failure = "stop")',
-            }.get(self._stopping, "")
+    def _why_not(self, deps: list[MemberState]) -> tuple[Status, str] | None:
         if self.ledger.trip is not None:
             return "budget_exhausted", f"the team budget ran out before it started ({self.ledger.trip})"
+        if self._stopping is not None:
+            return self._stopping, _NOT_STARTED.get(self._stopping, "")
         for dep in deps:
             if dep.status != "completed":
                 return "skipped", f"dependency {dep.name!r} ended {dep.status}"
         return None
 
-    async def _run_member(self, state: MemberState) -> None:
+    def _task(self, state: MemberState, member_ledger: Ledger) -> MemberTask:
         plan = state.plan
-        member_ledger = self.ledger
-        if plan.spec.budget is not None:
-            member_ledger = Ledger(plan.spec.budget, parent=self.ledger, name=f"member {plan.name!r}")
-        ctx = AgentContext(
-            store=self.store,
-            registry=self.registry,
-            workspace=self.workspace,
-            provider=self.providers(plan.provider),
-            model=plan.model,
-            providers=self.providers,
-            sink=self.sink,
-            prices=self.prices,
-            retry=self.retry,
-            max_depth=self.max_depth + 1,  # a member sits at depth 1; its Task children below it
-            guards=(BudgetGuard(member_ledger, self.prices),),
-        )
-        recorder = SessionRecorder(self.store, state.session_id)
-
-        async def sink(event: RunEvent) -> None:
-            if event.session_id == state.session_id:
-                await recorder(event)
-            await self.sink(event)
-
         others = [n for n in self.plan.members if n != plan.name]
         role = (
             f'You are "{plan.name}", a member of the team "{self.plan.name}", working as the {plan.specialist.name} '
@@ -284,135 +266,100 @@ class TeamRunner:
             "to coordinate with them when it helps. Do your own task only. Your final message is your report: "
             "members that depend on you receive it as their input, so lead with the result, then the evidence."
         )
-        extra = (SendMessage(self.mailbox, plan.name), ReadInbox(self.mailbox, plan.name))
-        run, delegator = specialist_agent(
-            ctx,
-            plan.specialist,
+        goal = self.plan.team.goal
+        task = render_prompt(plan.spec.prompt, goal, {n: m.output for n, m in self.members.items()})
+        return MemberTask(
+            plan=plan,
             session_id=state.session_id,
-            root_session_id=self.session_id,
-            depth=1,
-            provider=ctx.provider,
-            model=plan.model,
-            permission_mode=plan.permission_mode,
-            caller_tools={t.name for t in builtin_tools()},
-            sink=sink,
-            max_turns=plan.max_turns,
-            extra_tools=extra,
+            team_session_id=self.session_id,
+            team_name=self.plan.name,
+            prompt=f"Team goal:\n{goal.strip()}\n\nYour task:\n{task}" if goal else task,
             role=role,
+            ledger=member_ledger,
+            tools=(SendMessage(self.mailbox, plan.name), ReadInbox(self.mailbox, plan.name)),
         )
-        state.run, state.delegator = run, delegator
-        outputs = {n: m.output for n, m in self.members.items()}
-        task = render_prompt(plan.spec.prompt, self.plan.team.goal, outputs)
-        prompt = f"Team goal:\n{self.plan.team.goal.strip()}\n\nYour task:\n{task}" if self.plan.team.goal else task
+
+    async def _run_member(self, state: MemberState) -> None:
+        plan = state.plan
+        member_ledger = self.ledger
+        if plan.spec.budget is not None:
+            member_ledger = Ledger(plan.spec.budget, parent=self.ledger, name=f"member {plan.name!r}")
+        state.run = self.executor.start(self._task(state, member_ledger))
         state.status, state.started = "running", time.monotonic()
-        self._log(
-            "child_start",
-            {
-                "childSessionId": state.session_id,
-                "member": plan.name,
-                "specialist": plan.specialist.name,
-                "mode": "member",
-            },
-        )
-        await self.sink(
-            SubagentStarted(
-                state.session_id,
-                self.session_id,
-                self.session_id,
-                plan.name,
-                plan.specialist.name,
+        self.hub.emit(
+            ChildStarted(
+                session_id=self.session_id,
+                child_session_id=state.session_id,
+                specialist=plan.specialist.name,
+                agent_name=plan.name,
                 member=plan.name,
+                mode="member",
                 description=plan.spec.prompt[:80],
+                root_session_id=self.session_id,
             )
         )
+        if self._stopping:
+            state.run.mark_stopping(self._stopping)
         try:
-            with anyio.CancelScope() as scope:
-                state.scope = scope
-                if self._stopping:
-                    run.cancel_status = self._stopping
-                if delegator is not None:
-                    async with delegator:
-                        await run.run(prompt)
-                else:
-                    await run.run(prompt)
+            await state.run.outcome()
         finally:
-            with anyio.CancelScope(shield=True):
-                await self._end_member(state, member_ledger)
+            self._end_member(state, state.run.current(), member_ledger)
 
-    async def _end_member(self, state: MemberState, member_ledger: Ledger) -> None:
-        run = state.run
-        assert run is not None
-        result = run.result
+    def _end_member(self, state: MemberState, outcome: MemberOutcome | None, member_ledger: Ledger) -> None:
         state.finished = time.monotonic()
-        if result is None:
-            state.status = run.cancel_status
+        if outcome is None:  # stopped before its run could start
+            state.status = self._stopping or "cancelled"
         else:
+            result = outcome.result
             state.status, state.output, state.turns = result.status, result.output, result.turns
-            state.reason = result.error or ""
+            state.reason, state.usage = result.error or "", outcome.usage
         if state.status == "budget_exhausted" and member_ledger.trip is not None and not state.reason:
             state.reason = str(member_ledger.trip)
-        meta = await anyio.to_thread.run_sync(self.store.metadata, state.session_id)
-        state.usage = meta.subtree_usage
-        if result is None:
-            self.store.submit(state.session_id, (), set_status(state.status))
         self._log_end(state)
-        await self.sink(SubagentFinished(state.session_id, state.status, state.usage, int(state.duration * 1000)))
         if state.status == "failed" and self.plan.team.scheduler.on_failure == "stop":
-            self._stop("cancelled")
-            for other in self.members.values():
-                if other.scope is not None and other is not state:
-                    other.scope.cancel()
-        if self.ledger.trip is not None:
-            self._stop("budget_exhausted")
+            self._stop("cancelled", cancel=True)
 
-    async def _end_unstarted(self, state: MemberState, status: str, reason: str) -> None:
+    def _end_unstarted(self, state: MemberState, status: Status, reason: str) -> None:
         state.status, state.reason = status, reason
-        self.store.submit(state.session_id, (), set_status(status))
+        self.store.submit(
+            state.session_id, [StatusChanged(session_id=state.session_id, status=status, reason=reason)], final=True
+        )
         self._log_end(state)
-        await self.sink(StatusChanged(state.session_id, status, reason))
+
+    def _log_end(self, state: MemberState) -> None:
+        self.hub.emit(
+            ChildFinished(
+                session_id=self.session_id,
+                child_session_id=state.session_id,
+                member=state.name,
+                specialist=state.plan.specialist.name,
+                status=state.status,
+                reason=state.reason or None,
+                usage=state.usage,
+                duration_ms=int(state.duration * 1000),
+            )
+        )
 
     # -- sessions ---------------------------------------------------------------
 
+    def _first(self) -> MemberPlan:
+        return next(iter(self.plan.members.values()))
+
     def _create_sessions(self) -> None:
-        first = next(iter(self.plan.members.values()))
+        first = self._first()
+        cwd = str(self.ctx.workspace.root)
         self.store.create(
             SessionMetadata(
                 session_id=self.session_id,
                 session_kind="team",
                 title=self.plan.name,
-                cwd=str(self.workspace.root),
+                cwd=cwd,
                 provider=first.provider,
                 model_id=first.model,
                 root_session_id=self.session_id,
                 agent_name=self.plan.name,
                 team_name=self.plan.name,
-                status="running",
             )
-        )
-        budget = self.plan.budget.model_dump(exclude_none=True)
-        self.store.append(
-            self.session_id,
-            [
-                (
-                    "team_start",
-                    {
-                        "team": self.plan.name,
-                        "goal": self.plan.team.goal,
-                        "file": str(self.plan.path),
-                        "budget": budget,
-                        "members": [
-                            {
-                                "name": n,
-                                "sessionId": s.session_id,
-                                "specialist": s.plan.specialist.name,
-                                "dependsOn": s.plan.spec.depends_on,
-                                "model": s.plan.model,
-                            }
-                            for n, s in self.members.items()
-                        ],
-                    },
-                )
-            ],
         )
         for name, state in self.members.items():
             self.store.create(
@@ -420,7 +367,7 @@ class TeamRunner:
                     session_id=state.session_id,
                     session_kind="member",
                     title=f"{self.plan.name}: {name}",
-                    cwd=str(self.workspace.root),
+                    cwd=cwd,
                     provider=state.plan.provider,
                     model_id=state.plan.model,
                     parent_session_id=self.session_id,
@@ -433,26 +380,35 @@ class TeamRunner:
                 )
             )
 
-    def _log(self, kind: str, payload: dict[str, Any]) -> None:
-        self.store.submit(self.session_id, [(kind, payload)])
-
-    def _log_end(self, state: MemberState) -> None:
-        payload = {
-            "childSessionId": state.session_id,
-            "member": state.name,
-            "status": state.status,
-            "reason": state.reason or None,
-            "usage": state.usage.to_json(),
-            "costUsd": state.usage.to_json()["costUsd"],
-            "durationMs": int(state.duration * 1000),
-        }
-        self.store.submit(self.session_id, [("child_end", payload)], add_children_usage(state.usage))
+    def _team_started(self) -> TeamStarted:
+        first = self._first()
+        return TeamStarted(
+            session_id=self.session_id,
+            team=self.plan.name,
+            goal=self.plan.team.goal,
+            file=str(self.plan.path),
+            budget=self.plan.budget.model_dump(exclude_none=True),
+            members=tuple(
+                TeamMember(
+                    name=n,
+                    session_id=s.session_id,
+                    specialist=s.plan.specialist.name,
+                    depends_on=tuple(s.plan.spec.depends_on),
+                    model=s.plan.model,
+                )
+                for n, s in self.members.items()
+            ),
+            cwd=str(self.ctx.workspace.root),
+            provider=first.provider,
+            model=first.model,
+        )
 
     async def _finish(self, started: float) -> TeamResult:
         for state in self.members.values():  # a member the cancellation reached before it began
             if state.status == "pending":
-                await self._end_unstarted(state, self._stopping or "cancelled", "the team stopped before it started")
+                self._end_unstarted(state, self._stopping or "cancelled", "the team stopped before it started")
         statuses = {s.status for s in self.members.values()}
+        status: Status
         if self._stopping == "interrupted":
             status = "interrupted"
         elif self.ledger.trip is not None or "budget_exhausted" in statuses:
@@ -461,22 +417,26 @@ class TeamRunner:
             status = "completed"
         else:
             status = "failed"
-        meta = await anyio.to_thread.run_sync(self.store.metadata, self.session_id)
+        usage = sum((s.usage for s in self.members.values()), Usage())
         trip = self.ledger.trip
-        payload = {
-            "status": status,
-            "durationMs": int((time.monotonic() - started) * 1000),
-            "usage": meta.subtree_usage.to_json(),
-            "tripped": None if trip is None else str(trip),
-        }
-        self.store.submit(self.session_id, [("team_end", payload)], set_status(status))
-        await anyio.to_thread.run_sync(self.store.flush)  # every member's final status, on disk
-        return TeamResult(
+        result = TeamResult(
             self.session_id,
             status,
             list(self.members.values()),
             trip,
-            meta.subtree_usage,
+            usage,
             time.monotonic() - started,
             self.ledger,
         )
+        self.hub.emit(
+            TeamFinished(
+                session_id=self.session_id,
+                status=status,
+                duration_ms=int(result.duration * 1000),
+                usage=usage,
+                tripped=None if trip is None else str(trip),
+                reason="" if status == "completed" else result.failure_summary(),
+            )
+        )
+        await anyio.to_thread.run_sync(self.store.flush)  # every member's final status, on disk
+        return result

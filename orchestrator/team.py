@@ -3,24 +3,31 @@
 from __future__ import annotations
 
 import re
-import tomllib
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
-from zero.errors import ConfigError, did_you_mean
-from zero.specialists.manifest import NAME_PATTERN
+from zero.strictfile import NAME_PATTERN, FileError, KeyLines, Problem, read_data, validate_model
 from zero.tools import PermissionMode
 
-__all__ = ["MemberSpec", "TeamBudget", "TeamError", "TeamFile", "TeamProblem", "load_team", "template_refs"]
+__all__ = [
+    "MemberSpec",
+    "TeamBudget",
+    "TeamError",
+    "TeamFile",
+    "TeamProblem",
+    "load_team",
+    "member_subject",
+    "template_refs",
+]
 
 TEMPLATE = re.compile(r"\{\{\s*([^{}]*?)\s*\}\}")
+TeamProblem = Problem
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
 
 class TeamBudget(_Strict):
@@ -44,7 +51,7 @@ class Defaults(_Strict):
     model: str | None = None
     provider: str | None = None
     permission_mode: PermissionMode | None = None
-    max_turns: int | None = Field(None, ge=1)
+    max_turns: int | None = Field(None, ge=1, le=10_000)
     reasoning_effort: Literal["none", "minimal", "low", "medium", "high", "xhigh"] | None = None
 
 
@@ -62,7 +69,7 @@ class MemberSpec(_Strict):
     model: str | None = None
     provider: str | None = None
     permission_mode: PermissionMode | None = None
-    max_turns: int | None = Field(None, ge=1)
+    max_turns: int | None = Field(None, ge=1, le=10_000)
     budget: MemberBudget | None = None
 
 
@@ -75,108 +82,36 @@ class TeamFile(_Strict):
     members: list[MemberSpec] = Field(min_length=1)
 
 
-@dataclass(frozen=True)
-class TeamProblem:
-    """One thing wrong with a team file: where (file, line, member, key) and what."""
-
-    path: str
-    message: str
-    line: int | None = None
-    member: str | None = None
-    key: str | None = None
-
-    def __str__(self) -> str:
-        where = f"{self.path}:{self.line}" if self.line else self.path
-        who = f" member {self.member!r}:" if self.member else ""
-        return f"{where}:{who} {self.message}"
-
-
-class TeamError(ConfigError):
+class TeamError(FileError):
     """A team file with problems; ``problems`` lists every one of them."""
 
-    def __init__(self, problems: list[TeamProblem]):
-        self.problems = problems
-        super().__init__("\n".join(str(p) for p in problems))
+
+def member_subject(loc: tuple[str | int, ...], data: dict[str, Any]) -> tuple[str | None, tuple[str | int, ...]]:
+    """A problem inside ``[[members]]`` is about that member: ``member 'b'``, key ``members.prompt``."""
+    if len(loc) > 1 and loc[0] == "members" and isinstance(loc[1], int):
+        members = data.get("members")
+        raw = members[loc[1]] if isinstance(members, list) and loc[1] < len(members) else None
+        name = raw.get("name") if isinstance(raw, dict) else None
+        shown = ("members", *loc[2:])
+        return (f"member {name!r}" if isinstance(name, str) else f"members[{loc[1]}]"), shown
+    return None, loc
 
 
-_FIELDS: dict[str, list[str]] = {
-    "": list(TeamFile.model_fields),
-    "defaults": list(Defaults.model_fields),
-    "budget": list(TeamBudget.model_fields),
-    "scheduler": list(Scheduler.model_fields),
-    "members": list(MemberSpec.model_fields),
-    "members.budget": list(MemberBudget.model_fields),
-}
+def member_index(team: TeamFile, name: str) -> int:
+    return next(i for i, m in enumerate(team.members) if m.name == name)
 
 
-def member_line(text: str, name: str) -> int | None:
-    match = re.search(rf'^\s*name\s*=\s*["\']{re.escape(name)}["\']', text, re.MULTILINE)
-    return text.count("\n", 0, match.start()) + 1 if match else None
-
-
-def key_line(text: str, key: str, after: int = 0) -> int | None:
-    lines = text.splitlines()
-    for number in range(after, len(lines)):
-        if re.match(rf"^\s*{re.escape(key)}\s*=", lines[number]):
-            return number + 1
-    return None
-
-
-def load_team(path: Path) -> tuple[TeamFile, str, list[TeamProblem]]:
+def load_team(path: Path) -> tuple[TeamFile, KeyLines, list[Problem]]:
     """Parse the file. Unknown keys are reported and set aside, so the rest can still be checked;
     any other shape error raises ``TeamError`` listing every problem found."""
     try:
-        text = path.read_text("utf-8")
-    except OSError as e:
-        raise TeamError([TeamProblem(str(path), f"cannot read: {e.strerror}")]) from e
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as e:
-        found = re.search(r"line (\d+)", str(e))
-        raise TeamError([TeamProblem(str(path), f"not valid TOML: {e}", int(found.group(1)) if found else None)]) from e
-    try:
-        return TeamFile.model_validate(data), text, []
-    except ValidationError as e:
-        problems = [_problem(path, text, data, err) for err in e.errors()]
-        unknown = [err["loc"] for err in e.errors() if err["type"] == "extra_forbidden"]
-        if len(unknown) < len(problems):
-            raise TeamError(problems) from e
-    for loc in unknown:  # drop the unknown keys and look at the rest
-        node: Any = data
-        for part in loc[:-1]:
-            node = node[part]
-        node.pop(loc[-1], None)
-    try:
-        return TeamFile.model_validate(data), text, problems
-    except ValidationError as e:
-        raise TeamError(problems + [_problem(path, text, data, err) for err in e.errors()]) from e
-
-
-def _problem(path: Path, text: str, data: dict[str, Any], err: Any) -> TeamProblem:
-    loc = list(err["loc"])
-    member = None
-    after = 0
-    if loc and loc[0] == "members" and len(loc) > 1 and isinstance(loc[1], int):
-        raw = data.get("members", [])[loc[1]]
-        member = raw.get("name") if isinstance(raw, dict) else None
-        after = (member_line(text, member) or 1) - 1 if member else 0
-    names = [str(p) for p in loc if not isinstance(p, int)]
-    key = ".".join(names)
-    line = key_line(text, names[-1], after) if names else None
-    if err["type"] == "extra_forbidden":
-        section = ".".join(names[:-1])
-        hint = did_you_mean(names[-1], _FIELDS.get(section, []))
-        return TeamProblem(str(path), f"unknown key {key!r}{hint}", line, member, key)
-    if err["type"] == "string_pattern_mismatch":
-        return TeamProblem(
-            str(path),
-            f"{key} {err['input']!r} is not a valid name: use lowercase letters, digits "
-            "and dashes, starting with a letter",
-            line,
-            member,
-            key,
-        )
-    return TeamProblem(str(path), f"{key}: {err['msg']}", line, member, key)
+        data, text = read_data(path)
+    except FileError as e:
+        raise TeamError(e.problems) from None
+    team, problems = validate_model(TeamFile, data, path, text, subject=member_subject, drop_unknown=True)
+    if team is None:
+        raise TeamError(problems)
+    return team, KeyLines(text), problems
 
 
 def template_refs(prompt: str) -> tuple[list[str], list[str]]:

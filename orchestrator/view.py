@@ -1,19 +1,22 @@
-"""The team tree: a model of every agent in a run, fed by events (live) or read from disk,
-and one renderer for both.
+"""The team tree: a model of every agent in a run, fed by the run's events, and one renderer.
 
-The team is the root, members below it, their Task children below them. Each node shows
-its status, name, specialist, model, elapsed time, turns, tokens and cost for itself and
-its subtree, and what it is doing now; a footer shows the budget and counts by status.
+The same ``apply`` takes events live (from the run's stream) and from disk (from the
+session logs, each event at the time it was written), so the live view, ``zero swarm
+watch`` and ``zero sessions tree`` show the same statuses, tokens and cost.
+
+The team (or the top agent) is the root, members below it, their Task children below them.
+Each node shows its status, name, specialist, model, elapsed time, turns, tokens and cost for
+itself and its subtree, and what it is doing now; a footer shows the budget and counts by status.
 """
 
 from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import assert_never
 
 from rich.console import Group, RenderableType
 from rich.progress_bar import ProgressBar
@@ -21,9 +24,31 @@ from rich.table import Table
 from rich.text import Text
 from rich.tree import Tree
 
-from zero.agent import RunEvent, Usage
-from zero.sessions import SessionStore, session_tree
-from zero.sessions.lineage import SessionNode
+from zero.agent import (
+    TERMINAL,
+    AssistantText,
+    BudgetTripped,
+    ChildFinished,
+    ChildStarted,
+    ErrorRaised,
+    Event,
+    MessageAdded,
+    PermissionDecided,
+    PermissionRequested,
+    Reasoning,
+    RetryScheduled,
+    RunFinished,
+    RunStarted,
+    StatusChanged,
+    TeamFinished,
+    TeamMessageSent,
+    TeamStarted,
+    ToolCallStarted,
+    ToolFinished,
+    Usage,
+    UsageUpdated,
+    WarningRaised,
+)
 from zero.specialists import format_cost
 from zero.tools.describe import describe_call
 
@@ -42,9 +67,9 @@ GLYPHS: dict[str, tuple[str, str]] = {
     "budget_exhausted": ("$", "red"),
     "timed_out": ("⏱", "red"),
     "max_turns": ("↻", "red"),
+    "output_capped": ("✂", "red"),
     "stalled": ("⚠", "bold yellow"),
 }
-FINISHED = frozenset(GLYPHS) - {"pending", "running", "stalled"}
 
 
 @dataclass
@@ -78,15 +103,19 @@ class BudgetLine:
 
 
 class TeamTree:
-    """Every agent of a run and its state. ``apply`` folds in live events; ``from_store`` reads a finished
-    (or crashed) run from disk."""
+    """Every agent of a run and its state, folded from the run's events.
 
-    def __init__(self, root: TreeNode, clock: Any = time.monotonic):
+    ``clock`` gives "now" for elapsed times and stalls: the monotonic clock live, the wall
+    clock (epoch seconds) for a run read from disk, whose events carry their own times.
+    """
+
+    def __init__(self, root: TreeNode, clock: Callable[[], float] = time.monotonic):
         self.nodes: dict[str, TreeNode] = {root.session_id: root}
         self.root_id = root.session_id
         self.clock = clock
         self.changes = 0  # bumped by every change, so a view redraws only when something changed
-        self.budget: list[BudgetLine] = []  # a recorded team's limits and what it used
+        self.limits: dict[str, float] = {}  # a team's budget, from its team_start
+        self.on_child: Callable[[str], None] | None = None  # told of every new child session
 
     @property
     def root(self) -> TreeNode:
@@ -99,57 +128,90 @@ class TeamTree:
             if node.session_id not in siblings:
                 siblings.append(node.session_id)
         self.changes += 1
+        if self.on_child is not None and node.session_id != self.root_id:
+            self.on_child(node.session_id)
         return node
 
-    # -- live -------------------------------------------------------------------
-
-    def apply(self, event: RunEvent) -> None:
-        now = self.clock()
+    def apply(self, event: Event, at: float | None = None) -> None:
+        """Fold in one event, which happened at ``at`` (now, if None)."""
+        now = self.clock() if at is None else at
         node = self.nodes.get(event.session_id)
-        if event.kind == "subagent_started":
-            node = node or self.add(
-                TreeNode(
-                    event.session_id,
-                    event.member or event.agent_name,
-                    "member" if event.member else "child",
-                    parent=event.parent_session_id,
-                )
-            )
-            node.specialist = event.specialist
-            node.status, node.started, node.activity = "running", now, "starting"
         if node is None:
             return
         node.last_event = now
-        if event.kind == "run_started":
-            node.model = event.model
-            if node.status == "pending":
-                node.status, node.started = "running", now
-        elif event.kind == "tool_call":
-            node.activity = describe_call(event.call.name, event.call.arguments)
-        elif event.kind == "tool_result":
-            node.activity = "thinking..."
-        elif event.kind in ("text", "reasoning"):
-            if node.activity in ("", "starting", "thinking...") or node.activity.startswith("retrying"):
-                node.activity = "writing..." if event.kind == "text" else "thinking..."
-            else:
-                return  # nothing a reader would see changed
-        elif event.kind == "usage":
-            node.turns += 1
-            node.usage = node.usage + event.usage
-        elif event.kind == "retry":
-            node.activity = f"retrying in {event.delay:.0f} s ({event.code})"
-        elif event.kind == "subagent_finished":
-            node.status, node.finished, node.activity = event.status, now, ""
-            self.finished_dependency(node)
-        elif event.kind == "status_changed":
-            node.status, node.reason, node.finished, node.activity = event.status, event.reason, now, ""
-        elif event.kind == "run_finished" and event.session_id == self.root_id:
-            node.status, node.finished = event.result.status, now
+        match event:
+            case TeamStarted():
+                node.status, node.started, node.model = "running", node.started or now, event.model
+                self.limits = dict(event.budget)
+                for m in event.members:
+                    if m.session_id not in self.nodes:
+                        self.add(
+                            TreeNode(
+                                m.session_id,
+                                m.name,
+                                "member",
+                                specialist=m.specialist,
+                                model=m.model,
+                                parent=event.session_id,
+                                waiting_for=list(m.depends_on),
+                            )
+                        )
+            case ChildStarted():
+                child = self.nodes.get(event.child_session_id) or self.add(
+                    TreeNode(
+                        event.child_session_id,
+                        event.name,
+                        "member" if event.member else "child",
+                        specialist=event.specialist,
+                        parent=event.session_id,
+                    )
+                )
+                child.status, child.started, child.finished, child.activity = "running", now, None, "starting"
+                child.last_event = now
+            case ChildFinished():
+                if (ended := self.nodes.get(event.child_session_id)) is not None:
+                    self._end(ended, event.status, now, event.reason or "")
+            case RunStarted():
+                node.model = event.model or node.model
+                if node.status not in ("running",):
+                    node.status, node.started, node.finished = "running", node.started or now, None
+            case ToolCallStarted():
+                node.activity = describe_call(event.name, event.arguments)
+            case ToolFinished():
+                node.activity = "thinking..."
+            case AssistantText() | Reasoning():
+                if node.activity in ("", "starting", "thinking...") or node.activity.startswith("retrying"):
+                    node.activity = "writing..." if event.kind == "text" else "thinking..."
+                else:
+                    return  # nothing a reader would see changed
+            case UsageUpdated():
+                node.turns += event.calls
+                node.usage = node.usage + event.usage
+            case RetryScheduled():
+                node.activity = f"retrying in {event.delay_seconds:.0f} s ({event.code})"
+            case StatusChanged():
+                self._end(node, event.status, now, event.reason)
+            case RunFinished() | TeamFinished():
+                self._end(node, event.status, now, node.reason)
+            case (
+                MessageAdded()
+                | PermissionRequested()
+                | PermissionDecided()
+                | WarningRaised()
+                | ErrorRaised()
+                | TeamMessageSent()
+                | BudgetTripped()
+            ):
+                pass
+            case _:
+                assert_never(event)
         self.changes += 1
 
-    def finished_dependency(self, node: TreeNode) -> None:
-        """Members waiting for ``node`` stop waiting for it once it has completed."""
-        if node.status == "completed":
+    def _end(self, node: TreeNode, status: str, now: float, reason: str) -> None:
+        node.status, node.activity, node.reason = status, "", reason
+        if status in TERMINAL:
+            node.finished = node.finished if node.finished is not None else now
+        if status == "completed":  # members waiting for it stop waiting
             for other in self.nodes.values():
                 if node.name in other.waiting_for:
                     other.waiting_for = [n for n in other.waiting_for if n != node.name]
@@ -171,95 +233,36 @@ class TeamTree:
     def counts(self) -> Counter[str]:
         return Counter(n.status for n in self.nodes.values() if n.session_id != self.root_id)
 
-    # -- from disk --------------------------------------------------------------
-
-    @classmethod
-    def from_store(cls, store: SessionStore, session_id: str) -> TeamTree:
-        """The tree of a run as its sessions recorded it: statuses, usage, durations."""
-        top = session_tree(store, session_id)
-        tree: TeamTree | None = None
-        team_start: dict[str, Any] = {}
-
-        def visit(entry: SessionNode, parent: str | None) -> None:
-            nonlocal tree
-            meta = entry.meta
-            kind = "team" if meta.session_kind == "team" else meta.session_kind or "root"
-            node = TreeNode(
-                meta.session_id,
-                meta.member_name or meta.specialist or meta.agent_name or meta.title or meta.session_id,
-                kind if parent is not None or kind == "team" else "root",
-                specialist=meta.specialist,
-                model=meta.model_id,
-                status=meta.status,
-                parent=parent,
-                turns=meta.usage.calls,
-                usage=meta.usage.to_usage(),
-            )
-            node.started, node.finished, start = _scan(store, meta.session_id)
-            if start:
-                team_start.update(start)
-            if tree is None:
-                tree = cls(node, clock=lambda: node.finished or node.started or 0.0)
-            else:
-                tree.add(node)
-            for child in entry.children:
-                visit(child, meta.session_id)
-
-        visit(top, None)
-        assert tree is not None
-        if team_start:  # a team: its members in the order of the team file, and its budget
-            order = {m["sessionId"]: i for i, m in enumerate(team_start.get("members", []))}
-            tree.root.children.sort(key=lambda sid: order.get(sid, len(order)))
-            tree.budget = _recorded_budget(tree, team_start.get("budget", {}))
-        return tree
-
-
-def _recorded_budget(tree: TeamTree, limits: dict[str, Any]) -> list[BudgetLine]:
-    used = tree.subtree_usage(tree.root_id)
-    turns = sum(n.turns for n in tree.nodes.values())
-    root = tree.root
-    elapsed = (root.finished or 0.0) - (root.started or 0.0)
-    lines = []
-    if limits.get("tokens"):
-        lines.append(
-            BudgetLine("tokens", used.total_tokens, limits["tokens"], f"{used.total_tokens:,} / {limits['tokens']:,}")
-        )
-    if limits.get("cost_usd") and used.cost_usd is not None:
-        lines.append(
-            BudgetLine(
-                "cost",
-                used.cost_usd,
-                limits["cost_usd"],
-                f"{format_cost(used.cost_usd)} / {format_cost(limits['cost_usd'])}",
-            )
-        )
-    if limits.get("turns"):
-        lines.append(BudgetLine("turns", turns, limits["turns"], f"{turns} / {limits['turns']} model calls"))
-    if limits.get("wall_seconds"):
-        lines.append(
-            BudgetLine("time", elapsed, limits["wall_seconds"], f"{elapsed:.0f}s / {limits['wall_seconds']:.0f}s")
-        )
-    return lines
+    def budget(self, now: float | None = None) -> list[BudgetLine]:
+        """The team's limits and what the whole tree used of them."""
+        limits = self.limits
+        if not limits:
+            return []
+        now = self.clock() if now is None else now
+        used = self.subtree_usage(self.root_id)
+        turns = sum(n.turns for n in self.nodes.values())
+        root = self.root
+        elapsed = ((root.finished or now) - root.started) if root.started is not None else 0.0
+        lines = []
+        if limits.get("tokens"):
+            tokens = int(limits["tokens"])
+            lines.append(BudgetLine("tokens", used.total_tokens, tokens, f"{used.total_tokens:,} / {tokens:,}"))
+        if limits.get("cost_usd") and used.cost_usd is not None:
+            allowed = float(limits["cost_usd"])
+            text = f"{format_cost(used.cost_usd)} / {format_cost(allowed)}"
+            lines.append(BudgetLine("cost", used.cost_usd, allowed, text))
+        if limits.get("turns"):
+            allowed_turns = int(limits["turns"])
+            lines.append(BudgetLine("turns", turns, allowed_turns, f"{turns} / {allowed_turns} model calls"))
+        if limits.get("wall_seconds"):
+            wall = float(limits["wall_seconds"])
+            lines.append(BudgetLine("time", elapsed, wall, f"{elapsed:.0f}s / {wall:.0f}s"))
+        return lines
 
 
 def epoch(stamp: str) -> float:
     """Seconds since the epoch of an ISO-8601 UTC stamp from a session file."""
     return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
-
-
-def _scan(store: SessionStore, session_id: str) -> tuple[float | None, float | None, dict[str, Any]]:
-    """One read of a log: from the first run_start (or team_start) to the last run_end (or team_end),
-    and a team's team_start payload."""
-    start = end = None
-    team_start: dict[str, Any] = {}
-    for event in store.events(session_id):
-        if event["type"] in ("run_start", "team_start") and start is None:
-            start = epoch(event["createdAt"])
-        elif event["type"] in ("run_end", "team_end"):
-            end = epoch(event["createdAt"])
-        if event["type"] == "team_start":
-            team_start = dict(event["payload"])
-    return start, end, team_start
 
 
 # -- rendering -------------------------------------------------------------------
@@ -314,7 +317,7 @@ def _label(tree: TeamTree, node: TreeNode, now: float) -> Text:
     elif node.status == "running" and node.activity:
         text.append(" · ")
         text.append(node.activity, style="italic")
-    if node.reason and status in FINISHED:
+    if node.reason and status in TERMINAL:
         text.append(" ")
         text.append(f"({node.reason})", style="dim")
     return text
@@ -336,7 +339,7 @@ def render_tree(
 
     def grow(branch: Tree, node: TreeNode) -> None:
         kids = [tree.nodes[c] for c in node.children]
-        done = [k for k in kids if k.status in FINISHED] if collapse else []
+        done = [k for k in kids if k.status in TERMINAL] if collapse else []
         shown = [k for k in kids if k not in done]
         hidden: list[TreeNode] = []
         for kid in shown:
@@ -381,6 +384,7 @@ def render_tree(
         "budget_exhausted",
         "timed_out",
         "max_turns",
+        "output_capped",
     ]
     tally = " · ".join(f"{counts[s]} {s}" for s in order if counts[s])
     parts.append(Text(tally or "no agents yet", style="dim"))

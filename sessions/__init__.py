@@ -1,38 +1,42 @@
-"""Sessions on disk: the store, ids, metadata, the recorder and replay."""
+"""Sessions: the stores (on disk and in memory), ids, metadata, the recorder, replay and lineage."""
 
 from __future__ import annotations
 
 from zero.sessions.ids import new_session_id, validate_session_id
 from zero.sessions.lineage import SessionNode, lineage, session_tree
+from zero.sessions.memory import MemorySessionStore
 from zero.sessions.models import (
-    TERMINAL,
     SessionKind,
     SessionMetadata,
+    StoredEvent,
     UsageTotals,
-    add_children_usage,
+    apply_event,
     now_iso,
-    set_status,
+    record_of,
 )
-from zero.sessions.recorder import SessionRecorder, message_payload
+from zero.sessions.recorder import SessionRecorder
 from zero.sessions.replay import messages_from_events
-from zero.sessions.store import SessionStore, default_data_dir
+from zero.sessions.store import FileSessionStore, SessionStore, default_data_dir, parse_log, records_json
 
 __all__ = [
-    "TERMINAL",
+    "FileSessionStore",
+    "MemorySessionStore",
     "SessionKind",
     "SessionMetadata",
     "SessionNode",
     "SessionRecorder",
     "SessionStore",
+    "StoredEvent",
     "UsageTotals",
-    "add_children_usage",
+    "apply_event",
     "default_data_dir",
     "lineage",
-    "message_payload",
     "messages_from_events",
     "new_session_id",
     "now_iso",
+    "parse_log",
+    "record_of",
+    "records_json",
     "session_tree",
-    "set_status",
     "validate_session_id",
 ]

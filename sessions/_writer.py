@@ -11,16 +11,15 @@ import os
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from zero.agent import Event
 from zero.errors import SessionError
 from zero.sessions._replace import replace_file
-from zero.sessions.models import SessionMetadata
-
-Change = Callable[[SessionMetadata], None]
+from zero.sessions.models import SessionMetadata, apply_event, record_of
 
 MAX_OPEN = 256  # sessions whose log stays open between commits
 MAX_QUEUED = 4096  # requests waiting for the writer before `submit` waits for room
@@ -32,8 +31,7 @@ GATHER_SECONDS = 0.01  # after a round, batches that nobody waits for gather thi
 class Request:
     kind: Literal["create", "append", "flush", "read"]
     session_id: str | None
-    events: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
-    update: Change | None = None
+    events: Sequence[Event] = ()
     created: str = ""
     write_meta: bool = False
     meta: SessionMetadata | None = None
@@ -47,7 +45,7 @@ class Writer:
 
     def __init__(self, root: Path, redactor: Callable[[str], str], interval: float):
         self.root = root
-        self.redact = redactor
+        self.redact = Values(redactor)
         self.interval = interval
         self.lock = threading.Lock()
         self.work = threading.Condition(self.lock)  # the writer waits here for requests
@@ -191,20 +189,16 @@ class Writer:
         lines: list[str] = []
         seq, last_type = log.seq, log.last_type
         for request in requests:
-            for kind, payload in request.events:
+            for event in request.events:
                 seq += 1
-                record = {
-                    "id": f"{log.session_id}:{seq}",
-                    "sessionId": log.session_id,
-                    "sequence": seq,
-                    "type": kind,
-                    "createdAt": request.created,
-                    "payload": payload,
-                }
+                record = record_of(log.session_id, seq, request.created, event)
+                record["payload"] = self.redact(record["payload"])  # values only, never keys or structure
                 lines.append(_encode(record))
-                last_type = kind
+                last_type = event.kind
+                apply_event(log.meta, event)
+                log.changes.append(event)
         if lines:
-            data = self.redact("\n".join(lines) + "\n").encode("utf-8")
+            data = ("\n".join(lines) + "\n").encode("utf-8")
             view = memoryview(data)
             while view:
                 view = view[os.write(log.fd, view) :]
@@ -213,9 +207,6 @@ class Writer:
         for request in requests:
             if request.kind == "append":
                 log.meta.updated_at = request.created
-                if request.update is not None:
-                    request.update(log.meta)
-                    log.changes.append(request.update)
                 log.dirty = True
         log.meta.event_count, log.meta.last_event_type = log.seq, log.last_type
 
@@ -308,7 +299,7 @@ class OpenLog:
         self.last_type = ""
         self.stamp: tuple[int, ...] | None = None  # metadata.json as we last wrote or read it
         self.meta = meta if meta is not None else self._load()
-        self.changes: list[Change] = []  # applied since the last write, replayed on another process's copy
+        self.changes: list[Event] = []  # folded in since the last write, replayed on another process's copy
         self.unsynced = False  # written to the log since its last fsync
         self.dirty = False
         self.written_at = time.monotonic()
@@ -339,8 +330,8 @@ class OpenLog:
             return
         if stamp != self.stamp:
             meta = self._load()
-            for change in self.changes:
-                change(meta)
+            for event in self.changes:
+                apply_event(meta, event)
             meta.event_count, meta.last_event_type = self.seq, self.last_type
             meta.updated_at = max(meta.updated_at, self.meta.updated_at)
             self.meta = meta
@@ -367,6 +358,22 @@ class OpenLog:
 
 
 _encode = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+
+
+class Values:
+    """A redactor applied to every string value of a JSON-like structure (never to its keys)."""
+
+    def __init__(self, redactor: Callable[[str], str]):
+        self.redactor = redactor
+
+    def __call__(self, value: Any) -> Any:
+        if isinstance(value, str):
+            return self.redactor(value)
+        if isinstance(value, dict):
+            return {k: self(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [self(v) for v in value]
+        return value
 
 
 def copy_metadata(meta: SessionMetadata) -> SessionMetadata:

@@ -1,22 +1,50 @@
-"""The on-disk shape of a session's ``metadata.json`` (camelCase, as upstream)."""
+"""The on-disk shape of a session: ``metadata.json`` (camelCase, as upstream) and the records of
+``events.jsonl``; and how the metadata follows from the events.
+
+The metadata is a summary of the log: ``apply_event`` folds each event into it (status, usage,
+the children's usage), so it can always be rebuilt from the log alone.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Any, Literal, assert_never
 
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
-from zero.agent import Usage
+from zero.agent import (
+    AssistantText,
+    BudgetTripped,
+    ChildFinished,
+    ChildStarted,
+    ErrorRaised,
+    Event,
+    MessageAdded,
+    PermissionDecided,
+    PermissionRequested,
+    Reasoning,
+    RetryScheduled,
+    RunFinished,
+    RunStarted,
+    Status,
+    StatusChanged,
+    TeamFinished,
+    TeamMessageSent,
+    TeamStarted,
+    ToolCallStarted,
+    ToolFinished,
+    Usage,
+    UsageUpdated,
+    WarningRaised,
+    event_payload,
+)
+from zero.agent.status import TERMINAL
 
-__all__ = ["SessionKind", "SessionMetadata", "UsageTotals", "add_children_usage", "now_iso", "set_status"]
+__all__ = ["SessionKind", "SessionMetadata", "StoredEvent", "UsageTotals", "apply_event", "now_iso", "record_of"]
 
 SessionKind = Literal["", "child", "team", "member", "fork"]
-TERMINAL = frozenset(
-    {"completed", "failed", "cancelled", "interrupted", "skipped", "budget_exhausted", "timed_out", "max_turns"}
-)
 
 
 def now_iso() -> str:
@@ -44,6 +72,14 @@ class UsageTotals(_Camel):
     def to_usage(self) -> Usage:
         return Usage(self.prompt_tokens, self.completion_tokens, self.cached_tokens, self.cost_usd, self.calls)
 
+    def add(self, usage: Usage) -> None:
+        self.prompt_tokens += usage.prompt_tokens
+        self.completion_tokens += usage.completion_tokens
+        self.total_tokens += usage.total_tokens
+        self.cached_tokens += usage.cached_tokens
+        self.cost_usd = None if self.cost_usd is None or usage.cost_usd is None else self.cost_usd + usage.cost_usd
+        self.calls += usage.calls
+
 
 class SessionMetadata(_Camel):
     """``usage`` is the session's own; ``children_usage`` the rolled-up total of its descendants."""
@@ -61,16 +97,18 @@ class SessionMetadata(_Camel):
     team_name: str = ""
     member_name: str = ""
     depth: int = Field(0, ge=0)
-    status: str = "pending"
+    status: Status = "pending"
     created_at: str = Field(default_factory=now_iso)
     updated_at: str = Field(default_factory=now_iso)
     event_count: int = 0
     last_event_type: str = ""
     usage: UsageTotals = Field(default_factory=UsageTotals)
     children_usage: UsageTotals = Field(default_factory=UsageTotals)
+    forked_from: str | None = None
+    forked_at_sequence: int | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return self.model_dump(by_alias=True, mode="json")
+        return self.model_dump(by_alias=True, mode="json", exclude_none=True)
 
     @property
     def subtree_usage(self) -> Usage:
@@ -81,24 +119,57 @@ class SessionMetadata(_Camel):
         return self.status in TERMINAL
 
 
-MetadataChange = Callable[[SessionMetadata], None]
+def apply_event(meta: SessionMetadata, event: Event) -> None:
+    """Fold one event of the session's log into its metadata."""
+    match event:
+        case RunStarted():
+            meta.status = "running"
+            meta.provider = event.provider or meta.provider
+            meta.model_id = event.model or meta.model_id
+        case UsageUpdated():
+            meta.usage.add(event.usage)
+        case RunFinished() | StatusChanged() | TeamFinished():
+            meta.status = event.status
+        case TeamStarted():
+            meta.status = "running"
+        case ChildFinished():
+            meta.children_usage.add(event.usage)
+        case (
+            MessageAdded()
+            | AssistantText()
+            | Reasoning()
+            | ToolCallStarted()
+            | PermissionRequested()
+            | PermissionDecided()
+            | ToolFinished()
+            | RetryScheduled()
+            | WarningRaised()
+            | ErrorRaised()
+            | ChildStarted()
+            | TeamMessageSent()
+            | BudgetTripped()
+        ):
+            pass
+        case _:
+            assert_never(event)
 
 
-def set_status(status: str) -> MetadataChange:
-    """A metadata change for ``SessionStore.append``/``update``: the session's new status."""
+@dataclass(frozen=True, slots=True)
+class StoredEvent:
+    """An event as its session's log holds it: its place in the log and when it was written."""
 
-    def change(meta: SessionMetadata) -> None:
-        meta.status = status
+    sequence: int
+    created_at: str
+    event: Event
 
-    return change
 
-
-def add_children_usage(usage: Usage, status: str | None = None) -> MetadataChange:
-    """Roll a child's usage up into its parent (once per child run), optionally with a new status."""
-
-    def change(meta: SessionMetadata) -> None:
-        meta.children_usage = UsageTotals.of(meta.children_usage.to_usage() + usage)
-        if status is not None:
-            meta.status = status
-
-    return change
+def record_of(session_id: str, sequence: int, created_at: str, event: Event) -> dict[str, Any]:
+    """The log record of an event: ``{id, sessionId, sequence, type, createdAt, payload}``."""
+    return {
+        "id": f"{session_id}:{sequence}",
+        "sessionId": session_id,
+        "sequence": sequence,
+        "type": event.kind,
+        "createdAt": created_at,
+        "payload": event_payload(event),
+    }

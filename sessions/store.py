@@ -1,6 +1,6 @@
-"""The on-disk session store: ``sessions/<id>/metadata.json`` + ``events.jsonl``.
+"""Session stores: the protocol every store keeps, and the one on disk.
 
-Durability rules:
+On disk a session is ``sessions/<id>/metadata.json`` + ``events.jsonl``. Durability rules:
 
 * A batch of events is serialised first, then written with ONE ``write`` under an
   exclusive ``flock`` (on ``events.jsonl``). A reader never sees half a batch, and a
@@ -11,16 +11,17 @@ Durability rules:
   metadata file cannot produce a duplicate; they are contiguous from 1.
 * A torn last line (a crash mid-write) is skipped on read and cut off before the
   next append; any other corrupt line is an error naming the line.
+* Secrets are redacted from every string value before it is encoded; keys and the
+  structure of a record are never touched.
 
 One writer thread per store does every write, in the order they were asked for, so
 callers on an event loop hand a batch over without waiting (``submit``) and batches
 that queue up for a session while the disk is busy are committed together.
-``append``, ``update``, ``create`` and ``flush`` wait, and sync the log and write the
-metadata at once; so does a run's last batch. Other submitted batches reach the disk
-(fsync + metadata) within ``metadata_interval`` seconds: like SQLite's WAL with
+``append``, ``create`` and ``flush`` wait, and sync the log and write the metadata at
+once; so does a run's last batch. Other submitted batches reach the disk (fsync +
+metadata) within ``metadata_interval`` seconds: like SQLite's WAL with
 ``synchronous=NORMAL``, a power cut may lose the last seconds of a running session,
-never its consistency. (An fsync costs ~0.15 ms of CPU here; a swarm appends thousands
-of batches.)
+never its consistency.
 """
 
 from __future__ import annotations
@@ -32,17 +33,52 @@ import os
 import weakref
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
+from zero.agent import Event, decode_event
 from zero.errors import SessionError
-from zero.sessions._writer import Change, Request, Writer, copy_metadata, read_metadata
+from zero.sessions._writer import Request, Writer, copy_metadata, read_metadata
 from zero.sessions.ids import validate_session_id
-from zero.sessions.models import SessionMetadata, now_iso
-from zero.tools import redact
+from zero.sessions.models import SessionMetadata, StoredEvent, now_iso, record_of
+from zero.tools import Redactor
 
-__all__ = ["SessionStore", "default_data_dir"]
+__all__ = ["FileSessionStore", "SessionStore", "default_data_dir", "parse_log", "records_json"]
 
-Event = dict[str, Any]
+
+class SessionStore(Protocol):
+    """Where sessions live. ``submit`` never waits; everything else sees what was submitted before it."""
+
+    def create(self, meta: SessionMetadata) -> SessionMetadata:
+        """Create a session; fails with ``SessionError`` if it exists."""
+        ...
+
+    def append(self, session_id: str, events: Sequence[Event]) -> SessionMetadata:
+        """Append ``events`` as one batch and wait until it is durable; the new metadata."""
+        ...
+
+    def submit(self, session_id: str, events: Sequence[Event], *, final: bool = False) -> None:
+        """Queue a batch and return at once (``final``: a run's last batch, its metadata written with it)."""
+        ...
+
+    def flush(self, session_id: str | None = None) -> None:
+        """Wait until everything submitted so far is durable."""
+        ...
+
+    def exists(self, session_id: str) -> bool: ...
+
+    def metadata(self, session_id: str) -> SessionMetadata: ...
+
+    def events(self, session_id: str) -> list[StoredEvent]:
+        """Every event in order."""
+        ...
+
+    def events_since(self, session_id: str, cursor: int) -> tuple[list[StoredEvent], int]:
+        """The events after ``cursor`` (0: from the start) and the cursor to pass next time."""
+        ...
+
+    def list(self) -> list[SessionMetadata]:
+        """Every readable session, newest first."""
+        ...
 
 
 def default_data_dir() -> Path:
@@ -53,16 +89,18 @@ def default_data_dir() -> Path:
     return Path(base).expanduser() / "zero"
 
 
-class SessionStore:
+class FileSessionStore:
     """Sessions under ``root`` (``<data dir>/sessions``). Safe across threads and processes."""
 
-    def __init__(self, root: Path | str, *, redactor: Callable[[str], str] = redact, metadata_interval: float = 5.0):
+    def __init__(
+        self, root: Path | str, *, redactor: Callable[[str], str] | None = None, metadata_interval: float = 5.0
+    ):
         self.root = Path(root)
-        self._writer = Writer(self.root, redactor, metadata_interval)
+        self._writer = Writer(self.root, redactor or Redactor(), metadata_interval)
         _STORES.add(self)
 
     @classmethod
-    def default(cls) -> SessionStore:
+    def default(cls) -> FileSessionStore:
         return cls(default_data_dir() / "sessions")
 
     def path(self, session_id: str) -> Path:
@@ -74,42 +112,27 @@ class SessionStore:
     # -- writing -----------------------------------------------------------------
 
     def create(self, meta: SessionMetadata) -> SessionMetadata:
-        """Create the session's folder, log and metadata; fails if the session exists."""
         self.path(meta.session_id)
         return self._result(Request("create", meta.session_id, meta=copy_metadata(meta), write_meta=True))
 
-    def append(
-        self, session_id: str, events: Sequence[tuple[str, dict[str, Any]]], update: Change | None = None
-    ) -> SessionMetadata:
-        """Append ``(type, payload)`` events as one durable batch, apply ``update``, write the metadata."""
+    def append(self, session_id: str, events: Sequence[Event]) -> SessionMetadata:
         self.path(session_id)
-        return self._result(Request("append", session_id, list(events), update, now_iso(), write_meta=True))
+        return self._result(Request("append", session_id, list(events), now_iso(), write_meta=True))
 
     def _result(self, request: Request) -> SessionMetadata:
         meta = self._writer.call(request)
         assert meta is not None  # a create or an append always answers with the metadata
         return meta
 
-    def update(self, session_id: str, change: Change) -> SessionMetadata:
-        """Change the metadata under the session's lock."""
-        return self.append(session_id, (), change)
-
-    def submit(
-        self,
-        session_id: str,
-        events: Sequence[tuple[str, dict[str, Any]]] = (),
-        update: Change | None = None,
-        *,
-        final: bool = False,
-    ) -> None:
-        """Queue a batch (and a metadata change) for the writer and return at once.
+    def submit(self, session_id: str, events: Sequence[Event], *, final: bool = False) -> None:
+        """Queue a batch for the writer and return at once.
 
         Batches are committed in the order they were submitted; a failure is raised by the
         next ``submit`` to that session or the next ``flush``. The metadata follows within
         ``metadata_interval``, or with the batch itself if ``final`` (a run's last batch).
         """
         self.path(session_id)
-        self._writer.put(Request("append", session_id, list(events), update, now_iso(), write_meta=final))
+        self._writer.put(Request("append", session_id, list(events), now_iso(), write_meta=final))
 
     def flush(self, session_id: str | None = None) -> None:
         """Wait until everything submitted so far is durable and the metadata of ``session_id``
@@ -124,17 +147,24 @@ class SessionStore:
         meta = self._writer.call(Request("read", session_id))
         return meta if meta is not None else read_metadata(folder)
 
-    def events(self, session_id: str) -> list[Event]:
+    def events(self, session_id: str) -> list[StoredEvent]:
         """Every event in order; a torn last line is skipped, other bad lines are errors."""
+        return self.events_since(session_id, 0)[0]
+
+    def events_since(self, session_id: str, cursor: int) -> tuple[list[StoredEvent], int]:
+        """The events after byte ``cursor`` of the log (only whole lines); the next cursor."""
         log = self.path(session_id) / "events.jsonl"
         self._writer.call(Request("read", session_id))
         if not self.exists(session_id):
             raise SessionError(f"session {session_id} not found in {self.root}")
         try:
-            data = log.read_bytes()
+            with open(log, "rb") as f:
+                f.seek(cursor)
+                data = f.read()
         except FileNotFoundError:
-            return []
-        return list(_parse(data, log))
+            return [], cursor
+        end = data.rfind(b"\n") + 1  # what follows the last newline is a write cut short (or under way)
+        return list(parse_log(data[:end], log, first_line=_line_at(log, cursor))), cursor + end
 
     def list(self) -> list[SessionMetadata]:
         """All readable sessions, newest first."""
@@ -144,23 +174,44 @@ class SessionStore:
             for folder in self.root.iterdir():
                 try:
                     found.append(read_metadata(folder))
-                except (SessionError, ValueError):
+                except (SessionError, ValueError, OSError):
                     continue
         return sorted(found, key=lambda m: (m.updated_at, m.session_id), reverse=True)
 
 
-def _parse(data: bytes, log: Path) -> Iterator[Event]:
-    # Everything after the last newline is a write cut short: it never committed.
-    for number, line in enumerate(data.split(b"\n")[:-1], 1):
+def _line_at(log: Path, offset: int) -> int:
+    """How many lines come before byte ``offset`` of the log (for error messages)."""
+    if offset == 0:
+        return 0
+    with open(log, "rb") as f:
+        return f.read(offset).count(b"\n")
+
+
+def parse_log(data: bytes, log: Path | str, *, first_line: int = 0) -> Iterator[StoredEvent]:
+    """The events of whole log lines; a bad line is an error naming it. Types this version does not
+    know (written by a newer Zero) are skipped."""
+    session_id = Path(log).parent.name
+    for number, line in enumerate(data.split(b"\n"), first_line + 1):
         if not line.strip():
             continue
         try:
-            yield json.loads(line)
+            record = json.loads(line)
+            if not isinstance(record, dict):
+                raise ValueError("a record must be a JSON object")
+            kind = record.get("type")
+            if not isinstance(kind, str):
+                raise ValueError("the record has no type")
+            payload = record.get("payload") or {}
+            if not isinstance(payload, dict):
+                raise ValueError("its payload is not an object")
+            event = decode_event(kind, session_id, payload)
         except ValueError as e:
-            raise SessionError(f"{log}: line {number} is not valid JSON ({e})") from e
+            raise SessionError(f"{log}: line {number} is not a valid event ({e})") from e
+        if event is not None:  # None: a kind of event from a newer Zero
+            yield StoredEvent(int(record.get("sequence", number)), str(record.get("createdAt", "")), event)
 
 
-_STORES: weakref.WeakSet[SessionStore] = weakref.WeakSet()
+_STORES: weakref.WeakSet[FileSessionStore] = weakref.WeakSet()
 
 
 @atexit.register
@@ -170,3 +221,8 @@ def _flush_at_exit() -> None:
         if store._writer.busy():
             with contextlib.suppress(Exception):
                 store.flush()
+
+
+def records_json(events: Sequence[StoredEvent], session_id: str) -> list[dict[str, Any]]:
+    """The events as the log's records (for ``--json`` output)."""
+    return [record_of(session_id, e.sequence, e.created_at, e.event) for e in events]

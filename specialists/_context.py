@@ -5,11 +5,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from zero.agent import CallGuard, CallPermit, EventSink, ModelRequest, PriceTable, Provider, RetryPolicy, Usage
+from zero.agent import CallGuard, CallPermit, ModelRequest, PriceTable, Provider, RetryPolicy, Usage
 from zero.errors import BudgetExhaustedError
 from zero.sessions import SessionStore
 from zero.specialists.registry import Specialist, SpecialistRegistry
-from zero.tools import CATEGORIES, Workspace
+from zero.tools import CATEGORIES, Redactor, Workspace
 
 __all__ = ["DELEGATE_TOOLS", "AgentContext", "InvocationBudget", "child_system_prompt", "specialists_prompt"]
 
@@ -18,7 +18,11 @@ DELEGATE_TOOLS = CATEGORIES["delegate"]
 
 @dataclass
 class AgentContext:
-    """What every agent of one run shares: where sessions go, how to reach models, limits."""
+    """What every agent of one run shares: where sessions go, how to reach models, limits.
+
+    ``provider`` is the run's main provider; ``providers`` gives the provider of another name
+    (a specialist may pick one), made once and closed with the run.
+    """
 
     store: SessionStore
     registry: SpecialistRegistry
@@ -26,13 +30,13 @@ class AgentContext:
     provider: Provider
     model: str
     providers: Callable[[str], Provider]
-    sink: EventSink
     prices: PriceTable = field(default_factory=PriceTable.builtin)
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     max_depth: int = 1
     max_concurrency: int = 4
     default_max_turns: int = 30
     guards: tuple[CallGuard, ...] = ()
+    redactor: Callable[[str], str] = field(default_factory=Redactor)  # secrets of this run's environment
 
 
 class InvocationBudget:

@@ -109,10 +109,12 @@ def resolve(name: str, files: dict[str, ManifestFile]) -> Specialist:
     chain = [name]
     while (base := files[chain[-1]].manifest.extends) is not None:
         if base in chain:
-            raise ManifestError(file.path, f"extends cycle: {' -> '.join([*chain, base])}", key="extends")
+            raise ManifestError.of(file.path, f"extends cycle: {' -> '.join([*chain, base])}", key="extends")
         if base not in files:
             where = "" if len(chain) == 1 else f" (through {' -> '.join(chain)})"
-            raise ManifestError(file.path, f"extends {base!r}, which is not a known specialist{where}", key="extends")
+            raise ManifestError.of(
+                file.path, f"extends {base!r}, which is not a known specialist{where}", key="extends"
+            )
         chain.append(base)
     merged: Specialist | None = None
     for step in reversed(chain):
@@ -124,7 +126,7 @@ def resolve(name: str, files: dict[str, ManifestFile]) -> Specialist:
         except ManifestError as e:
             if step == name:
                 raise
-            raise ManifestError(file.path, f"its base {step!r} is unusable: {e.detail}", key="extends") from e
+            raise ManifestError.of(file.path, f"its base {step!r} is unusable: {e.detail}", key="extends") from e
     assert merged is not None
     return merged
 
@@ -143,7 +145,7 @@ def _specialist(file: ManifestFile, description: str, prompt: str, base: Special
     try:
         tools = expand_tools(selection, KNOWN_TOOLS)
     except ConfigError as e:
-        raise ManifestError(file.path, str(e), key="tools") from e
+        raise ManifestError.of(file.path, str(e), key="tools") from e
     b = base or Specialist("", "", "", (), file.location, file.path)
     budget = m.budget
     has_budget = "budget" in own

@@ -2,17 +2,33 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from pydantic import Field
 
 from zero.tools import ArgsModel, BuiltinTool, ToolContext, ToolOutput
 from zero.tools.base import current_call_id
 
-if TYPE_CHECKING:
-    from zero.specialists.delegation import Delegator
+__all__ = ["Task", "TaskOutput", "TaskRunner", "TaskStop"]
 
-__all__ = ["Task", "TaskOutput", "TaskStop"]
+
+class TaskRunner(Protocol):
+    """What the Task tools drive: an agent's delegation machinery."""
+
+    async def task(
+        self,
+        *,
+        name: str | None,
+        prompt: str,
+        description: str | None,
+        background: bool,
+        resume: str | None,
+        call_id: str,
+    ) -> ToolOutput: ...
+
+    async def output(self, task_id: str, block: bool, wait_seconds: float) -> ToolOutput: ...
+
+    async def stop(self, task_id: str) -> ToolOutput: ...
 
 
 class TaskArgs(ArgsModel):
@@ -37,7 +53,7 @@ class Task(BuiltinTool[TaskArgs]):
     side_effect = "read"
     args = TaskArgs
 
-    def __init__(self, delegator: Delegator):
+    def __init__(self, delegator: TaskRunner):
         self.delegator = delegator
 
     async def run(self, args: TaskArgs, ctx: ToolContext) -> ToolOutput:
@@ -63,7 +79,7 @@ class TaskOutput(BuiltinTool[TaskOutputArgs]):
     side_effect = "read"
     args = TaskOutputArgs
 
-    def __init__(self, delegator: Delegator):
+    def __init__(self, delegator: TaskRunner):
         self.delegator = delegator
 
     async def run(self, args: TaskOutputArgs, ctx: ToolContext) -> ToolOutput:
@@ -80,7 +96,7 @@ class TaskStop(BuiltinTool[TaskStopArgs]):
     side_effect = "read"
     args = TaskStopArgs
 
-    def __init__(self, delegator: Delegator):
+    def __init__(self, delegator: TaskRunner):
         self.delegator = delegator
 
     async def run(self, args: TaskStopArgs, ctx: ToolContext) -> ToolOutput:

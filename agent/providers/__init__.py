@@ -1,16 +1,39 @@
-"""Provider adapters, imported lazily: ``zero --help`` must not pay for the SDKs."""
+"""Provider facts in one table, and the adapters, imported lazily: ``zero --help`` must not pay for the SDKs."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from zero.agent.provider import Provider
 from zero.errors import ConfigError, did_you_mean
 
-__all__ = ["DEFAULT_MODELS", "PROVIDERS", "create_provider"]
+__all__ = ["DEFAULT_MODELS", "PROVIDERS", "PROVIDER_INFO", "ProviderInfo", "ProviderPool", "create_provider"]
 
-PROVIDERS = ("openai", "anthropic", "openai-compatible", "scripted")
-DEFAULT_MODELS = {"openai": "gpt-5-mini", "anthropic": "claude-sonnet-4-6", "scripted": "scripted"}
+
+@dataclass(frozen=True, slots=True)
+class ProviderInfo:
+    """What Zero knows about a provider: where its key and URL come from, and its default model."""
+
+    name: str
+    key_env: str | None
+    url_env: str | None
+    default_model: str | None
+    needs_key: bool  # without a key (or a base URL to a server that takes none) it cannot run
+
+
+PROVIDER_INFO: dict[str, ProviderInfo] = {
+    info.name: info
+    for info in (
+        ProviderInfo("openai", "OPENAI_API_KEY", "OPENAI_BASE_URL", "gpt-5-mini", True),
+        ProviderInfo("anthropic", "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "claude-sonnet-4-6", True),
+        ProviderInfo("openai-compatible", "OPENAI_API_KEY", "OPENAI_BASE_URL", None, False),
+        ProviderInfo("scripted", None, None, "scripted", False),
+    )
+}
+PROVIDERS = tuple(PROVIDER_INFO)
+DEFAULT_MODELS = {name: info.default_model for name, info in PROVIDER_INFO.items() if info.default_model}
 
 
 def create_provider(
@@ -38,3 +61,22 @@ def create_provider(
 
         return ScriptedProvider.from_file(script)
     raise ConfigError(f"unknown provider {name!r}{did_you_mean(name, PROVIDERS)}; choose one of {', '.join(PROVIDERS)}")
+
+
+class ProviderPool:
+    """The providers of one run, by name: made on first use (a specialist may pick another one)
+    and closed together when the run ends."""
+
+    def __init__(self, main: Provider, factory: Callable[[str], Provider]):
+        self.main = main
+        self._factory = factory
+        self._made: dict[str, Provider] = {main.name: main}
+
+    def __call__(self, name: str) -> Provider:
+        if name not in self._made:
+            self._made[name] = self._factory(name)
+        return self._made[name]
+
+    async def aclose(self) -> None:
+        for provider in self._made.values():
+            await provider.aclose()

@@ -22,13 +22,12 @@ from __future__ import annotations
 
 import json
 import re
-import tomllib
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
 import anyio
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
 from zero import errors
 from zero.agent.messages import Message, ModelRequest, ToolCall, Usage
@@ -42,12 +41,13 @@ from zero.agent.stream import (
     ToolCallStart,
     UsageReport,
 )
+from zero.strictfile import load_model
 
 __all__ = ["ScriptMatch", "ScriptToolCall", "ScriptTurn", "ScriptedProvider"]
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
 
 class ScriptMatch(_Strict):
@@ -175,19 +175,8 @@ class ScriptedProvider:
 
     @classmethod
     def from_file(cls, path: Path | str) -> ScriptedProvider:
-        """Load a ``.toml`` or ``.json`` script; errors name the file and the key."""
-        path = Path(path)
-        try:
-            text = path.read_text("utf-8")
-            data = json.loads(text) if path.suffix == ".json" else tomllib.loads(text)
-            return cls(_Script.model_validate(data).turns)
-        except OSError as e:
-            raise errors.ConfigError(f"cannot read script {path}: {e.strerror}") from e
-        except (tomllib.TOMLDecodeError, json.JSONDecodeError) as e:
-            raise errors.ConfigError(f"{path}: not valid {path.suffix.lstrip('.') or 'TOML'}: {e}") from e
-        except ValidationError as e:
-            problems = "; ".join(f"{'.'.join(map(str, err['loc']))}: {err['msg']}" for err in e.errors())
-            raise errors.ConfigError(f"{path}: {problems}") from e
+        """Load a ``.toml`` or ``.json`` script; ``FileError`` lists every problem with its file, line and key."""
+        return cls(load_model(_Script, Path(path)).turns)
 
     def unconsumed(self) -> list[ScriptTurn]:
         """Turns that still expect calls (turns with ``times = 0`` never do)."""

@@ -9,7 +9,7 @@ import pytest
 from support.llm_server import LLMServer, Reply, anthropic_reply, error_reply
 
 from zero import errors
-from zero.agent import AgentConfig, AgentRun, Message, ModelRequest, RetryPolicy, RunEvent, ToolCall, ToolSpec
+from zero.agent import AgentConfig, AgentRun, Event, Message, ModelRequest, RetryPolicy, ToolCall, ToolSpec
 from zero.agent.providers.anthropic import AnthropicProvider
 from zero.agent.stream import Finish, StreamEvent
 from zero.tools import ToolRegistry, Workspace, builtin_tools
@@ -134,9 +134,9 @@ async def test_a_stream_cut_mid_way_is_retryable() -> None:
 
 
 async def test_agent_runs_tools_through_the_anthropic_adapter(workspace: Path) -> None:
-    events: list[RunEvent] = []
+    events: list[Event] = []
 
-    async def sink(event: RunEvent) -> None:
+    def sink(event: Event) -> None:
         events.append(event)
 
     with LLMServer() as server:

@@ -11,10 +11,10 @@ import pytest
 from zero.agent import (
     AgentConfig,
     AgentRun,
+    Event,
     Message,
     PermissionRequested,
     RetryPolicy,
-    RunEvent,
     ScriptedProvider,
     ScriptMatch,
     ScriptToolCall,
@@ -46,9 +46,9 @@ def turn(n: int, text: str = "", *calls: tuple[str, dict[str, Any]], **kw: Any) 
 
 class Recorder:
     def __init__(self) -> None:
-        self.events: list[RunEvent] = []
+        self.events: list[Event] = []
 
-    async def __call__(self, event: RunEvent) -> None:
+    def __call__(self, event: Event) -> None:
         self.events.append(event)
 
     def kinds(self) -> list[str]:
@@ -95,7 +95,10 @@ async def test_runs_tools_until_the_model_answers(workspace: Path) -> None:
     provider.assert_consumed()
     tool_message = provider.calls[1].messages[-1]
     assert tool_message.role == "tool" and "The answer is 42." in tool_message.content
-    assert rec.kinds()[0] == "run_started" and rec.kinds()[-1] == "run_finished"
+    assert rec.kinds()[0] == "run_start" and rec.kinds()[-1] == "run_end"
+    # the log reads in causal order: the answer that asked for the call, the call, its result
+    stored = [k for k in rec.kinds() if k not in ("text", "reasoning")]
+    assert stored[1:9] == ["message", "message", "message", "usage", "tool_call", "tool_result", "message", "usage"]
     # priced from the table (gpt-4.1-mini: $0.40 in / $1.60 out per million)
     expected = sum(c.prompt_tokens * 0.4 + c.completion_tokens * 1.6 for c in (e.usage for e in rec.of("usage"))) / 1e6
     assert result.usage.cost_usd == pytest.approx(expected) and result.usage.calls == 2
@@ -277,7 +280,7 @@ async def test_a_permanent_provider_error_fails_the_run(workspace: Path) -> None
     run, rec, _ = make_run(workspace, [turn(1, error=ScriptError(kind="auth", message="bad key"))])
     result = await run.run("hi")
     assert result.status == "failed" and result.error_code == "auth_error" and result.error == "bad key"
-    assert rec.of("run_finished")[0].result.error == "bad key"
+    assert rec.of("error")[0].message == "bad key" and rec.of("run_end")[0].status == "failed"
 
 
 async def test_cancellation_ends_the_run_cancelled_and_keeps_partial_output(workspace: Path) -> None:
@@ -290,11 +293,13 @@ async def test_cancellation_ends_the_run_cancelled_and_keeps_partial_output(work
     with anyio.move_on_after(0.5):
         await run.run("work slowly")
     assert run.status == "cancelled"
-    finished = rec.of("run_finished")[0].result
+    finished = rec.of("run_end")[0]
     assert finished.status == "cancelled" and finished.output == "First I will look around."
-    # the history stays valid: the interrupted call has a result
+    # the history stays valid: the interrupted call has a result, in the conversation and in the events
     assert run.messages[-1].role == "tool" and run.messages[-1].content == "cancelled before it finished"
-    assert rec.of("turn_completed")[0].messages[0].content == "First I will look around."
+    assert rec.of("message")[-1].content == "First I will look around."
+    assert rec.kinds()[-3:] == ["tool_call", "tool_result", "run_end"]
+    assert rec.of("tool_result")[-1].output == "cancelled before it finished"
 
 
 async def test_a_second_run_continues_the_same_conversation(workspace: Path) -> None:
@@ -309,7 +314,8 @@ async def test_a_second_run_continues_the_same_conversation(workspace: Path) -> 
     result = await run.run("second")
     assert result.output == "Two."
     assert [m.content for m in provider.calls[1].messages] == ["You are a test agent.", "first", "One.", "second"]
-    assert rec.of("run_started")[1].messages == (Message("user", "second"),)
+    second_run = rec.kinds()[rec.kinds().index("run_start", 1) :]
+    assert second_run[:2] == ["run_start", "message"] and rec.of("message")[-2].content == "second"
 
 
 class SilentEnd:

@@ -10,7 +10,7 @@ import pytest
 from support.llm_server import LLMServer, Reply, error_reply, openai_reply
 
 from zero import errors
-from zero.agent import AgentConfig, AgentRun, Message, ModelRequest, RetryPolicy, RunEvent, ToolSpec
+from zero.agent import AgentConfig, AgentRun, Event, Message, ModelRequest, RetryPolicy, ToolSpec
 from zero.agent.providers.openai import OpenAIProvider
 from zero.agent.stream import StreamEvent
 from zero.tools import ToolRegistry, Workspace, builtin_tools
@@ -113,8 +113,8 @@ async def test_a_connection_refused_is_a_connection_error() -> None:
 
 
 @asynccontextmanager
-async def _run(server_url: str, workspace: Path, events: list[RunEvent]) -> AsyncIterator[AgentRun]:
-    async def sink(event: RunEvent) -> None:
+async def _run(server_url: str, workspace: Path, events: list[Event]) -> AsyncIterator[AgentRun]:
+    def sink(event: Event) -> None:
         events.append(event)
 
     config = AgentConfig(
@@ -131,7 +131,7 @@ async def _run(server_url: str, workspace: Path, events: list[RunEvent]) -> Asyn
 
 
 async def test_retry_after_429_and_500_then_success(workspace: Path) -> None:
-    events: list[RunEvent] = []
+    events: list[Event] = []
     with LLMServer() as server:
         server.enqueue(
             error_reply(429, "slow down", "rate_limit_exceeded", {"retry-after-ms": "20"}),
@@ -143,12 +143,12 @@ async def test_retry_after_429_and_500_then_success(workspace: Path) -> None:
         assert len(server.requests) == 3
     retries = [e for e in events if e.kind == "retry"]
     assert [r.code for r in retries] == ["rate_limited", "overloaded"]
-    assert retries[0].delay == pytest.approx(0.02)  # Retry-After honoured
+    assert retries[0].delay_seconds == pytest.approx(0.02)  # Retry-After honoured
     assert result.status == "completed" and result.output == "Done."
 
 
 async def test_retried_stream_never_repeats_text_already_shown(workspace: Path) -> None:
-    events: list[RunEvent] = []
+    events: list[Event] = []
     cut = openai_reply("Alpha beta gamma delta", pieces=4)
     cut.cut_after = 3  # role chunk + two text chunks, then the connection drops
     with LLMServer() as server:
@@ -162,7 +162,7 @@ async def test_retried_stream_never_repeats_text_already_shown(workspace: Path) 
 
 
 async def test_agent_reads_a_file_over_the_real_sdk(workspace: Path) -> None:
-    events: list[RunEvent] = []
+    events: list[Event] = []
     with LLMServer() as server:
         server.enqueue(
             openai_reply("Reading.", [("call_1", "read_file", {"path": "README.md"})]),

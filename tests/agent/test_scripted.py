@@ -77,9 +77,12 @@ def test_script_files_load_from_toml_and_json(tmp_path: Path) -> None:
 
 def test_a_bad_script_names_the_file_and_key(tmp_path: Path) -> None:
     bad = tmp_path / "bad.toml"
-    bad.write_text('[[turns]]\ntxet = "typo"\n')
+    bad.write_text('[[turns]]\ntxet = "typo"\n\n[[turns]]\ntext = "ok"\ndelay = -1\n')
     with pytest.raises(errors.ConfigError) as caught:
         ScriptedProvider.from_file(bad)
-    assert str(caught.value) == f"{bad}: turns.0.txet: Extra inputs are not permitted"
-    with pytest.raises(errors.ConfigError, match="cannot read script"):
+    assert str(caught.value).splitlines() == [  # every problem of the file, each with its line
+        f"{bad}:2: unknown key 'turns.0.txet' (did you mean \"text\"?)",
+        f"{bad}:6: turns.1.delay: Input should be greater than or equal to 0",
+    ]
+    with pytest.raises(errors.ConfigError, match="missing.toml: cannot read: No such file or directory"):
         ScriptedProvider.from_file(tmp_path / "missing.toml")

@@ -13,7 +13,7 @@ from pathlib import Path
 from support.cli import ZERO, lines, write_script, zero
 from support.llm_server import LLMServer, anthropic_reply, error_reply, openai_reply
 
-from zero.sessions import SessionStore
+from zero.sessions import FileSessionStore
 
 READ_README = """
 [[turns]]
@@ -27,8 +27,8 @@ text = "The README says the answer is 42."
 """
 
 
-def sessions() -> SessionStore:
-    return SessionStore(Path(os.environ["ZERO_HOME"]) / "sessions")
+def sessions() -> FileSessionStore:
+    return FileSessionStore(Path(os.environ["ZERO_HOME"]) / "sessions")
 
 
 def test_scripted_exec_prints_the_answer_and_records_the_session(workspace: Path, tmp_path: Path) -> None:
@@ -42,7 +42,7 @@ def test_scripted_exec_prints_the_answer_and_records_the_session(workspace: Path
     [meta] = sessions().list()
     assert meta.status == "completed" and meta.cwd == str(workspace.resolve()) and meta.provider == "scripted"
     assert meta.title == "What does the README say?" and meta.root_session_id == meta.session_id
-    kinds = [e["type"] for e in sessions().events(meta.session_id)]
+    kinds = [e.event.kind for e in sessions().events(meta.session_id)]
     assert kinds == [
         "run_start",
         "message",
@@ -81,8 +81,8 @@ def test_exec_against_an_openai_compatible_server_reads_a_file_and_answers(works
     assert result["status"] == "completed" and result["result"] == "The answer is 42." and result["exitCode"] == 0
     assert result["usage"]["promptTokens"] == 700 and result["costUsd"] == round((700 * 0.4 + 30 * 1.6) / 1e6, 6)
     assert tool_result["role"] == "tool" and "The answer is 42." in tool_result["content"]
-    events = sessions().events(result["sessionId"])
-    assert [e["type"] for e in events] == [
+    events = [e.event for e in sessions().events(result["sessionId"])]
+    assert [e.kind for e in events] == [
         "run_start",
         "message",
         "message",
@@ -94,7 +94,7 @@ def test_exec_against_an_openai_compatible_server_reads_a_file_and_answers(works
         "usage",
         "run_end",
     ]
-    assert events[6]["payload"]["status"] == "ok" and "The answer is 42." in events[6]["payload"]["output"]
+    assert events[6].status == "ok" and "The answer is 42." in events[6].output  # type: ignore[union-attr]
     assert sessions().metadata(result["sessionId"]).usage.prompt_tokens == 700
 
 
@@ -148,12 +148,12 @@ def test_usage_errors_exit_2(workspace: Path, tmp_path: Path) -> None:
     assert zero("exec", "--provider", "scripted", "--script", "x.toml", "--cwd", str(workspace)).returncode == 2
     bad = write_script(tmp_path / "bad.toml", "[[turns]]\ntxet = 1\n")
     done = zero("exec", "hi", "--provider", "scripted", "--script", str(bad), "--cwd", str(workspace))
-    assert done.returncode == 2 and "turns.0.txet: Extra inputs are not permitted" in done.stderr
+    assert done.returncode == 2 and f"{bad}:2: unknown key 'turns.0.txet' (did you mean \"text\"?)" in done.stderr
     (workspace / ".zero").mkdir()
     (workspace / ".zero" / "config.toml").write_text('provder = "openai"\n')
     done = zero("exec", "hi", "--cwd", str(workspace))
     assert done.returncode == 2
-    assert "config.toml: unknown key 'provder' (did you mean \"provider\"?)" in done.stderr
+    assert "config.toml:1: unknown key 'provder' (did you mean \"provider\"?)" in done.stderr
 
 
 def test_max_turns_exits_4_with_the_partial_answer(workspace: Path, tmp_path: Path) -> None:
@@ -166,7 +166,7 @@ def test_max_turns_exits_4_with_the_partial_answer(workspace: Path, tmp_path: Pa
     )
     assert done.returncode == 4
     assert done.stdout == "Still looking.\n"
-    assert "stopped after 2 model calls (max turns)" in done.stderr
+    assert "stopped after 2 model calls (max turns); the answer is partial" in done.stderr
 
 
 def test_prompt_from_stdin_and_file(workspace: Path, tmp_path: Path) -> None:
@@ -254,9 +254,9 @@ tool_calls = [{ name = "bash", arguments = { command = "sleep 60" } }]
     assert lines(rest)[-1]["type"] == "run_end" and lines(rest)[-1]["status"] == "interrupted"
     [meta] = sessions().list()
     assert meta.status == "interrupted"
-    events = sessions().events(meta.session_id)
-    assert events[-1]["type"] == "run_end" and events[-1]["payload"]["status"] == "interrupted"
-    assert any(e["type"] == "message" and e["payload"]["content"] == "Working on it." for e in events)
+    events = [e.event for e in sessions().events(meta.session_id)]
+    assert events[-1].kind == "run_end" and events[-1].status == "interrupted"
+    assert any(e.kind == "message" and e.content == "Working on it." for e in events)
 
 
 def test_help_does_not_import_the_sdks() -> None:

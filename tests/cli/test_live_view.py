@@ -12,7 +12,7 @@ import pexpect
 import pyte
 from support.cli import ZERO, zero
 
-from zero.sessions import SessionStore
+from zero.sessions import FileSessionStore
 
 REPO = Path(__file__).resolve().parents[2]
 TEAM = str(REPO / "manifests/teams/repo-review.toml")
@@ -62,18 +62,15 @@ def test_the_live_tree_in_a_terminal(tmp_path: Path) -> None:
 
 
 def test_without_a_terminal_one_plain_line_per_state_change(tmp_path: Path) -> None:
-    done = subprocess.run(
-        [ZERO, "swarm", "run", TEAM, "--provider", "scripted", "--script", slow_script(tmp_path, 0.0)],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        timeout=60,
-    )
+    done = zero("swarm", "run", TEAM, "--provider", "scripted", "--script", slow_script(tmp_path, 0.0), cwd=REPO)
     assert done.returncode == 0, done.stderr
     assert "\x1b" not in done.stdout and "\x1b" not in done.stderr
     lines = done.stderr.strip().splitlines()
     changes = [re.sub(r"^\[\s*[\d.]+s\] ", "", line) for line in lines]
-    assert changes[0] == "repo-review  team started: 4 members in 3 waves"
+    # the team's id is printed as the run starts, so that another terminal can follow it
+    assert re.fullmatch(
+        r"repo-review  team started: 4 members in 3 waves · follow it with: zero swarm watch team_\w+", changes[0]
+    )
     assert [c.split()[0] for c in changes[1:]] == [
         "mapper",
         "mapper",
@@ -124,11 +121,11 @@ def test_watch_follows_a_run_from_another_process(tmp_path: Path) -> None:
         stderr=subprocess.PIPE,
         text=True,
     )
-    store = SessionStore(Path(os.environ["ZERO_HOME"]) / "sessions")
+    store = FileSessionStore(Path(os.environ["ZERO_HOME"]) / "sessions")
     assert run.stderr is not None
     run.stderr.readline()  # "team started": the team session exists
     team = [m for m in store.list() if m.session_kind == "team"][0]
-    watched = zero("swarm", "watch", team.session_id, timeout=60)
+    watched = zero("swarm", "watch", team.session_id)
     run.communicate(timeout=60)
     assert watched.returncode == 0, watched.stderr
     last = watched.stdout

@@ -6,7 +6,6 @@ import io
 from pathlib import Path
 from typing import Any
 
-import anyio
 import pytest
 from support.cli import lines, write_script, zero
 
@@ -149,7 +148,9 @@ def test_a_setup_error_still_ends_with_run_end(workspace: Path) -> None:
 def test_permission_decision_has_the_documented_fields() -> None:
     out = io.StringIO()
     writer = StreamJsonWriter(out, "run_1", "root")
-    anyio.run(writer, PermissionDecided("root", "call_2", "write_file", True, "approved in TUI"))
+    writer.write(
+        PermissionDecided(session_id="root", id="call_2", name="write_file", granted=True, reason="approved in TUI")
+    )
     [event] = lines(out.getvalue())
     check(event, "run_1")
     assert event["action"] == "allow" and event["permissionGranted"] is True

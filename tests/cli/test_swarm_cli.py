@@ -14,7 +14,7 @@ from typing import Any
 from support.cli import ZERO, lines, write_script, zero
 from support.llm_server import LLMServer, Reply, error_reply, openai_reply
 
-from zero.sessions import SessionStore
+from zero.sessions import FileSessionStore
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -45,8 +45,8 @@ prompt = "Join {{ b.output }} with {{ c.output }}"
 """
 
 
-def sessions() -> SessionStore:
-    return SessionStore(Path(os.environ["ZERO_HOME"]) / "sessions")
+def sessions() -> FileSessionStore:
+    return FileSessionStore(Path(os.environ["ZERO_HOME"]) / "sessions")
 
 
 def who(request: dict[str, Any]) -> str:
@@ -206,8 +206,8 @@ prompt = "z"
         assert members["alone"]["status"] == "completed"
         if retries:
             assert members["flaky"]["status"] == members["after"]["status"] == "completed"
-            events = sessions().events(members["flaky"]["sessionId"])
-            assert [e["payload"]["code"] for e in events if e["type"] == "retry"] == ["overloaded", "overloaded"]
+            events = [e.event for e in sessions().events(members["flaky"]["sessionId"])]
+            assert [e.code for e in events if e.kind == "retry"] == ["overloaded", "overloaded"]
         else:
             assert members["flaky"]["status"] == "failed" and members["after"]["status"] == "skipped"
             assert members["after"]["reason"] == "dependency 'flaky' ended failed"
@@ -260,7 +260,7 @@ tool_calls = [{ name = "bash", arguments = { command = "sleep 30" } }]
     assert len(all_sessions) == 4
     for meta in all_sessions:
         events = store.events(meta.session_id)  # a valid log, readable to the end
-        assert meta.status == "interrupted", (meta.status, meta.member_name, [e["type"] for e in events])
+        assert meta.status == "interrupted", (meta.status, meta.member_name, [e.event.kind for e in events])
 
 
 def test_validate_lists_every_problem_and_calls_no_model(tmp_path: Path) -> None:
@@ -315,7 +315,7 @@ def test_the_readme_main_command_runs_the_demo_team_offline() -> None:
     command = re.search(r"^pip install -e \. && (zero swarm run .+)$", readme, re.MULTILINE)
     assert command is not None, "the README's quickstart runs the demo team"
     args = command.group(1).split()[1:]
-    done = subprocess.run([ZERO, *args], capture_output=True, text=True, cwd=REPO, timeout=60)
+    done = zero(*args, cwd=REPO)
     assert done.returncode == 0, done.stderr
     assert "team repo-review · completed" in done.stdout
     assert re.search(r"Totals: tokens \d+ of 400000 · cost \$0\.\d{4} of \$1\.00", done.stdout)

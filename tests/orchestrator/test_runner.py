@@ -7,11 +7,11 @@ from typing import Any
 
 import pytest
 
-from zero.agent import PriceTable, RunEvent, ScriptedProvider, ScriptMatch, ScriptToolCall, ScriptTurn
+from zero.agent import Event, PriceTable, ScriptedProvider, ScriptMatch, ScriptToolCall, ScriptTurn
 from zero.agent.providers.scripted import ScriptError, ScriptUsage
 from zero.orchestrator import TeamBudget, TeamResult, TeamRunner, build_plan
-from zero.sessions import SessionStore
-from zero.specialists import SpecialistRegistry
+from zero.sessions import FileSessionStore
+from zero.specialists import AgentContext, SpecialistRegistry
 from zero.tools import Workspace
 
 pytestmark = pytest.mark.anyio
@@ -29,7 +29,7 @@ def team_file(tmp_path: Path, body: str) -> Path:
 
 async def run_team(
     workspace: Path, tmp_path: Path, body: str, turns: list[ScriptTurn], **plan_kw: Any
-) -> tuple[TeamResult, TeamRunner, ScriptedProvider, list[RunEvent]]:
+) -> tuple[TeamResult, TeamRunner, ScriptedProvider, list[Event]]:
     provider = ScriptedProvider(turns)
     prices = PriceTable.builtin()
     registry = SpecialistRegistry.load(workspace)
@@ -42,21 +42,18 @@ async def run_team(
         prices=prices,
         **plan_kw,
     )
-    events: list[RunEvent] = []
-
-    async def sink(event: RunEvent) -> None:
-        events.append(event)
-
-    runner = TeamRunner(
-        plan,
-        store=SessionStore(tmp_path / "sessions"),
+    ctx = AgentContext(
+        store=FileSessionStore(tmp_path / "sessions"),
         registry=registry,
         workspace=Workspace([workspace]),
+        provider=provider,
+        model="gpt-4.1-mini",
         providers=lambda name: provider,
         prices=prices,
-        sink=sink,
-        retry_delay=0.001,
     )
+    runner = TeamRunner(plan, ctx, retry_delay=0.001)
+    events: list[Event] = []
+    runner.hub.listen(events.append)
     result = await runner.run()
     return result, runner, provider, events
 
@@ -99,14 +96,10 @@ async def test_a_diamond_runs_in_waves_and_passes_outputs_on(workspace: Path, tm
         ],
     )
     assert result.status == "completed"
-    order = [(e.kind, e.member) for e in events if e.kind == "subagent_started"]
-    assert order[0] == ("subagent_started", "a") and order[-1] == ("subagent_started", "d")
-    lifecycle = [
-        (e.kind, runner.members_by_session[e.session_id])
-        for e in events
-        if e.kind in ("subagent_started", "subagent_finished")
-    ]
-    assert lifecycle.index(("subagent_started", "c")) < lifecycle.index(("subagent_finished", "b"))  # b, c overlap
+    order = [e.member for e in events if e.kind == "child_start"]
+    assert order[0] == "a" and order[-1] == "d"
+    lifecycle = [(e.kind, e.member) for e in events if e.kind in ("child_start", "child_end")]
+    assert lifecycle.index(("child_start", "c")) < lifecycle.index(("child_end", "b"))  # b, c overlap
     d_prompt = [c for c in provider.calls if 'You are "d"' in c.messages[0].content][0].messages[1].content
     assert d_prompt == "Team goal:\nFind the answer.\n\nYour task:\nJoin B-OUT and C-OUT for Find the answer."
     store = runner.store
@@ -282,8 +275,11 @@ prompt = "read"
     assert "Message 1 delivered to reader." in tool_results
     assert any(r.startswith("Error: there is no member named 'nobody'; send to one of: reader") for r in tool_results)
     assert "[1] from writer:\nhello there" in tool_results
-    log = [e for e in runner.store.events(runner.session_id) if e["type"] == "team_message"]
-    assert [e["payload"] for e in log] == [{"id": 1, "from": "writer", "to": "reader", "body": "hello there"}]
+    log = [e.event for e in runner.store.events(runner.session_id)]
+    sent = [(e.id, e.sender, e.to, e.body) for e in log if e.kind == "team_message"]
+    assert sent == [(1, "writer", "reader", "hello there")]
+    raw = (tmp_path / "sessions" / runner.session_id / "events.jsonl").read_text()
+    assert '"payload":{"id":1,"from":"writer","to":"reader","body":"hello there"}' in raw
 
 
 async def test_member_grants_are_carved_out_of_the_team_budget(workspace: Path, tmp_path: Path) -> None:

@@ -10,11 +10,10 @@ from rich.console import Console
 
 from zero.agent import (
     AssistantText,
+    ChildFinished,
+    ChildStarted,
     RetryScheduled,
     StatusChanged,
-    SubagentFinished,
-    SubagentStarted,
-    ToolCall,
     ToolCallStarted,
     Usage,
     UsageUpdated,
@@ -46,38 +45,43 @@ def team(clock: Clock) -> TeamTree:
     return tree
 
 
-def usage(prompt: int, completion: int, cost: float) -> UsageUpdated:
-    u = Usage(prompt, completion, 0, cost, 1)
-    return UsageUpdated("", "gpt-4.1-mini", u, u)
+def usage(sid: str, prompt: int, completion: int, cost: float) -> UsageUpdated:
+    return UsageUpdated.of(sid, "gpt-4.1-mini", Usage(prompt, completion, 0, cost, 1))
 
 
 def call(sid: str, name: str, **args: object) -> ToolCallStarted:
-    return ToolCallStarted(sid, ToolCall("c1", name, dict(args)), "read")
+    return ToolCallStarted(session_id=sid, id="c1", name=name, arguments=dict(args))
 
 
-def start(sid: str, member: str, spec: str, parent: str = "team_1") -> SubagentStarted:
-    return SubagentStarted(sid, parent, "team_1", member, spec, member=member if parent == "team_1" else None)
+PARENTS = {"child_1": "m_rev"}
 
 
-def with_sid(event: UsageUpdated, sid: str) -> UsageUpdated:
-    return UsageUpdated(sid, event.model, event.usage, event.total)
+def start(sid: str, member: str, spec: str) -> ChildStarted:
+    parent = PARENTS.get(sid, "team_1")
+    team_member = member if parent == "team_1" else None
+    return ChildStarted(session_id=parent, child_session_id=sid, specialist=spec, agent_name=member, member=team_member)
+
+
+def end(sid: str, status: str, usage: Usage, ms: int) -> ChildFinished:
+    parent = PARENTS.get(sid, "team_1")
+    return ChildFinished(session_id=parent, child_session_id=sid, status=status, usage=usage, duration_ms=ms)  # type: ignore[arg-type]
 
 
 def running(clock: Clock) -> TeamTree:
     tree = team(clock)
     tree.apply(start("m_map", "mapper", "explorer"))
     clock.now += 4
-    tree.apply(with_sid(usage(1800, 60, 0.0008), "m_map"))
-    tree.apply(SubagentFinished("m_map", "completed", Usage(1800, 60, 0, 0.0008, 1), 4000))
+    tree.apply(usage("m_map", 1800, 60, 0.0008))
+    tree.apply(end("m_map", "completed", Usage(1800, 60, 0, 0.0008, 1), 4000))
     tree.apply(start("m_rev", "reviewer", "code-review"))
     tree.apply(start("m_test", "tester", "tester"))
     clock.now += 2
-    tree.apply(with_sid(usage(2400, 90, 0.0011), "m_rev"))
+    tree.apply(usage("m_rev", 2400, 90, 0.0011))
     tree.apply(call("m_rev", "grep", pattern="TODO", path="src/"))
-    tree.apply(start("child_1", "explorer", "explorer", parent="m_rev"))
-    tree.apply(with_sid(usage(900, 40, 0.0004), "child_1"))
+    tree.apply(start("child_1", "explorer", "explorer"))
+    tree.apply(usage("child_1", 900, 40, 0.0004))
     tree.apply(call("child_1", "read_file", path="src/app.py"))
-    tree.apply(RetryScheduled("m_test", 1, 4.0, "rate_limited", "429"))
+    tree.apply(RetryScheduled(session_id="m_test", attempt=1, delay_seconds=4.0, code="rate_limited", message="429"))
     tree.nodes["m_test"].last_event = clock.now - 130  # silent for a while: stalled
     clock.now += 1.5
     return tree
@@ -115,15 +119,15 @@ def test_a_running_team() -> None:
 def test_a_finished_team() -> None:
     clock = Clock()
     tree = running(clock)
-    tree.apply(SubagentFinished("child_1", "completed", Usage(900, 40, 0, 0.0004, 1), 1500))
-    tree.apply(AssistantText("m_rev", "Two findings."))
-    tree.apply(SubagentFinished("m_rev", "completed", Usage(3300, 130, 0, 0.0015, 2), 3500))
-    tree.apply(with_sid(usage(1500, 50, 0.0007), "m_test"))
-    tree.apply(SubagentFinished("m_test", "completed", Usage(1500, 50, 0, 0.0007, 1), 3600))
+    tree.apply(end("child_1", "completed", Usage(900, 40, 0, 0.0004, 1), 1500))
+    tree.apply(AssistantText(session_id="m_rev", delta="Two findings."))
+    tree.apply(end("m_rev", "completed", Usage(3300, 130, 0, 0.0015, 2), 3500))
+    tree.apply(usage("m_test", 1500, 50, 0.0007))
+    tree.apply(end("m_test", "completed", Usage(1500, 50, 0, 0.0007, 1), 3600))
     tree.apply(start("m_rep", "reporter", "planner"))
     clock.now += 3
-    tree.apply(with_sid(usage(2000, 300, 0.0013), "m_rep"))
-    tree.apply(SubagentFinished("m_rep", "completed", Usage(2000, 300, 0, 0.0013, 1), 3000))
+    tree.apply(usage("m_rep", 2000, 300, 0.0013))
+    tree.apply(end("m_rep", "completed", Usage(2000, 300, 0, 0.0013, 1), 3000))
     tree.root.status, tree.root.finished = "completed", clock.now
     check("finished", render(tree, budget(8_540, 0.0047, 6, 12.0)))
 
@@ -133,9 +137,11 @@ def test_a_team_whose_budget_ran_out() -> None:
     tree = running(clock)
     reason = "team budget exhausted: tokens limit reached: 19,800 tokens used of 20,000 tokens"
     for sid in ("child_1", "m_rev", "m_test"):
-        tree.apply(SubagentFinished(sid, "budget_exhausted", tree.nodes[sid].usage, 2000))
+        tree.apply(end(sid, "budget_exhausted", tree.nodes[sid].usage, 2000))
         tree.nodes[sid].reason = reason if sid != "child_1" else ""
-    tree.apply(StatusChanged("m_rep", "budget_exhausted", "the team budget ran out before it started"))
+    tree.apply(
+        StatusChanged(session_id="m_rep", status="budget_exhausted", reason="the team budget ran out before it started")
+    )
     tree.root.status, tree.root.finished = "budget_exhausted", clock.now
     check("budget_exhausted", render(tree, budget(19_800, 0.0089, 9, 9.5)))
 

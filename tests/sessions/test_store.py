@@ -11,16 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from zero.agent import Usage
+from zero.agent import ChildFinished, MessageAdded, RunFinished, RunStarted, Usage, UsageUpdated, WarningRaised
 from zero.errors import SessionError, UsageError
-from zero.sessions import (
-    SessionMetadata,
-    SessionStore,
-    add_children_usage,
-    new_session_id,
-    set_status,
-    validate_session_id,
-)
+from zero.sessions import FileSessionStore, SessionMetadata, new_session_id, validate_session_id
+
+SessionStore = FileSessionStore
 
 
 @pytest.fixture
@@ -34,21 +29,41 @@ def make(store: SessionStore, **fields: object) -> str:
     return sid
 
 
+def say(sid: str, text: str, role: str = "user") -> MessageAdded:
+    return MessageAdded(session_id=sid, role=role, content=text)  # type: ignore[arg-type]
+
+
+def tick(sid: str, label: object) -> WarningRaised:
+    """A plain event carrying a label, to follow events through the store."""
+    return WarningRaised(session_id=sid, code="tick", message=str(label))
+
+
+def labels(store: SessionStore, sid: str) -> list[str]:
+    return [e.event.message for e in store.events(sid) if isinstance(e.event, WarningRaised)]
+
+
+def raw(store: SessionStore, sid: str) -> list[dict[str, object]]:
+    return [json.loads(line) for line in (store.path(sid) / "events.jsonl").read_text().splitlines()]
+
+
 def test_a_batch_is_appended_with_contiguous_sequences_and_metadata(store: SessionStore) -> None:
     sid = make(store)
-    store.append(sid, [("message", {"role": "user", "content": "hi"})])
-    meta = store.append(sid, [("message", {"role": "assistant", "content": "yo"}), ("usage", {"promptTokens": 3})])
+    store.append(sid, [say(sid, "hi")])
+    usage = UsageUpdated(session_id=sid, model="m", prompt_tokens=3, cost_usd=None)
+    meta = store.append(sid, [say(sid, "yo", "assistant"), usage])
     events = store.events(sid)
-    assert [e["sequence"] for e in events] == [1, 2, 3]
-    assert events[2] == {
+    assert [e.sequence for e in events] == [1, 2, 3] and events[2].event == usage
+    record = raw(store, sid)[2]
+    assert record == {
         "id": f"{sid}:3",
         "sessionId": sid,
         "sequence": 3,
         "type": "usage",
-        "createdAt": events[2]["createdAt"],
-        "payload": {"promptTokens": 3},
+        "createdAt": events[2].created_at,
+        "payload": {"model": "m", "promptTokens": 3, "costUsd": None},
     }
     assert meta.event_count == 3 and meta.last_event_type == "usage"
+    assert meta.usage.prompt_tokens == 3 and meta.usage.cost_usd is None  # the metadata follows the events
     on_disk = json.loads((store.path(sid) / "metadata.json").read_text())
     assert on_disk["sessionId"] == sid and on_disk["eventCount"] == 3 and on_disk["lastEventType"] == "usage"
     assert set(on_disk["usage"]) == {
@@ -78,40 +93,51 @@ def test_bad_ids_are_refused_before_touching_a_path(store: SessionStore, bad: st
 
 def test_a_torn_last_line_is_skipped_and_cut_before_the_next_append(store: SessionStore) -> None:
     sid = make(store)
-    store.append(sid, [("message", {"role": "user", "content": "one"}), ("message", {"content": "two"})])
+    store.append(sid, [say(sid, "one"), say(sid, "two")])
     log = store.path(sid) / "events.jsonl"
     with open(log, "ab") as f:
         f.write(b'{"id": "x:3", "sequence": 3, "type": "mess')  # the process died mid-write
-    assert [e["sequence"] for e in store.events(sid)] == [1, 2]
-    store.append(sid, [("message", {"role": "user", "content": "three"})])
+    assert [e.sequence for e in store.events(sid)] == [1, 2]
+    store.append(sid, [say(sid, "three")])
     events = store.events(sid)
-    assert [e["sequence"] for e in events] == [1, 2, 3] and events[2]["payload"]["content"] == "three"
+    assert [e.sequence for e in events] == [1, 2, 3] and events[2].event == say(sid, "three")
     assert log.read_bytes().count(b"\n") == 3
 
 
 def test_a_corrupt_line_in_the_middle_is_an_error_naming_the_line(store: SessionStore) -> None:
     sid = make(store)
-    store.append(sid, [("a", {}), ("b", {}), ("c", {})])
+    store.append(sid, [tick(sid, "a"), tick(sid, "b"), tick(sid, "c")])
     log = store.path(sid) / "events.jsonl"
     lines = log.read_text().splitlines()
-    lines[1] = "{not json"
-    log.write_text("\n".join(lines) + "\n")
-    with pytest.raises(SessionError, match=r"events.jsonl: line 2 is not valid JSON"):
-        store.events(sid)
+    for bad, why in [
+        ("{not json", "not a valid event"),
+        ("[1, 2]", "a record must be a JSON object"),
+        ('{"sequence": 2, "payload": {}}', "the record has no type"),
+        ('{"sequence": 2, "type": "tool_result", "payload": {"status": "maybe"}}', "toolCallId: Field required"),
+    ]:
+        log.write_text("\n".join([lines[0], bad, lines[2]]) + "\n")
+        with pytest.raises(SessionError, match=r"events.jsonl: line 2 is not a valid event") as caught:
+            store.events(sid)
+        assert why in str(caught.value)
+    # an event type from a newer Zero is skipped, not an error
+    log.write_text("\n".join([lines[0], '{"sequence": 2, "type": "hologram", "payload": {}}', lines[2]]) + "\n")
+    assert labels(store, sid) == ["a", "c"]
 
 
-def test_secrets_are_redacted_before_they_reach_disk(store: SessionStore) -> None:
+def test_secrets_are_redacted_from_values_before_they_reach_disk(store: SessionStore) -> None:
     sid = make(store)
-    store.append(sid, [("tool_result", {"output": "OPENAI_API_KEY=sk-proj-abcdefghijklmnopqrstuvwxyz123"})])
+    store.append(sid, [tick(sid, "OPENAI_API_KEY=sk-proj-abcdefghijklmnopqrstuvwxyz123")])
     assert "sk-proj" not in (store.path(sid) / "events.jsonl").read_text()
+    assert labels(store, sid) == ["OPENAI_API_KEY=[REDACTED]"]
 
 
 WRITER = """
 import sys
-from zero.sessions import SessionStore
-store, sid, name = SessionStore(sys.argv[1]), sys.argv[2], sys.argv[3]
+from zero.agent import WarningRaised
+from zero.sessions import FileSessionStore
+store, sid, name = FileSessionStore(sys.argv[1]), sys.argv[2], sys.argv[3]
 for i in range(25):
-    store.append(sid, [("batch", {"writer": name, "i": i, "part": p}) for p in range(4)])
+    store.append(sid, [WarningRaised(session_id=sid, code=name, message=f"{i}:{p}") for p in range(4)])
 """
 
 
@@ -120,11 +146,11 @@ def test_sixteen_processes_appending_at_once_leave_contiguous_unmixed_batches(st
     procs = [subprocess.Popen([sys.executable, "-c", WRITER, str(store.root), sid, f"w{n}"]) for n in range(16)]
     assert [p.wait(timeout=60) for p in procs] == [0] * 16
     events = store.events(sid)
-    assert [e["sequence"] for e in events] == list(range(1, 16 * 25 * 4 + 1))
+    assert [e.sequence for e in events] == list(range(1, 16 * 25 * 4 + 1))
     for start in range(0, len(events), 4):
-        batch = [e["payload"] for e in events[start : start + 4]]
-        assert [p["part"] for p in batch] == [0, 1, 2, 3]
-        assert len({(p["writer"], p["i"]) for p in batch}) == 1
+        batch = [e.event for e in events[start : start + 4]]
+        assert [b.message.split(":")[1] for b in batch] == ["0", "1", "2", "3"]  # type: ignore[union-attr]
+        assert len({(b.code, b.message.split(":")[0]) for b in batch}) == 1  # type: ignore[union-attr]
     assert store.metadata(sid).event_count == 1600
 
 
@@ -133,7 +159,7 @@ def test_threads_appending_at_once_are_group_committed_whole_and_in_order(store:
 
     def writer(name: str) -> None:
         for i in range(20):
-            store.append(sid, [("batch", {"writer": name, "i": i, "part": p}) for p in range(3)])
+            store.append(sid, [tick(sid, f"{name}:{i}:{p}") for p in range(3)])
 
     threads = [threading.Thread(target=writer, args=(f"t{n}",)) for n in range(8)]
     for t in threads:
@@ -141,25 +167,25 @@ def test_threads_appending_at_once_are_group_committed_whole_and_in_order(store:
     for t in threads:
         t.join()
     events = store.events(sid)
-    assert [e["sequence"] for e in events] == list(range(1, 8 * 20 * 3 + 1))
-    for start in range(0, len(events), 3):
-        batch = [e["payload"] for e in events[start : start + 3]]
-        assert [p["part"] for p in batch] == [0, 1, 2] and len({(p["writer"], p["i"]) for p in batch}) == 1
+    assert [e.sequence for e in events] == list(range(1, 8 * 20 * 3 + 1))
+    parts = [label.split(":") for label in labels(store, sid)]
+    for start in range(0, len(parts), 3):
+        batch = parts[start : start + 3]
+        assert [p[2] for p in batch] == ["0", "1", "2"] and len({(p[0], p[1]) for p in batch}) == 1
     for n in range(8):  # each writer's batches stay in the order it wrote them
-        mine = [e["payload"]["i"] for e in events if e["payload"]["writer"] == f"t{n}" and e["payload"]["part"] == 0]
-        assert mine == list(range(20))
+        assert [int(p[1]) for p in parts if p[0] == f"t{n}" and p[2] == "0"] == list(range(20))
     assert store.metadata(sid).event_count == 480
 
 
 def test_appending_to_a_missing_session_is_a_session_error(store: SessionStore) -> None:
     with pytest.raises(SessionError, match="session nope not found"):
-        store.append("nope", [("x", {})])
+        store.append("nope", [tick("nope", "x")])
 
 
 def test_list_returns_sessions_newest_first_and_skips_damaged_ones(store: SessionStore) -> None:
     first = make(store, title="first")
     second = make(store, title="second")
-    store.append(second, [("x", {})])
+    store.append(second, [tick(second, "x")])
     old = store.path(first) / "metadata.json"  # make "first" older than any clock tick could
     old.write_text(old.read_text().replace(store.metadata(first).updated_at, "2020-01-01T00:00:00.000Z"))
     (store.root / "broken").mkdir()
@@ -179,7 +205,7 @@ def test_metadata_is_replaced_whole_and_readers_never_see_a_partial_file(store: 
     thread = threading.Thread(target=reader)
     thread.start()
     for i in range(200):
-        store.append(sid, [("tick", {"i": i})])
+        store.append(sid, [tick(sid, i)])
     stop.set()
     thread.join()
     assert len(seen) > 10 and seen == sorted(seen)  # always whole JSON, never going back
@@ -194,7 +220,7 @@ def test_metadata_falls_back_to_a_renamed_temp_file_where_names_cannot_be_swappe
     monkeypatch.setattr(replace, "_renameat2", None)
     sid = make(store)
     for i in range(3):
-        store.append(sid, [("tick", {"i": i})])
+        store.append(sid, [tick(sid, i)])
     assert json.loads((store.path(sid) / "metadata.json").read_text())["eventCount"] == 3
     assert sorted(p.name for p in store.path(sid).iterdir()) == ["events.jsonl", "metadata.json"]
 
@@ -206,10 +232,11 @@ def on_disk(store: SessionStore, sid: str) -> dict[str, object]:
 
 def test_submitted_batches_are_in_order_and_readers_in_this_process_see_them_at_once(store: SessionStore) -> None:
     sid = make(store)
-    for i in range(50):
-        store.submit(sid, [("tick", {"i": i})], set_status("running") if i == 0 else None)
+    store.submit(sid, [RunStarted(session_id=sid, provider="p", model="m", cwd="/repo")])
+    for i in range(49):
+        store.submit(sid, [tick(sid, i)])
     assert store.metadata(sid).event_count == 50 and store.metadata(sid).status == "running"
-    assert [e["payload"]["i"] for e in store.events(sid)] == list(range(50))
+    assert labels(store, sid) == [str(i) for i in range(49)]
     assert on_disk(store, sid)["eventCount"] == 0  # the summary on disk follows later...
     store.flush(sid)
     assert on_disk(store, sid)["eventCount"] == 50 and on_disk(store, sid)["status"] == "running"  # ...or now
@@ -217,8 +244,8 @@ def test_submitted_batches_are_in_order_and_readers_in_this_process_see_them_at_
 
 def test_a_final_batch_writes_the_metadata_with_it(store: SessionStore) -> None:
     sid = make(store)
-    store.submit(sid, [("turn", {})])
-    store.submit(sid, [("run_end", {"status": "completed"})], set_status("completed"), final=True)
+    store.submit(sid, [tick(sid, "turn")])
+    store.submit(sid, [RunFinished(session_id=sid, status="completed")], final=True)
     store.metadata(sid)  # wait for the writer
     assert on_disk(store, sid)["status"] == "completed" and on_disk(store, sid)["lastEventType"] == "run_end"
 
@@ -226,7 +253,7 @@ def test_a_final_batch_writes_the_metadata_with_it(store: SessionStore) -> None:
 def test_the_metadata_of_a_busy_session_reaches_the_disk_within_the_interval(tmp_path: Path) -> None:
     store = SessionStore(tmp_path / "sessions", metadata_interval=0.2)
     sid = make(store)
-    store.submit(sid, [("tick", {})], set_status("running"))
+    store.submit(sid, [RunStarted(session_id=sid, provider="p", model="m", cwd="/repo")])
     deadline = time.monotonic() + 5
     while on_disk(store, sid)["eventCount"] != 1:
         assert time.monotonic() < deadline, "the metadata was never written"
@@ -235,29 +262,33 @@ def test_the_metadata_of_a_busy_session_reaches_the_disk_within_the_interval(tmp
 
 
 def test_a_failed_submit_is_raised_by_the_next_submit_or_flush(store: SessionStore) -> None:
-    store.submit("ghost", [("x", {})])  # queued: the writer finds no such session
+    store.submit("ghost", [tick("ghost", "x")])  # queued: the writer finds no such session
     with pytest.raises(SessionError, match="session ghost not found"):
         store.flush()
     store.flush()  # raised once, then cleared
-    store.submit("ghost", [("x", {})])
+    store.submit("ghost", [tick("ghost", "x")])
     store.metadata(make(store))  # the writer has tried by now
     with pytest.raises(SessionError, match="session ghost not found"):
-        store.submit("ghost", [("y", {})])
+        store.submit("ghost", [tick("ghost", "y")])
 
 
 def test_two_stores_on_one_session_keep_sequences_and_usage_whole(tmp_path: Path) -> None:
     # Two stores behave like two processes: own writer, own open files, one lock on disk.
     first, second = SessionStore(tmp_path / "s"), SessionStore(tmp_path / "s")
     sid = make(first)
-    first.submit(sid, [("a", {})], add_children_usage(Usage(10, 5)))
+
+    def child(label: str, usage: Usage) -> ChildFinished:
+        return ChildFinished(session_id=sid, child_session_id=label, status="completed", usage=usage)
+
+    first.submit(sid, [child("a", Usage(10, 5))])
     first.flush(sid)
-    second.append(sid, [("b", {}), ("c", {})], add_children_usage(Usage(1, 1)))
-    first.submit(sid, [("d", {})], add_children_usage(Usage(100, 50)))
+    second.append(sid, [child("b", Usage(1, 1)), tick(sid, "c")])
+    first.submit(sid, [child("d", Usage(100, 50))])
     first.flush(sid)
-    assert [e["sequence"] for e in first.events(sid)] == [1, 2, 3, 4]
-    assert [e["type"] for e in first.events(sid)] == ["a", "b", "c", "d"]
+    assert [e.sequence for e in first.events(sid)] == [1, 2, 3, 4]
+    assert [e.event.kind for e in first.events(sid)] == ["child_end", "child_end", "warning", "child_end"]
     meta = SessionStore(tmp_path / "s").metadata(sid)
-    assert meta.event_count == 4 and meta.last_event_type == "d"
+    assert meta.event_count == 4 and meta.last_event_type == "child_end"
     assert meta.children_usage.prompt_tokens == 111 and meta.children_usage.completion_tokens == 56
 
 
@@ -266,13 +297,13 @@ def test_the_writer_thread_ends_when_idle_and_comes_back(store: SessionStore, mo
 
     monkeypatch.setattr(module, "IDLE_SECONDS", 0.05)
     sid = make(store)
-    store.append(sid, [("x", {})])
+    store.append(sid, [tick(sid, "x")])
     deadline = time.monotonic() + 5
     while any(t.name == "zero-session-writer" for t in threading.enumerate()):
         assert time.monotonic() < deadline, "the writer never stopped"
         time.sleep(0.02)
-    store.append(sid, [("y", {})])
-    assert [e["type"] for e in store.events(sid)] == ["x", "y"]
+    store.append(sid, [tick(sid, "y")])
+    assert labels(store, sid) == ["x", "y"]
 
 
 def test_the_log_is_fsynced_before_the_metadata_counting_its_events_is_written(
@@ -297,11 +328,11 @@ def test_the_log_is_fsynced_before_the_metadata_counting_its_events_is_written(
     sid = make(store)
     monkeypatch.setattr(os, "fsync", fsync)
     monkeypatch.setattr(module, "replace_file", replace_file)
-    store.submit(sid, [("a", {})])
-    store.submit(sid, [("b", {})])
+    store.submit(sid, [tick(sid, "a")])
+    store.submit(sid, [tick(sid, "b")])
     store.flush(sid)
     store.flush(sid)  # nothing new: nothing to write
-    store.append(sid, [("c", {})])
+    store.append(sid, [tick(sid, "c")])
     assert steps == ["fsync events.jsonl", "metadata 2", "fsync events.jsonl", "metadata 3"]
 
 
@@ -314,9 +345,9 @@ def test_sessions_beyond_the_open_limit_are_closed_with_their_metadata_written(
     sids = [make(store) for _ in range(4)]
     for round_ in range(2):
         for sid in sids:
-            store.submit(sid, [("tick", {"round": round_})], set_status("running"))
+            store.submit(sid, [RunStarted(session_id=sid, provider="p", model=str(round_), cwd="/")])
     store.metadata(sids[-1])  # the writer is done with them
     evicted = on_disk(store, sids[0])
     assert evicted["eventCount"] == 2 and evicted["status"] == "running"  # written as it was closed
     for sid in sids:
-        assert [e["payload"]["round"] for e in store.events(sid)] == [0, 1]
+        assert [e.event.model for e in store.events(sid)] == ["0", "1"]  # type: ignore[union-attr]

@@ -8,10 +8,10 @@ from typing import Any
 import anyio
 import pytest
 
-from zero.agent import Price, PriceTable, RunEvent, RunResult, ScriptedProvider, ScriptMatch, ScriptToolCall, ScriptTurn
-from zero.sessions import SessionRecorder, SessionStore, new_session_id, session_tree
+from zero.agent import Event, Price, PriceTable, RunResult, ScriptedProvider, ScriptMatch, ScriptToolCall, ScriptTurn
+from zero.sessions import FileSessionStore, session_tree
 from zero.sessions.models import SessionMetadata
-from zero.specialists import AgentContext, SpecialistRegistry, delegating_agent
+from zero.specialists import AgentContext, SpecialistRegistry, open_agent
 from zero.tools import PermissionMode, Workspace
 
 pytestmark = pytest.mark.anyio
@@ -29,10 +29,10 @@ def turn(system: str, n: int, text: str = "", *calls: ScriptToolCall, **kw: Any)
 
 class Harness:
     def __init__(self, workspace: Path, tmp_path: Path, turns: list[ScriptTurn], **ctx: Any):
-        self.store = SessionStore(tmp_path / "sessions")
+        self.store = FileSessionStore(tmp_path / "sessions")
         self.provider = ScriptedProvider(turns)
-        self.events: list[RunEvent] = []
-        self.session_id = new_session_id()
+        self.events: list[Event] = []
+        self.session_id = ""
         prices = PriceTable.builtin().with_overrides({"scripted": Price(1.0, 2.0)})
         self.ctx = AgentContext(
             store=self.store,
@@ -41,38 +41,27 @@ class Harness:
             provider=self.provider,
             model="scripted",
             providers=lambda name: self.provider,
-            sink=self.sink,
             prices=prices,
             **ctx,
         )
 
-    async def sink(self, event: RunEvent) -> None:
-        self.events.append(event)
-
     async def run(self, prompt: str, mode: PermissionMode = "auto") -> RunResult:
-        self.store.create(SessionMetadata(session_id=self.session_id, root_session_id=self.session_id, cwd="/w"))
-        recorder = SessionRecorder(self.store, self.session_id)
-
-        async def sink(event: RunEvent) -> None:
-            await recorder(event)
-            await self.sink(event)
-
-        run, delegator = delegating_agent(
-            self.ctx,
-            session_id=self.session_id,
-            system_prompt=f"{PARENT}.",
-            permission_mode=mode,
-            max_turns=10,
-            sink=sink,
+        session = await open_agent(
+            self.ctx, title=prompt, system_prompt=f"{PARENT}.", permission_mode=mode, max_turns=10
         )
-        async with delegator:
-            return await run.run(prompt)
+        self.session_id = session.session_id
+        session.hub.listen(self.events.append)  # every event of the tree, as it happens
+        async with session:
+            return await session.send(prompt)
 
     def of(self, kind: str, session_id: str | None = None) -> list[Any]:
         return [e for e in self.events if e.kind == kind and (session_id is None or e.session_id == session_id)]
 
     def children(self) -> list[SessionMetadata]:
         return [m for m in self.store.list() if m.parent_session_id == self.session_id]
+
+    def log(self, session_id: str) -> list[Any]:
+        return [e.event for e in self.store.events(session_id)]
 
 
 FANOUT = [
@@ -101,21 +90,32 @@ async def test_three_tasks_in_one_turn_run_concurrently_in_linked_child_sessions
     result = await h.run("Review the repository.")
     assert result.status == "completed"
     h.provider.assert_consumed()
-    kinds = [e.kind for e in h.events if e.kind in ("subagent_started", "subagent_finished")]
-    assert kinds == ["subagent_started"] * 3 + ["subagent_finished"] * 3  # all three overlap
+    kinds = [e.kind for e in h.events if e.kind in ("child_start", "child_end")]
+    assert kinds == ["child_start"] * 3 + ["child_end"] * 3  # all three overlap
     children = h.children()
     assert sorted(c.specialist for c in children) == ["code-review", "explorer", "planner"]
     for child in children:
         assert child.session_kind == "child" and child.depth == 1 and child.status == "completed"
         assert child.root_session_id == h.session_id and child.parent_session_id == h.session_id
-        assert h.store.events(child.session_id)[0]["type"] == "run_start"
+        assert h.log(child.session_id)[0].kind == "run_start"
     # the parent's model got the three envelopes back, session_id first
     answers = [m for m in h.provider.calls[-1].messages if m.role == "tool"]
     assert [a.content.splitlines()[0].startswith("session_id: child_") for a in answers] == [True] * 3
     assert "One TODO at src/app.py:2." in answers[1].content and "status: completed" in answers[1].content
-    parent_log = h.store.events(h.session_id)
-    assert [e["type"] for e in parent_log].count("child_start") == 3
-    assert [e["type"] for e in parent_log].count("child_end") == 3
+    parent_log = h.log(h.session_id)
+    kinds = [e.kind for e in parent_log]
+    assert kinds.count("child_start") == 3 and kinds.count("child_end") == 3
+    # in causal order: the answer asking for the tasks, then for each: its call, its child's start and end, its result
+    at = {(e.kind, getattr(e, "id", None) or getattr(e, "tool_call_id", None)): i for i, e in enumerate(parent_log)}
+    answer = max(i for i, e in enumerate(parent_log) if e.kind == "message" and e.tool_calls)
+    for start in (e for e in parent_log if e.kind == "child_start"):
+        end = next(
+            i
+            for i, e in enumerate(parent_log)
+            if e.kind == "child_end" and e.child_session_id == start.child_session_id
+        )
+        call = start.tool_call_id
+        assert answer < at[("tool_call", call)] < parent_log.index(start) < end < at[("tool_result", call)]
 
 
 async def test_usage_rolls_up_exactly_once(workspace: Path, tmp_path: Path) -> None:
@@ -129,8 +129,8 @@ async def test_usage_rolls_up_exactly_once(workspace: Path, tmp_path: Path) -> N
     assert root.children_usage.calls == 6 and root.usage.calls == 2
     tree = session_tree(h.store, h.session_id)
     assert sum(n.meta.usage.total_tokens for n in tree.walk()) == root.subtree_usage.total_tokens
-    ends = [e["payload"] for e in h.store.events(h.session_id) if e["type"] == "child_end"]
-    assert sum(p["usage"]["totalTokens"] for p in ends) == root.children_usage.total_tokens
+    ends = [e for e in h.log(h.session_id) if e.kind == "child_end"]
+    assert sum(e.usage.total_tokens for e in ends) == root.children_usage.total_tokens
 
 
 @pytest.mark.parametrize(("specialist", "mode"), [("code-review", "unsafe"), ("worker", "read-only")])
@@ -250,16 +250,16 @@ async def test_background_output_stop_then_resume_with_history(workspace: Path, 
     resumed = h.provider.calls[-2].messages  # the child's resumed call saw its real history
     assert [m.role for m in resumed[:5]] == ["system", "user", "assistant", "tool", "user"]
     assert resumed[1].content == "Map everything slowly." and resumed[4].content == "Finish the map now."
-    child_log = [e["type"] for e in h.store.events(child.session_id)]
+    child_log = [e.kind for e in h.log(child.session_id)]
     assert child_log.count("run_start") == 2 and child_log.count("run_end") == 2
-    ends = [e["payload"]["status"] for e in h.store.events(child.session_id) if e["type"] == "run_end"]
+    ends = [e.status for e in h.log(child.session_id) if e.kind == "run_end"]
     assert ends == ["cancelled", "completed"]
-    parent_log = [e["payload"] for e in h.store.events(h.session_id) if e["type"] in ("child_start", "child_end")]
-    assert [(p.get("mode"), p.get("status")) for p in parent_log] == [
-        ("background", None),
-        (None, "cancelled"),
-        ("resume", None),
-        (None, "completed"),
+    parent_log = [e for e in h.log(h.session_id) if e.kind in ("child_start", "child_end")]
+    assert [getattr(e, "mode", None) or e.status for e in parent_log] == [
+        "background",
+        "cancelled",
+        "resume",
+        "completed",
     ]
     tree = session_tree(h.store, h.session_id)
     assert len(tree.children) == 1
@@ -279,7 +279,7 @@ async def test_children_still_running_when_the_parent_ends_are_cancelled(workspa
         await h.run("go")
     [child] = h.children()
     assert child.status == "cancelled"
-    assert h.of("subagent_finished")[0].status == "cancelled"
+    assert h.of("child_end")[0].status == "cancelled"
 
 
 async def test_manifest_limits_end_the_child_with_the_matching_status(workspace: Path, tmp_path: Path) -> None:

@@ -1,0 +1,248 @@
+"""Building agents: a top-level agent, and a specialist (a Task child, or a team member).
+
+Each is an ``AgentSession`` with its tools, limits and guards fixed, and, while its depth
+allows, a ``Delegator`` of its own, whose children are built here too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import anyio.to_thread
+
+from zero.agent import AgentConfig, Listener, RunStatus
+from zero.agent.providers import DEFAULT_MODELS
+from zero.sessions import SessionKind, SessionMetadata, new_session_id
+from zero.specialists._context import (
+    DELEGATE_TOOLS,
+    AgentContext,
+    InvocationBudget,
+    child_system_prompt,
+    specialists_prompt,
+)
+from zero.specialists.delegation import Delegator
+from zero.specialists.registry import Specialist
+from zero.specialists.session import AgentSession
+from zero.tools import PermissionMode, Tool, ToolRegistry, builtin_tools
+
+__all__ = ["Placement", "open_agent", "open_child", "open_specialist", "resume_agent"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Placement:
+    """Where a specialist's session sits: its kind, parent, root, depth and names."""
+
+    kind: SessionKind
+    parent_session_id: str
+    root_session_id: str
+    depth: int
+    title: str
+    team_name: str = ""
+    member_name: str = ""
+
+
+def _delegate(
+    ctx: AgentContext,
+    session: AgentSession,
+    *,
+    root_session_id: str,
+    depth: int,
+    permission_mode: PermissionMode,
+    tools: Sequence[str],
+) -> None:
+    delegator = Delegator(
+        ctx,
+        session,
+        root_session_id=root_session_id,
+        depth=depth,
+        permission_mode=permission_mode,
+        caller_tools=set(tools),
+        open_child=open_child,
+    )
+    session.add_toolset(delegator.opened(), delegator)
+
+
+_BUILTIN = [t.name for t in builtin_tools()]
+
+
+def _top_config(ctx: AgentContext, permission_mode: PermissionMode, max_turns: int | None) -> AgentConfig:
+    return AgentConfig(
+        provider=ctx.provider,
+        model=ctx.model,
+        tools=ToolRegistry(builtin_tools()),
+        workspace=ctx.workspace,
+        permission_mode=permission_mode,
+        max_turns=max_turns,
+        prices=ctx.prices,
+        retry=ctx.retry,
+        guards=ctx.guards,
+        redactor=ctx.redactor,
+    )
+
+
+def _can_delegate(ctx: AgentContext, depth: int = 0) -> bool:
+    return bool(ctx.registry.specialists) and depth < ctx.max_depth
+
+
+async def open_agent(
+    ctx: AgentContext,
+    *,
+    title: str,
+    system_prompt: str,
+    permission_mode: PermissionMode,
+    max_turns: int | None,
+    session_id: str | None = None,
+    agent_name: str = "zero",
+) -> AgentSession:
+    """A new top-level agent: every built-in tool, and Task when there are specialists to delegate to."""
+    session_id = session_id or new_session_id()
+    config = _top_config(ctx, permission_mode, max_turns)
+    meta = SessionMetadata(
+        session_id=session_id,
+        title=title[:80],
+        cwd=str(ctx.workspace.root),
+        provider=ctx.provider.name,
+        model_id=ctx.model,
+        root_session_id=session_id,
+        agent_name=agent_name,
+    )
+    if _can_delegate(ctx):
+        system_prompt += "\n\n" + specialists_prompt(ctx.registry)
+    session = await AgentSession.create(ctx.store, meta, config, system_prompt)
+    if _can_delegate(ctx):
+        _delegate(ctx, session, root_session_id=session_id, depth=0, permission_mode=permission_mode, tools=_BUILTIN)
+    return session
+
+
+async def resume_agent(
+    ctx: AgentContext, session_id: str, *, permission_mode: PermissionMode, max_turns: int | None
+) -> AgentSession:
+    """A top-level session continued with its history."""
+    meta = await anyio.to_thread.run_sync(ctx.store.metadata, session_id)
+    session = await AgentSession.resume(ctx.store, session_id, _top_config(ctx, permission_mode, max_turns))
+    if _can_delegate(ctx, meta.depth):
+        _delegate(
+            ctx,
+            session,
+            root_session_id=meta.root_session_id or session_id,
+            depth=meta.depth,
+            permission_mode=permission_mode,
+            tools=_BUILTIN,
+        )
+    return session
+
+
+def _model_for(ctx: AgentContext, spec: Specialist) -> tuple[str, str]:
+    provider = spec.provider or ctx.provider.name
+    if spec.model:
+        return provider, spec.model
+    if provider != ctx.provider.name:
+        return provider, DEFAULT_MODELS.get(provider, ctx.model)
+    return provider, ctx.model
+
+
+async def open_specialist(
+    ctx: AgentContext,
+    spec: Specialist,
+    placement: Placement,
+    *,
+    session_id: str,
+    resume: bool = False,
+    created: bool = False,
+    permission_mode: PermissionMode,
+    caller_tools: set[str],
+    provider: str | None = None,
+    model: str | None = None,
+    max_turns: int | None = None,
+    extra_tools: Sequence[Tool] = (),
+    role: str | None = None,
+    relay: Listener | None = None,
+    stopping: RunStatus | None = None,
+) -> AgentSession:
+    """An agent working as ``spec``: its manifest's tools narrowed to the caller's, the caller's permission
+    mode, its limits, and Task tools of its own while ``placement.depth`` allows. ``resume`` continues the
+    session ``session_id``; ``created``: a new session whose metadata is on disk already."""
+    depth = placement.depth
+    allowed = [t for t in spec.tools if t in caller_tools or t in DELEGATE_TOOLS]
+    tools: list[Tool] = [t for t in builtin_tools() if t.name in allowed] + list(extra_tools)
+    wants_delegate = any(t in DELEGATE_TOOLS for t in allowed)
+    can_delegate = wants_delegate and depth < ctx.max_depth
+    unavailable: dict[str, str] = {}
+    if wants_delegate and not can_delegate:
+        reason = f"this agent is at depth {depth} and max_depth is {ctx.max_depth}; do the work yourself"
+        unavailable = dict.fromkeys(DELEGATE_TOOLS, reason)
+    guards = ctx.guards
+    if spec.budget_tokens is not None or spec.budget_cost_usd is not None:
+        guards = (*guards, InvocationBudget(spec.budget_tokens, spec.budget_cost_usd))
+    default_provider, default_model = _model_for(ctx, spec)
+    provider_name = provider or default_provider
+    config = AgentConfig(
+        provider=ctx.provider if provider_name == ctx.provider.name else ctx.providers(provider_name),
+        model=model or default_model,
+        tools=ToolRegistry(tools),
+        workspace=ctx.workspace,
+        permission_mode=permission_mode,  # never wider than the caller's
+        max_turns=max_turns or spec.max_turns or ctx.default_max_turns,
+        reasoning_effort=spec.reasoning_effort,
+        prices=ctx.prices,
+        retry=ctx.retry,
+        guards=guards,
+        unavailable=unavailable,
+        redactor=ctx.redactor,
+    )
+    if resume:
+        session = await AgentSession.resume(ctx.store, session_id, config, relay=relay)
+    else:
+        meta = SessionMetadata(
+            session_id=session_id,
+            session_kind=placement.kind,
+            title=placement.title[:80],
+            cwd=str(ctx.workspace.root),
+            provider=config.provider.name,
+            model_id=config.model,
+            parent_session_id=placement.parent_session_id,
+            root_session_id=placement.root_session_id,
+            agent_name=placement.member_name or spec.name,
+            specialist=spec.name,
+            team_name=placement.team_name,
+            member_name=placement.member_name,
+            depth=depth,
+        )
+        prompt = child_system_prompt(spec, str(ctx.workspace.root), can_delegate, ctx.registry, role)
+        session = await AgentSession.create(ctx.store, meta, config, prompt, relay=relay, exists=created)
+    if can_delegate:
+        _delegate(
+            ctx,
+            session,
+            root_session_id=placement.root_session_id,
+            depth=depth,
+            permission_mode=permission_mode,
+            tools=[t.name for t in tools],
+        )
+    if stopping is not None:
+        session.mark_stopping(stopping)
+    return session
+
+
+async def open_child(
+    delegator: Delegator, spec: Specialist, *, session_id: str, description: str, resume: bool
+) -> AgentSession:
+    """A Task child of ``delegator``'s agent (the ``ChildFactory`` every delegator uses)."""
+    placement = Placement(
+        kind="child",
+        parent_session_id=delegator.session_id,
+        root_session_id=delegator.root_session_id,
+        depth=delegator.depth + 1,
+        title=description,
+    )
+    return await open_specialist(
+        delegator.ctx,
+        spec,
+        placement,
+        session_id=session_id,
+        resume=resume,
+        permission_mode=delegator.permission_mode,
+        caller_tools=delegator.caller_tools,
+        relay=delegator.parent.emit,
+    )

@@ -1,0 +1,262 @@
+"""``AgentSession``: one agent's conversation as a session on disk, the one object that runs an agent.
+
+``zero exec``, every team member and every ``Task`` child run through it: open it (a new
+session, a resume of one, or a fork of one at an event), ``send`` prompts, read its events,
+``cancel`` a run, close it. It owns the message history, the recorder (the first consumer of
+every event), the tool sets (entered in one exit stack, leaving in reverse order), its call
+guards (a budget) and, when it may delegate, its Task machinery.
+
+Its events stream includes its children's: a child relays every event to its parent, so the
+root session sees the whole tree.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from contextlib import AbstractAsyncContextManager, AsyncExitStack
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Protocol
+
+import anyio
+import anyio.to_thread
+from anyio.streams.memory import MemoryObjectReceiveStream
+
+from zero.agent import (
+    AgentConfig,
+    AgentRun,
+    Event,
+    EventHub,
+    Listener,
+    Message,
+    RunResult,
+    RunStatus,
+    StatusChanged,
+    Usage,
+)
+from zero.errors import SessionError
+from zero.sessions import (
+    SessionMetadata,
+    SessionRecorder,
+    SessionStore,
+    messages_from_events,
+    new_session_id,
+)
+from zero.tools import Tool
+
+__all__ = ["AgentSession", "Stoppable", "ToolSet"]
+
+ToolSet = AbstractAsyncContextManager[Sequence[Tool]]
+"""Tools that live as long as a session: entered when it opens (giving their tools), left when it closes."""
+
+
+class Stoppable(Protocol):
+    def mark_stopping(self, status: RunStatus) -> None:
+        """The whole run is stopping (Ctrl-C, a spent budget): what is still running ends ``status``."""
+        ...
+
+
+@dataclass
+class _Tracked:
+    usage: Usage = field(default_factory=Usage)  # this run's own usage and what its children spent in it
+
+
+class AgentSession:
+    """An agent and its session. Use ``async with`` (or ``aclose``) around its runs."""
+
+    def __init__(
+        self,
+        store: SessionStore,
+        session_id: str,
+        config: AgentConfig,
+        history: list[Message],
+        *,
+        recorded: int,
+        toolsets: Sequence[ToolSet] = (),
+        relay: Listener | None = None,
+    ):
+        self.store = store
+        self.session_id = session_id
+        self.hub = EventHub()
+        self.hub.listen(SessionRecorder(store, session_id))  # the recorder first
+        self.hub.listen(self._track)
+        if relay is not None:
+            self.hub.listen(relay)
+        self.agent = AgentRun(config, session_id, history, self.hub.emit, recorded=recorded)
+        self.stoppables: list[Stoppable] = []
+        self._toolsets = list(toolsets)
+        self._stack = AsyncExitStack()
+        self._scope = anyio.CancelScope()
+        self._tracked = _Tracked()
+        self._entered = False
+
+    # -- opening ---------------------------------------------------------------------
+
+    @classmethod
+    async def create(
+        cls,
+        store: SessionStore,
+        meta: SessionMetadata,
+        config: AgentConfig,
+        system_prompt: str,
+        *,
+        toolsets: Sequence[ToolSet] = (),
+        relay: Listener | None = None,
+        exists: bool = False,
+    ) -> AgentSession:
+        """A new session: its metadata is on disk before anything runs (``exists``: created already,
+        as a team creates its members' sessions up front)."""
+        if not exists:
+            await anyio.to_thread.run_sync(store.create, meta)
+        history = [Message("system", system_prompt)]
+        return cls(store, meta.session_id, config, history, recorded=0, toolsets=toolsets, relay=relay)
+
+    @classmethod
+    async def resume(
+        cls,
+        store: SessionStore,
+        session_id: str,
+        config: AgentConfig,
+        *,
+        toolsets: Sequence[ToolSet] = (),
+        relay: Listener | None = None,
+    ) -> AgentSession:
+        """An existing session, continued with the history its log records."""
+        events = await anyio.to_thread.run_sync(store.events, session_id)
+        history = messages_from_events(e.event for e in events)
+        if not history:
+            raise SessionError(f"session {session_id} has no conversation to resume")
+        return cls(store, session_id, config, history, recorded=len(history), toolsets=toolsets, relay=relay)
+
+    @classmethod
+    async def fork(
+        cls,
+        store: SessionStore,
+        origin: str,
+        config: AgentConfig,
+        *,
+        at_sequence: int | None = None,
+        session_id: str | None = None,
+        toolsets: Sequence[ToolSet] = (),
+        relay: Listener | None = None,
+    ) -> AgentSession:
+        """A new session holding ``origin``'s conversation up to event ``at_sequence`` (all of it if None),
+        linked to its origin."""
+        meta = await anyio.to_thread.run_sync(store.metadata, origin)
+        events = await anyio.to_thread.run_sync(store.events, origin)
+        if at_sequence is not None and not any(e.sequence == at_sequence for e in events):
+            raise SessionError(f"session {origin} has no event {at_sequence} (it has {len(events)})")
+        kept = [e.event for e in events if at_sequence is None or e.sequence <= at_sequence]
+        history = messages_from_events(kept)
+        if not history:
+            raise SessionError(f"session {origin} has no conversation up to event {at_sequence} to fork")
+        new_id = session_id or new_session_id("fork")
+        fork = meta.model_copy(
+            update={
+                "session_id": new_id,
+                "session_kind": "fork",
+                "title": f"{meta.title} (fork)"[:120],
+                "parent_session_id": "",
+                "root_session_id": new_id,
+                "depth": 0,
+                "status": "pending",
+                "usage": type(meta.usage)(),
+                "children_usage": type(meta.usage)(),
+                "event_count": 0,
+                "last_event_type": "",
+                "forked_from": origin,
+                "forked_at_sequence": at_sequence
+                if at_sequence is not None
+                else (events[-1].sequence if events else 0),
+            }
+        )
+
+        def write() -> None:
+            store.create(fork)
+            store.append(new_id, [e for e in kept if e.kind in ("message", "tool_call", "tool_result")])
+
+        await anyio.to_thread.run_sync(write)
+        return cls(store, new_id, config, history, recorded=len(history), toolsets=toolsets, relay=relay)
+
+    def add_toolset(self, toolset: ToolSet, stoppable: Stoppable | None = None) -> None:
+        """A tool set to enter when the session opens; ``stoppable`` learns when the run is stopping."""
+        self._toolsets.append(toolset)
+        if stoppable is not None:
+            self.stoppables.append(stoppable)
+
+    # -- using -----------------------------------------------------------------------
+
+    async def __aenter__(self) -> AgentSession:
+        self._entered = True
+        try:
+            for toolset in self._toolsets:
+                for tool in await self._stack.enter_async_context(toolset):
+                    self.agent.config.tools.add(tool)
+        except BaseException:
+            await self.aclose()
+            raise
+        return self
+
+    async def __aexit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Leave the tool sets (a delegator stops its background children)."""
+        if self._entered:
+            self._entered = False
+            await self._stack.aclose()  # not shielded: a task group must be left inside its own scope
+        self.hub.close()
+
+    def events(self) -> MemoryObjectReceiveStream[Event]:
+        """Every event of this session and its descendants from now on, until it closes."""
+        return self.hub.subscribe()
+
+    def emit(self, event: Event) -> None:
+        self.hub.emit(event)
+
+    async def send(self, prompt: str | None) -> RunResult:
+        """Run the agent on ``prompt`` until it answers, a limit stops it, or it is cancelled."""
+        self._tracked = _Tracked()
+        try:
+            with self._scope:  # a cancel that came before this run ends it at once
+                await self.agent.run(prompt)
+        finally:
+            self._scope = anyio.CancelScope()
+        assert self.agent.result is not None  # the loop records a result even when cancelled
+        return self.agent.result
+
+    def cancel(self, status: RunStatus = "cancelled") -> None:
+        """Stop the run in progress (or the next one): it ends ``status``, and so does every child."""
+        self.mark_stopping(status)
+        self._scope.cancel()
+
+    def mark_stopping(self, status: RunStatus) -> None:
+        self.agent.cancel_status = status
+        for stoppable in self.stoppables:
+            stoppable.mark_stopping(status)
+
+    def end_unstarted(self, status: RunStatus) -> RunResult:
+        """Give a session that never ran (stopped before it could start) its final status."""
+        result = RunResult(status, "", Usage(), 0, 0)
+        self.agent.result = result
+        self.emit(StatusChanged(session_id=self.session_id, status=status))
+        return result
+
+    @property
+    def result(self) -> RunResult | None:
+        return self.agent.result
+
+    @property
+    def run_usage(self) -> Usage:
+        """What the last (or current) run spent, its children included."""
+        return self._tracked.usage
+
+    def _track(self, event: Event) -> None:
+        if event.session_id != self.session_id:
+            return
+        if event.kind == "usage":
+            self._tracked.usage = self._tracked.usage + event.usage
+        elif event.kind == "child_end":
+            self._tracked.usage = self._tracked.usage + event.usage
