@@ -131,18 +131,41 @@ def _latest(tree: TeamTree) -> float:
 
 
 async def follow_run(store: SessionStore, session_id: str, console: Console, *, poll: float = 0.25) -> TeamTree:
-    """Draw a run that another process is running, from its session logs, until it ends."""
+    """Draw a run that another process is running, from its session logs, until it ends (without a
+    terminal, only the tree it ended with is printed)."""
     meta = await anyio.to_thread.run_sync(store.metadata, session_id)
     tree = TeamTree(root_node(meta), clock=time.time)
     follower = Follower(store, tree)
-    with Live(console=console, auto_refresh=False, vertical_overflow="visible") as live:
+    with (
+        Live(console=console, auto_refresh=False, vertical_overflow="visible")
+        if console.is_terminal
+        else _Quiet() as live
+    ):
         while True:
             await anyio.to_thread.run_sync(follower.poll)
             if not follower.done:
                 current = await anyio.to_thread.run_sync(store.metadata, session_id)
                 if current.finished:  # ended without a last event (its process died)
                     tree.root.status = current.status
-            live.update(render_tree(tree, budget=tree.budget(), max_lines=console.height), refresh=True)
+            frame = render_tree(tree, budget=tree.budget(), max_lines=console.height)
             if follower.done:
-                return tree
+                break
+            live.update(frame, refresh=True)
             await anyio.sleep(poll)
+        live.update(frame, refresh=True)
+    if not console.is_terminal:
+        console.print(frame)
+    return tree
+
+
+class _Quiet:
+    """A ``Live`` that draws nothing, for a console that is not a terminal."""
+
+    def __enter__(self) -> _Quiet:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+    def update(self, renderable: RenderableType, *, refresh: bool = False) -> None:
+        return None

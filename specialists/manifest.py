@@ -9,11 +9,14 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from zero.errors import ConfigError
 from zero.strictfile import NAME_PATTERN, FileError, KeyLines, Problem, parse_data, read_data, validate_model
+from zero.tools import builtin_tools, expand_tools
 
 __all__ = ["NAME_PATTERN", "Manifest", "ManifestError", "ManifestFile"]
 
 Location = Literal["builtin", "user", "project", "file"]
+KNOWN_TOOLS = [t.name for t in builtin_tools()]
 
 
 class ManifestError(FileError):
@@ -84,8 +87,14 @@ class ManifestFile:
     @classmethod
     def _check(cls, data: dict[str, object], text: str, path: Path, location: Location) -> ManifestFile:
         manifest, problems = validate_model(Manifest, data, path, text)
+        lines = KeyLines(text)
+        tools = data.get("tools")
+        for item in tools if isinstance(tools, list) else []:
+            try:
+                expand_tools([item], KNOWN_TOOLS)
+            except ConfigError as e:
+                problems.append(Problem(str(path), str(e), lines.line_of(("tools",)), "tools"))
         if manifest is not None:
-            lines = KeyLines(text)
             if manifest.description is None and manifest.extends is None:
                 problems.append(
                     Problem(
@@ -102,5 +111,5 @@ class ManifestFile:
                     )
                 )
         if manifest is None or problems:
-            raise ManifestError(problems)
+            raise ManifestError(sorted(problems, key=lambda p: p.line or 0))
         return cls(manifest, path, location)

@@ -16,12 +16,10 @@ from pathlib import Path
 from typing import TypeVar
 
 from zero.errors import ConfigError
-from zero.specialists.manifest import Location, Manifest, ManifestError, ManifestFile
-from zero.tools import builtin_tools, expand_tools
+from zero.specialists.manifest import KNOWN_TOOLS, Location, Manifest, ManifestError, ManifestFile
+from zero.tools import expand_tools
 
 __all__ = ["Specialist", "SpecialistRegistry", "builtin_dir", "project_dir", "user_dir"]
-
-KNOWN_TOOLS = [t.name for t in builtin_tools()]
 
 
 @dataclass(frozen=True)

@@ -118,7 +118,7 @@ def validate_model(
     try:
         return model.model_validate(data), []
     except ValidationError as e:
-        problems = [_problem(model, path, lines, data, dict(err), subject) for err in e.errors()]
+        problems = _by_line([_problem(model, path, lines, data, dict(err), subject) for err in e.errors()])
         unknown = [tuple(err["loc"]) for err in e.errors() if err["type"] == "extra_forbidden"]
         if not drop_unknown or len(unknown) < len(problems):
             return None, problems
@@ -130,7 +130,13 @@ def validate_model(
     try:
         return model.model_validate(data), problems
     except ValidationError as e:
-        return None, problems + [_problem(model, path, lines, data, dict(err), subject) for err in e.errors()]
+        more = [_problem(model, path, lines, data, dict(err), subject) for err in e.errors()]
+        return None, _by_line(problems + more)
+
+
+def _by_line(problems: list[Problem]) -> list[Problem]:
+    """Problems in the order of the file (those without a line last)."""
+    return sorted(problems, key=lambda p: p.line if p.line is not None else float("inf"))
 
 
 def load_model(model: type[M], path: Path, *, subject: Subject | None = None) -> M:

@@ -113,7 +113,12 @@ def test_the_tree_from_disk_as_text_and_svg(tmp_path: Path) -> None:
     assert "reviewer" in words and "completed" in words
 
 
-def test_watch_follows_a_run_from_another_process(tmp_path: Path) -> None:
+def summary(text: str) -> list[tuple[str, str, str]]:
+    """(member, tokens, cost) of each member line of a drawn tree, and its status glyph."""
+    return re.findall(r"── ([✓✗■$↷]) ([a-z]+) · .*?(\d+ tok \$[\d.]+|\d+ tok unknown)", text)
+
+
+def test_watch_shows_what_the_run_and_the_tree_from_disk_show(tmp_path: Path) -> None:
     run = subprocess.Popen(
         [ZERO, "swarm", "run", TEAM, "--provider", "scripted", "--script", slow_script(tmp_path, 0.3), "--no-live"],
         cwd=REPO,
@@ -121,13 +126,25 @@ def test_watch_follows_a_run_from_another_process(tmp_path: Path) -> None:
         stderr=subprocess.PIPE,
         text=True,
     )
-    store = FileSessionStore(Path(os.environ["ZERO_HOME"]) / "sessions")
     assert run.stderr is not None
-    run.stderr.readline()  # "team started": the team session exists
-    team = [m for m in store.list() if m.session_kind == "team"][0]
-    watched = zero("swarm", "watch", team.session_id)
+    started = run.stderr.readline()  # "team started": the team session exists, and its id is on the line
+    team_id = started.split("zero swarm watch ")[1].strip()
+    running = zero("swarm", "watch", team_id)  # follows it while it runs, until it ends
     run.communicate(timeout=60)
-    assert watched.returncode == 0, watched.stderr
-    last = watched.stdout
-    assert re.findall(r"── ✓ ([a-z]+) · ", last) == ["mapper", "reviewer", "tester", "reporter"], last
-    assert last.splitlines()[0].startswith("✓ repo-review") and "4 completed" in last
+    finished = zero("swarm", "watch", team_id)
+    tree = zero("sessions", "tree", team_id)
+    for done in (running, finished, tree):
+        assert done.returncode == 0, done.stderr
+        assert "stalled" not in done.stdout
+        last = done.stdout.split("repo-review")[-1]
+        assert re.findall(r"── ✓ ([a-z]+) · ", last) == ["mapper", "reviewer", "tester", "reporter"], done.stdout
+        assert "4 completed" in last
+    assert summary(running.stdout.split("repo-review")[-1]) == summary(tree.stdout) == summary(finished.stdout)
+    assert len(summary(tree.stdout)) == 4
+    totals = [re.search(r"repo-review · [^\n]*?(\d+ tok \$[\d.]+)", t.stdout) for t in (running, finished, tree)]
+    assert len({m.group(1) for m in totals if m}) == 1 and all(totals)  # the team's total too
+    store = FileSessionStore(Path(os.environ["ZERO_HOME"]) / "sessions")
+    member = next(m for m in store.list() if m.session_kind == "member")
+    refused = zero("swarm", "watch", member.session_id)
+    assert refused.returncode == 2
+    assert f"zero swarm watch {team_id}" in refused.stderr and "is a member of the run" in refused.stderr

@@ -247,3 +247,22 @@ def test_sessions_show_and_lineage(workspace: Path, tmp_path: Path) -> None:
     missing = zero("sessions", "show", "nope")
     assert missing.returncode == 2 and "session nope not found" in missing.stderr
     assert zero("sessions", "show", "../etc").returncode == 2
+
+
+def test_validate_reports_every_problem_of_a_file_at_once(workspace: Path) -> None:
+    bad = workspace / "bad.toml"
+    bad.write_text(
+        'name = "Bad_Name"\ndescripton = "x"\nmax_turns = 0\ntools = ["read-only", "shovel"]\nprompt = "p"\n'
+    )
+    done = zero("specialists", "validate", str(bad), "--cwd", str(workspace))
+    assert done.returncode == 2
+    assert done.stdout.splitlines() == [
+        f"invalid  {bad} (4 problems):",
+        f"           {bad}:1: name 'Bad_Name' is not a valid name: use lowercase letters, digits and dashes, "
+        "starting with a letter (at most 64)",
+        f"           {bad}:2: unknown key 'descripton' (did you mean \"description\"?)",
+        f"           {bad}:3: max_turns: Input should be greater than or equal to 1",
+        f"           {bad}:4: unknown tool or category 'shovel'",
+    ]
+    data = json.loads(zero("specialists", "validate", str(bad), "--cwd", str(workspace), "--json").stdout)
+    assert [e["key"] for e in data["files"][0]["errors"]] == ["name", "descripton", "max_turns", "tools"]

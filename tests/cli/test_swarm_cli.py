@@ -7,6 +7,7 @@ import os
 import re
 import signal
 import subprocess
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -319,3 +320,66 @@ def test_the_readme_main_command_runs_the_demo_team_offline() -> None:
     assert done.returncode == 0, done.stderr
     assert "team repo-review · completed" in done.stdout
     assert re.search(r"Totals: tokens \d+ of 400000 · cost \$0\.\d{4} of \$1\.00", done.stdout)
+
+
+PIPE_TEAM = """
+name = "chatty"
+[defaults]
+model = "gpt-4.1-mini"
+[[members]]
+name = "left"
+specialist = "explorer"
+prompt = "Talk."
+[[members]]
+name = "right"
+specialist = "explorer"
+prompt = "Talk."
+[[members]]
+name = "last"
+specialist = "explorer"
+depends_on = ["left", "right"]
+prompt = "Talk last."
+"""
+
+
+def test_a_reader_that_does_not_read_never_slows_the_team(workspace: Path, tmp_path: Path) -> None:
+    team = write_script(tmp_path / "team.toml", PIPE_TEAM)
+    last_call = threading.Event()
+    answer = "word " * 4000  # 20 kB a member, in 5-byte deltas: far more than a pipe holds
+
+    def respond(request: dict[str, Any]) -> Reply:
+        name = who(request)
+        if sum(m["role"] == "assistant" for m in request["messages"]) == 0:
+            return openai_reply(f"{name} first: {answer}", [(f"call_{name}", "list_directory", {})], pieces=4000)
+        if name == "last":
+            last_call.set()  # the last member's last model call has reached the server
+        return openai_reply(f"{name}: {answer}", pieces=4000)
+
+    with LLMServer(respond) as server:
+        proc = subprocess.Popen(
+            [ZERO, "swarm", "run", str(team), "--base-url", server.url, "--cwd", str(workspace)]
+            + ["--output-format", "stream-json"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        try:
+            # Nobody reads the pipe until the last call has been made: the agents must not wait for a reader.
+            assert last_call.wait(timeout=30), "the team stalled behind a full pipe"
+            out, err = proc.communicate(timeout=30)
+        finally:
+            proc.kill()
+    assert proc.returncode == 0, err
+    events = lines(out.decode())
+    assert len(out) > 3 * 65536
+    assert [e["type"] for e in events][-1] == "run_end" and events[-1]["status"] == "success"
+    assert sum(e["type"] == "subagent_end" for e in events) == 3
+    by_session: dict[str, str] = {}
+    for e in events:
+        if e["type"] == "text":
+            by_session[e["sessionId"]] = by_session.get(e["sessionId"], "") + e["delta"]
+    store = sessions()
+    for member in [m for m in store.list() if m.session_kind == "member"]:  # and in the sessions, whole
+        said = [e.event for e in store.events(member.session_id) if e.event.kind == "message"]
+        texts = [m.content for m in said if m.kind == "message" and m.role == "assistant"]
+        assert texts == [f"{member.member_name} first: {answer}", f"{member.member_name}: {answer}"]
+        assert by_session[member.session_id] == "".join(texts)

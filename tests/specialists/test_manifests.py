@@ -87,7 +87,8 @@ def test_bad_files_are_reported_with_file_and_key_and_skip_only_themselves(works
     assert any("loop-a.toml: extends cycle: loop-a -> loop-b -> loop-a" in m for m in messages)
     assert any("loop-b.toml: extends cycle: loop-b -> loop-a -> loop-b" in m for m in messages)
     assert any("orphan.toml: extends 'nobody', which is not a known specialist" in m for m in messages)
-    assert any("tools.toml: unknown tool or category 'read-onyl' (did you mean \"read-only\"?)" in m for m in messages)
+    unknown_tool = "tools.toml:4: unknown tool or category 'read-onyl' (did you mean \"read-only\"?)"
+    assert any(unknown_tool in m for m in messages)
     assert any("Bad.toml:1: name 'Bad' is not a valid name" in m for m in messages)
     assert any("syntax.toml:1: not valid TOML" in m for m in messages)
     assert len(registry.errors) == 7
