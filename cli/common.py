@@ -31,6 +31,7 @@ __all__ = [
     "make_provider",
     "open_context",
     "print_error",
+    "session_store",
     "settings_from_args",
     "unwrap",
     "workspace_from_args",
@@ -100,7 +101,7 @@ async def open_context(
         return make_provider(resolved, args)[0]
 
     pool = ProviderPool(provider, other)
-    store = FileSessionStore.default()
+    store = session_store()
     if registry is None:
         registry = await anyio.to_thread.run_sync(SpecialistRegistry.load, workspace)
         for problem in registry.errors:
@@ -121,6 +122,11 @@ async def open_context(
         with anyio.CancelScope(shield=True):
             await pool.aclose()
             await anyio.to_thread.run_sync(store.flush)  # every session's final status, on disk
+
+
+def session_store() -> FileSessionStore:
+    """The sessions of ``$ZERO_HOME`` (with the secrets of this environment to redact)."""
+    return FileSessionStore.default()
 
 
 async def interruptible(body: Callable[[], Awaitable[T]], on_signal: Callable[[], None]) -> T:

@@ -11,7 +11,7 @@ from typing import TextIO
 from rich.console import Console
 
 from zero.agent import Usage
-from zero.cli.common import Streams, print_error
+from zero.cli.common import Streams, print_error, session_store
 from zero.errors import ZeroError
 from zero.sessions import (
     FileSessionStore,
@@ -29,7 +29,7 @@ __all__ = ["run_sessions"]
 
 def run_sessions(args: argparse.Namespace, streams: Streams) -> int:
     out = streams.stdout
-    store = FileSessionStore.default()
+    store = session_store()
     try:
         action = args.sessions_command
         if action == "list":

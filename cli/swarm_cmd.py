@@ -18,6 +18,7 @@ from zero.cli.common import (
     interruptible,
     open_context,
     print_error,
+    session_store,
     unwrap,
     workspace_from_args,
 )
@@ -28,7 +29,7 @@ from zero.errors import ConfigError, UsageError, ZeroError
 from zero.orchestrator import TeamBudget, TeamError, TeamPlan, TeamResult, TeamRunner, build_plan, load_team
 from zero.orchestrator.live import draw_live, follow_run
 from zero.orchestrator.view import TeamTree, TreeNode
-from zero.sessions import FileSessionStore, validate_session_id
+from zero.sessions import validate_session_id
 from zero.specialists import SpecialistRegistry, format_cost
 
 __all__ = ["run_swarm"]
@@ -284,7 +285,7 @@ def check_overrides(args: argparse.Namespace) -> None:
 
 
 def _watch(session_id: str, streams: Streams) -> int:
-    store = FileSessionStore.default()
+    store = session_store()
     try:
         validate_session_id(session_id)
         meta = store.metadata(session_id)

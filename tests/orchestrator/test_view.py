@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import os
+import time
 from pathlib import Path
 
 from rich.console import Console
@@ -18,7 +19,7 @@ from zero.agent import (
     Usage,
     UsageUpdated,
 )
-from zero.orchestrator.view import BudgetLine, TeamTree, TreeNode, render_tree
+from zero.orchestrator.view import STALL_SECONDS, BudgetLine, TeamTree, TreeNode, render_tree
 
 SNAPSHOTS = Path(__file__).parent / "snapshots"
 
@@ -168,3 +169,15 @@ def test_finished_siblings_fold_when_the_screen_is_full() -> None:
     assert len(text.splitlines()) <= 20
     tight = render(tree, [], max_lines=12)
     assert "… 5 more (5 running)" in tight and len(tight.splitlines()) <= 12
+
+
+def test_a_tree_read_from_disk_measures_silence_in_the_events_own_time() -> None:
+    """Events from a log carry the wall-clock time they were written: a member that spoke a second
+    ago is running, not "stalled for 50 years"."""
+    now = time.time()
+    tree = TeamTree(TreeNode("team_1", "t", "team", status="running"), clock=time.time)
+    tree.apply(start("m_map", "mapper", "explorer"), at=now - 1)
+    tree.apply(usage("m_map", 10, 5, 0.0), at=now - 1)
+    assert tree.display_status(tree.nodes["m_map"], time.time()) == "running"
+    tree.apply(call("m_map", "grep", pattern="x"), at=now - STALL_SECONDS - 5)
+    assert tree.display_status(tree.nodes["m_map"], time.time()) == "stalled"
