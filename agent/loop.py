@@ -24,6 +24,7 @@ from zero.agent.events import (
     ToolCallStarted,
     ToolFinished,
     UsageUpdated,
+    WarningRaised,
 )
 from zero.agent.messages import Message, ModelRequest, ToolCall, ToolSpec, Usage
 from zero.agent.pricing import PriceTable
@@ -33,6 +34,7 @@ from zero.agent.status import RunStatus
 from zero.errors import BudgetExhaustedError, ProviderError, StreamDroppedError, ToolError, ZeroError
 from zero.tools import (
     PermissionMode,
+    StreamRedactor,
     Tool,
     ToolContext,
     ToolOutput,
@@ -41,11 +43,16 @@ from zero.tools import (
     budget_output,
     decide,
     redact,
+    redact_values,
 )
 from zero.tools.base import current_call_id
 from zero.tools.permissions import REASONS
 
-__all__ = ["AgentConfig", "AgentRun", "Approver", "CallGuard", "CallPermit", "Emit"]
+__all__ = ["RESTARTED", "AgentConfig", "AgentRun", "Approver", "CallGuard", "CallPermit", "Emit"]
+
+RESTARTED = "stream_restarted"
+"""The code of the warning that marks a model's answer starting over (after a retry): the text deltas
+after the last such marker add up to the answer."""
 
 Emit = Callable[[Event], None]
 
@@ -251,9 +258,10 @@ class AgentRun:
             self.output = text
         self.messages.append(Message("assistant", text, tuple(turn.calls)))
         self._recorded = len(self.messages)
-        self.emit(
-            MessageAdded(session_id=self.session_id, role="assistant", content=text, tool_calls=tuple(turn.calls))
+        shown = tuple(
+            ToolCall(c.id, c.name, redact_values(self.config.redactor, c.arguments), c.parse_error) for c in turn.calls
         )
+        self.emit(MessageAdded(session_id=self.session_id, role="assistant", content=text, tool_calls=shown))
 
     def _close(self, turn: _Turn) -> None:
         """Put every call's result into the conversation, in call order, once. A call left without
@@ -303,31 +311,27 @@ class AgentRun:
         )
 
     async def _call_model(self, turn: _Turn, request: ModelRequest) -> None:
-        # Characters already sent downstream: a retried call skips them, so nothing is shown twice.
-        shown_text = shown_reasoning = 0
         attempt = 0
+        shown = False  # text of this call reached the screen: a retry must say the answer starts over
         while True:
             attempt += 1
             turn.text.clear()
             turn.calls.clear()
-            text_len = reasoning_len = 0
+            # Redacted as it streams, holding back what could be the start of a secret split across chunks.
+            text = StreamRedactor(self.config.redactor)
+            reasoning = StreamRedactor(self.config.redactor)
             finished = False
             usage: Usage | None = None
             try:
                 async for event in self.config.provider.stream(request):
                     if event.kind == "text":
                         turn.text.append(event.text)
-                        text_len += len(event.text)
-                        if text_len > shown_text:
-                            fresh = event.text[max(0, len(event.text) - (text_len - shown_text)) :]
-                            shown_text = text_len
-                            self.emit(AssistantText(session_id=self.session_id, delta=fresh))
+                        if out := text.feed(event.text):
+                            shown = True
+                            self.emit(AssistantText(session_id=self.session_id, delta=out))
                     elif event.kind == "reasoning":
-                        reasoning_len += len(event.text)
-                        if reasoning_len > shown_reasoning:
-                            fresh = event.text[max(0, len(event.text) - (reasoning_len - shown_reasoning)) :]
-                            shown_reasoning = reasoning_len
-                            self.emit(Reasoning(session_id=self.session_id, delta=fresh))
+                        if out := reasoning.feed(event.text):
+                            self.emit(Reasoning(session_id=self.session_id, delta=out))
                     elif event.kind == "tool_call_done":
                         turn.calls.append(event.call)
                     elif event.kind == "usage":
@@ -337,6 +341,7 @@ class AgentRun:
                 if not finished:
                     raise StreamDroppedError("the response stream ended before the model finished")
             except ProviderError as e:
+                self._flush(text, reasoning)
                 if not self.config.retry.should_retry(e, attempt):
                     raise
                 delay = self.config.retry.delay(e, attempt)
@@ -349,8 +354,24 @@ class AgentRun:
                         message=self.config.redactor(str(e)),
                     )
                 )
+                if shown or turn.text:
+                    # A sampling model does not repeat itself: what streamed is dropped, and the new
+                    # answer is shown whole after this marker.
+                    shown = False
+                    self.emit(
+                        WarningRaised(
+                            session_id=self.session_id,
+                            code=RESTARTED,
+                            message="the answer broke off and the model is asked again; "
+                            "the text shown so far is discarded and the new answer follows in full",
+                        )
+                    )
                 await anyio.sleep(delay)
                 continue
+            except BaseException:
+                self._flush(text, reasoning)
+                raise
+            self._flush(text, reasoning)
             break
         if usage is None:  # the server reported nothing: cost unknown
             priced = Usage(calls=1, cost_usd=None)
@@ -359,6 +380,13 @@ class AgentRun:
             priced = Usage(priced.prompt_tokens, priced.completion_tokens, priced.cached_tokens, priced.cost_usd, 1)
         self.usage = self.usage + priced
         turn.usage = priced
+
+    def _flush(self, text: StreamRedactor, reasoning: StreamRedactor) -> None:
+        """Show what the redactors held back at the end of a model call (or of an attempt at one)."""
+        if rest := reasoning.flush():
+            self.emit(Reasoning(session_id=self.session_id, delta=rest))
+        if rest := text.flush():
+            self.emit(AssistantText(session_id=self.session_id, delta=rest))
 
     async def _run_tools(self, turn: _Turn) -> None:
         """Run the turn's tool calls: reads side by side, anything else one at a time, in order."""
@@ -394,7 +422,7 @@ class AgentRun:
                 session_id=self.session_id,
                 id=call.id,
                 name=call.name,
-                arguments=call.arguments,
+                arguments=redact_values(self.config.redactor, call.arguments),
                 side_effect=side_effect,
             )
         )

@@ -28,6 +28,7 @@ from zero.cli.progress import TextProgress
 from zero.cli.streamjson import StreamJsonWriter, new_run_id, read_input
 from zero.errors import UsageError, ZeroError
 from zero.specialists import format_cost, open_agent
+from zero.tools import Redactor, redact_values
 
 __all__ = ["run_exec"]
 
@@ -123,24 +124,27 @@ async def _execute(
 def _json_result(run_id: str, session_id: str, result: RunResult, code: int, total: Usage) -> str:
     failed = result.status != "completed"
     return json.dumps(
-        {
-            "type": "result",
-            "runId": run_id,
-            "sessionId": session_id,
-            "status": result.status,
-            "exitCode": code,
-            "result": result.output,
-            "usage": result.usage.to_json(),
-            "subtreeUsage": total.to_json(),
-            "costUsd": total.to_json()["costUsd"],
-            "turns": result.turns,
-            "error": {
-                "code": result.error_code or result.status,
-                "message": result.error or incomplete_message(result.status, result.turns),
-            }
-            if failed
-            else None,
-        },
+        redact_values(
+            Redactor(),
+            {
+                "type": "result",
+                "runId": run_id,
+                "sessionId": session_id,
+                "status": result.status,
+                "exitCode": code,
+                "result": result.output,
+                "usage": result.usage.to_json(),
+                "subtreeUsage": total.to_json(),
+                "costUsd": total.to_json()["costUsd"],
+                "turns": result.turns,
+                "error": {
+                    "code": result.error_code or result.status,
+                    "message": result.error or incomplete_message(result.status, result.turns),
+                }
+                if failed
+                else None,
+            },
+        ),
         ensure_ascii=False,
     )
 

@@ -41,7 +41,7 @@ from zero.agent import (
     incomplete_message,
 )
 from zero.errors import UsageError, ZeroError
-from zero.tools import Redactor
+from zero.tools import Redactor, redact_values
 
 __all__ = ["SCHEMA_VERSION", "StreamJsonWriter", "new_run_id", "read_input", "run_end_status"]
 
@@ -88,7 +88,8 @@ class StreamJsonWriter:
         if session_id is not None and session_id != self.root_session_id:
             line["sessionId"] = session_id
         line.update(fields)
-        self.out.write(self._redact(json.dumps(line, ensure_ascii=False, separators=(",", ":"))) + "\n")
+        # Values only: a key or the structure of a line is never touched.
+        self.out.write(json.dumps(redact_values(self._redact, line), ensure_ascii=False, separators=(",", ":")) + "\n")
 
     @classmethod
     def setup_failure(cls, out: TextIO, run_id: str, e: ZeroError) -> None:

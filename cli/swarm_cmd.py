@@ -31,6 +31,7 @@ from zero.orchestrator.live import draw_live, follow_run
 from zero.orchestrator.view import TeamTree, TreeNode
 from zero.sessions import validate_session_id
 from zero.specialists import SpecialistRegistry, format_cost
+from zero.tools import Redactor, redact_values
 
 __all__ = ["run_swarm"]
 
@@ -234,7 +235,7 @@ async def _run(
     code = exit_code(result.status)
     if args.output_format == "json":
         summary = {"type": "result", "runId": run_id, "team": plan.name, "exitCode": code, **result.to_json()}
-        out.write(json.dumps(summary, ensure_ascii=False) + "\n")
+        out.write(json.dumps(redact_values(Redactor(), summary), ensure_ascii=False) + "\n")
     elif args.output_format == "text":
         _print_summary(result, plan, out)
     return code

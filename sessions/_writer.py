@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import functools
 import json
 import math
 import os
@@ -14,12 +15,13 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 from zero.agent import Event
 from zero.errors import SessionError
 from zero.sessions._replace import replace_file
 from zero.sessions.models import SessionMetadata, apply_event, record_of
+from zero.tools import redact_values
 
 MAX_OPEN = 256  # sessions whose log stays open between commits
 MAX_QUEUED = 4096  # requests waiting for the writer before `submit` waits for room
@@ -45,7 +47,7 @@ class Writer:
 
     def __init__(self, root: Path, redactor: Callable[[str], str], interval: float):
         self.root = root
-        self.redact = Values(redactor)
+        self.redact = functools.partial(redact_values, redactor)
         self.interval = interval
         self.lock = threading.Lock()
         self.work = threading.Condition(self.lock)  # the writer waits here for requests
@@ -358,22 +360,6 @@ class OpenLog:
 
 
 _encode = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
-
-
-class Values:
-    """A redactor applied to every string value of a JSON-like structure (never to its keys)."""
-
-    def __init__(self, redactor: Callable[[str], str]):
-        self.redactor = redactor
-
-    def __call__(self, value: Any) -> Any:
-        if isinstance(value, str):
-            return self.redactor(value)
-        if isinstance(value, dict):
-            return {k: self(v) for k, v in value.items()}
-        if isinstance(value, list):
-            return [self(v) for v in value]
-        return value
 
 
 def copy_metadata(meta: SessionMetadata) -> SessionMetadata:

@@ -6,7 +6,7 @@ from zero.tools.base import ArgsModel, BuiltinTool, SideEffect, Tool, ToolContex
 from zero.tools.budget import budget_output
 from zero.tools.builtin import builtin_tools
 from zero.tools.permissions import PERMISSION_MODES, Decision, PermissionMode, decide, narrower
-from zero.tools.redact import Redactor, redact
+from zero.tools.redact import Redactor, StreamRedactor, redact, redact_values
 from zero.tools.registry import CATEGORIES, ToolRegistry, expand_tools
 from zero.tools.workspace import Workspace
 
@@ -18,6 +18,7 @@ __all__ = [
     "Decision",
     "PermissionMode",
     "Redactor",
+    "StreamRedactor",
     "SideEffect",
     "Tool",
     "ToolContext",
@@ -30,4 +31,5 @@ __all__ = [
     "expand_tools",
     "narrower",
     "redact",
+    "redact_values",
 ]

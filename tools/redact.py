@@ -1,66 +1,207 @@
-"""Secret redaction, applied before text reaches the model, the terminal or disk."""
+"""Secret redaction, applied before text reaches the model, the terminal, a pipe or the disk.
+
+Two kinds of secrets are masked: the token formats of the major services (below), and the
+values of environment variables whose names say they are secret (``*_KEY``, ``*_TOKEN``,
+``*_SECRET``, ``*PASSWORD``, ``*CREDENTIALS``, ...) and are at least 8 characters long.
+Redaction applies to values, never to the keys or the structure of a record (``values``),
+and text that arrives in pieces goes through a ``StreamRedactor``, so that a secret split
+across two pieces is masked too.
+"""
 
 from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
 
-__all__ = ["Redactor", "redact"]
+__all__ = ["MASK", "Redactor", "StreamRedactor", "redact", "redact_values"]
 
 MASK = "[REDACTED]"
 
-_PATTERNS = [
-    r"sk-(?:ant-|proj-)?[A-Za-z0-9_-]{20,}",  # OpenAI, Anthropic
-    r"gh[pousr]_[A-Za-z0-9]{30,}",  # GitHub tokens
-    r"github_pat_[A-Za-z0-9_]{22,}",
-    r"AKIA[0-9A-Z]{16}",  # AWS access key id
-    r"xox[abprs]-[A-Za-z0-9-]{10,}",  # Slack
-    r"AIza[0-9A-Za-z_-]{35}",  # Google API key
-    r"glpat-[A-Za-z0-9_-]{20,}",  # GitLab
-    r"-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?-----END [A-Z ]*PRIVATE KEY-----",
-    r"(?<=[Bb]earer )[A-Za-z0-9._~+/-]{20,}=*",
-    r"(?<=[Aa][Pp][Ii]_[Kk][Ee][Yy]=)[A-Za-z0-9._-]{16,}",
-]
-# Every pattern above matches only text that holds one of these (lowercased): a text with none
-# of them skips the regex, which scans every position and costs ~30 us per kilobyte.
-_TRIGGERS = (
-    "sk-",
-    "ghp_",
-    "gho_",
-    "ghu_",
-    "ghs_",
-    "ghr_",
-    "github_pat_",
-    "akia",
-    "xox",
-    "aiza",
-    "glpat-",
-    "private key",
-    "bearer ",
-    "api_key=",
+
+@dataclass(frozen=True)
+class _Format:
+    """A token format: its pattern, the group holding the secret (0: all of it), and the lowercase
+    strings one of which a text must hold for the pattern to have a chance (a quick check first)."""
+
+    name: str
+    pattern: re.Pattern[str]
+    triggers: tuple[str, ...]
+    group: int = 0
+    exact: bool = False  # the triggers are matched as written, not against the lowercased text
+
+
+def _f(name: str, pattern: str, *triggers: str, group: int = 0, exact: bool = False) -> _Format:
+    return _Format(name, re.compile(pattern), triggers, group, exact)
+
+
+_SEP = r"""\\?["']?\s*[:=]\s*\\?["']?"""  # also inside JSON-encoded text: key\": \"value
+FORMATS: tuple[_Format, ...] = (
+    _f("openai and anthropic", r"sk-[A-Za-z0-9_-]{20,}", "sk-"),
+    _f("stripe", r"\b[rs]k_(?:live|test)_[A-Za-z0-9]{16,}", "_live_", "_test_"),
+    _f("github", r"\bgh[pousr]_[A-Za-z0-9]{30,}", "ghp_", "gho_", "ghu_", "ghs_", "ghr_"),
+    _f("github fine-grained", r"github_pat_[A-Za-z0-9_]{22,}", "github_pat_"),
+    _f("gitlab", r"\bgl(?:pat|dt|rt|ptt|cbt|soat)-[A-Za-z0-9_-]{20,}", "glpat-", "gldt-", "glrt-", "glptt-", "glcbt-"),
+    _f(
+        "aws access key id",
+        r"\b(?:AKIA|ASIA|AGPA|AIDA|AROA|ANPA|ANVA|AIPA)[0-9A-Z]{16}\b",
+        *("AKIA", "ASIA", "AGPA", "AIDA", "AROA", "ANPA", "ANVA", "AIPA"),
+        exact=True,
+    ),
+    _f(
+        "aws secret access key",
+        rf"(?i)\b(aws_?secret_?access_?key|aws_?secret_?key|secret_?access_?key)({_SEP})([A-Za-z0-9/+=]{{40}})(?![A-Za-z0-9/+=])",
+        "secret",
+        group=3,
+    ),
+    _f("slack", r"\bxox[abprse]-[A-Za-z0-9-]{10,}", "xox"),
+    _f("slack webhook", r"hooks\.slack\.com/services/[A-Za-z0-9/_-]{20,}", "hooks.slack.com"),
+    _f("google api key", r"AIza[0-9A-Za-z_-]{35}", "aiza"),
+    _f("google oauth", r"\bya29\.[0-9A-Za-z_-]{20,}", "ya29."),
+    _f("npm", r"\bnpm_[A-Za-z0-9]{36}\b", "npm_"),
+    _f("hugging face", r"\bhf_[A-Za-z0-9]{30,}", "hf_"),
+    _f("pypi", r"\bpypi-AgE[A-Za-z0-9_-]{50,}", "pypi-"),
+    _f("sendgrid", r"\bSG\.[A-Za-z0-9_-]{16,}\.[A-Za-z0-9_-]{20,}", "sg."),
+    _f("mailgun", r"\bkey-[0-9a-f]{32}\b", "key-"),
+    _f("digitalocean", r"\bdo[opr]_v1_[a-f0-9]{64}\b", "_v1_"),
+    _f("shopify", r"\bshp(?:at|ca|pa|ss)_[a-fA-F0-9]{32}\b", "shp"),
+    _f("databricks", r"\bdapi[a-f0-9]{32}\b", "dapi"),
+    _f("docker hub", r"\bdckr_pat_[A-Za-z0-9_-]{20,}", "dckr_pat_"),
+    _f("linear", r"\blin_api_[A-Za-z0-9]{32,}", "lin_api_"),
+    _f("telegram bot", r"\b\d{8,10}:AA[A-Za-z0-9_-]{33}\b", ":aa"),
+    _f("discord webhook", r"discord(?:app)?\.com/api/webhooks/\d+/[A-Za-z0-9_-]{20,}", "discord"),
+    _f("azure storage", r"(?i)\b(accountkey)(=)([A-Za-z0-9+/=]{40,})", "accountkey=", group=3),
+    _f("age", r"\bAGE-SECRET-KEY-1[A-Z0-9]{50,}", "age-secret-key-"),
+    _f("jwt", r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}", "eyj"),
+    _f(
+        "private key",
+        r"-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?-----END [A-Z ]*PRIVATE KEY-----",
+        "private key",
+    ),
+    _f("bearer", r"(?i)(\bbearer\s+)([A-Za-z0-9._~+/-]{16,}=*)", "bearer", group=2),
+    _f("http basic header", r"(?i)(authorization\s*:\s*basic\s+)([A-Za-z0-9+/]{8,}={0,2})", "basic", group=2),
+    _f("credentials in a url", r"(?i)([a-z][a-z0-9+.-]*://[^/\s:@]+:)([^/\s@]+)(@)", "://", group=2),
+    _f(
+        "assigned secret",
+        r"(?i)\b(api[_-]?key|apikey|access[_-]?token|auth[_-]?token|secret[_-]?key|client[_-]?secret|password|passwd)"
+        rf"({_SEP})(?=[A-Za-z0-9._~+/=-]*\d)([A-Za-z0-9._~+/=-]{{12,}})",
+        "key",
+        "token",
+        "secret",
+        "pass",
+        group=3,
+    ),
 )
-_SECRET_ENV = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIALS?)$", re.IGNORECASE)
+
+_SECRET_ENV = re.compile(r"(KEY|TOKEN|SECRET|SECRETS|PASSWORD|PASSWD|PASS|PWD|CREDENTIAL|CREDENTIALS|AUTH)$", re.I)
+_NOT_SECRET_ENV = {"PWD", "OLDPWD", "XAUTHORITY"}
 
 
 class Redactor:
     """Masks well-known token formats and the values of secret-looking environment variables."""
 
     def __init__(self, environ: Mapping[str, str] | None = None):
-        self._regex = re.compile("|".join(f"(?:{p})" for p in _PATTERNS))
         env = os.environ if environ is None else environ
-        values = {v for k, v in env.items() if _SECRET_ENV.search(k) and len(v) >= 8}
+        values = {
+            v for k, v in env.items() if _SECRET_ENV.search(k) and k.upper() not in _NOT_SECRET_ENV and len(v) >= 8
+        }
         # Longest first, so a value containing another is masked whole.
-        self._literals = sorted(values, key=len, reverse=True)
+        self.literals = sorted(values, key=len, reverse=True)
 
     def __call__(self, text: str) -> str:
-        for value in self._literals:
+        for value in self.literals:
             if value in text:
                 text = text.replace(value, MASK)
         lowered = text.lower()
-        if not any(trigger in lowered for trigger in _TRIGGERS):
-            return text
-        return self._regex.sub(MASK, text)
+        for fmt in FORMATS:
+            if any(t in (text if fmt.exact else lowered) for t in fmt.triggers):
+                text = _mask(fmt, text)
+        return text
+
+    def values(self, value: Any) -> Any:
+        """``value`` (a JSON-like structure) with every string in it redacted; keys are left alone."""
+        return redact_values(self, value)
+
+
+def redact_values(redact: Callable[[str], str], value: Any) -> Any:
+    """``value`` (a JSON-like structure) with every string in it redacted, never its keys or shape."""
+    if isinstance(value, str):
+        return redact(value)
+    if isinstance(value, dict):
+        return {k: redact_values(redact, v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [redact_values(redact, v) for v in value]
+    return value
+
+
+def _mask(fmt: _Format, text: str) -> str:
+    if fmt.group == 0:
+        return fmt.pattern.sub(MASK, text)
+
+    def keep_context(match: re.Match[str]) -> str:
+        whole, start = match.group(0), match.start(0)
+        a, b = match.start(fmt.group) - start, match.end(fmt.group) - start
+        return whole[:a] + MASK + whole[b:]
+
+    return fmt.pattern.sub(keep_context, text)
+
+
+# A secret may follow these across a space: "Bearer <token>", "password: <value>", a private key.
+_OPENER = re.compile(
+    r"""(?i)(bearer|basic|authorization\s*:|(api[_-]?key|apikey|access[_-]?token|auth[_-]?token|secret[_-]?key|"""
+    r"""client[_-]?secret|password|passwd|secret_?access_?key)["']?\s*[:=]?\s*["']?)\s*$"""
+)
+_PEM_END = re.compile(r"-----END [A-Z ]*PRIVATE KEY-----")
+_MAX_HELD = 32_768  # a word this long is cut anyway, keeping its last 8 kB held back
+_KEEP = 8_192
+_SPACE = (" ", "\n", "\t", "\r")
+
+
+class StreamRedactor:
+    """Redacts text that arrives in pieces (a model's streamed answer): what it returns never holds
+    a secret, not even one split across pieces. It holds back the end of the text that could still
+    be the start of a secret (the last word, or a word such as ``Bearer`` and what follows it) until
+    more text shows where it ends; ``flush`` returns the rest."""
+
+    def __init__(self, redact: Callable[[str], str]):
+        self.redact = redact
+        self.pending = ""
+        literals = getattr(redact, "literals", [])
+        self._spaced = [v for v in literals if any(s in v for s in _SPACE)]
+
+    def feed(self, piece: str) -> str:
+        self.pending += piece
+        cut = self._safe_cut(self.pending)
+        head, self.pending = self.pending[:cut], self.pending[cut:]
+        return self.redact(head) if head else ""
+
+    def flush(self) -> str:
+        rest, self.pending = self.pending, ""
+        return self.redact(rest) if rest else ""
+
+    def _safe_cut(self, text: str) -> int:
+        """The end of the longest start of ``text`` after which no secret can continue."""
+        end = len(text)
+        while True:
+            cut = max(text.rfind(s, 0, end) for s in _SPACE)
+            if cut < 0:
+                return len(text) - _KEEP if len(text) > _MAX_HELD else 0
+            head = text[: cut + 1]
+            if (
+                not _OPENER.search(head[-80:])
+                and not _open_key(head)
+                and not any(v.startswith(head[-k:]) for v in self._spaced for k in range(1, len(v)))
+            ):
+                return cut + 1
+            end = cut
+
+
+def _open_key(text: str) -> bool:
+    """A private key block starts in ``text`` and its end line has not come yet."""
+    begin = text.rfind("-----BEGIN")
+    return begin >= 0 and _PEM_END.search(text, begin) is None
 
 
 _default: Redactor | None = None

@@ -118,6 +118,7 @@ class ScriptTurn(_Strict):
     tool_calls: list[ScriptToolCall] = Field(default_factory=list)
     usage: ScriptUsage | None = None
     delay: float = Field(0.0, ge=0, description="Seconds before the first token.")
+    chunk: int | None = Field(None, ge=1, description="Stream the text in pieces of this many characters.")
     error: ScriptError | None = None
     times: int = Field(1, ge=0)
 
@@ -205,9 +206,9 @@ class ScriptedProvider:
         await anyio.sleep(turn.delay)
         if turn.error and turn.error.kind != "stream_dropped":
             raise turn.error.build()
-        for chunk in self._chunks(turn.reasoning):
+        for chunk in self._chunks(turn.reasoning, turn.chunk):
             yield ReasoningDelta(chunk)
-        for chunk in self._chunks(turn.text):
+        for chunk in self._chunks(turn.text, turn.chunk):
             yield TextDelta(chunk)
         if turn.error:
             raise turn.error.build()
@@ -222,7 +223,9 @@ class ScriptedProvider:
         yield UsageReport(self._usage(turn, request))
         yield Finish("tool_calls" if turn.tool_calls else "stop")
 
-    def _chunks(self, text: str) -> list[str]:
+    def _chunks(self, text: str, size: int | None) -> list[str]:
+        if size is not None:
+            return [text[i : i + size] for i in range(0, len(text), size)]
         words = re.findall(r"\S+\s*|\s+", text)
         n = self._chunk_words
         return ["".join(words[i : i + n]) for i in range(0, len(words), n)]

@@ -20,6 +20,7 @@ from zero.agent import (
     ScriptToolCall,
     ScriptTurn,
 )
+from zero.agent.loop import RESTARTED
 from zero.agent.providers.scripted import ScriptError
 from zero.tools import (
     ArgsModel,
@@ -263,17 +264,20 @@ async def test_retryable_errors_are_retried_and_recorded(workspace: Path) -> Non
     assert result.status == "completed" and [e.code for e in rec.of("retry")] == ["rate_limited"]
 
 
-async def test_a_dropped_stream_is_retried_without_repeating_text(workspace: Path) -> None:
+async def test_a_dropped_stream_restarts_the_answer_after_a_marker(workspace: Path) -> None:
     run, rec, _ = make_run(
         workspace,
         [
             turn(1, "Hello there, this is", error=ScriptError(kind="stream_dropped")),
-            turn(1, "Hello there, this is the whole answer."),
+            turn(1, "A different answer this time."),
         ],
     )
     result = await run.run("hi")
-    assert "".join(e.delta for e in rec.of("text")) == "Hello there, this is the whole answer."
-    assert result.output == "Hello there, this is the whole answer."
+    restart = [i for i, e in enumerate(rec.events) if e.kind == "warning" and e.code == RESTARTED]
+    assert len(restart) == 1
+    assert "".join(e.delta for e in rec.events[: restart[0]] if e.kind == "text") == "Hello there, this is"
+    assert "".join(e.delta for e in rec.events[restart[0] :] if e.kind == "text") == "A different answer this time."
+    assert result.output == "A different answer this time."
 
 
 async def test_a_permanent_provider_error_fails_the_run(workspace: Path) -> None:

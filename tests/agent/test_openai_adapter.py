@@ -11,6 +11,7 @@ from support.llm_server import LLMServer, Reply, error_reply, openai_reply
 
 from zero import errors
 from zero.agent import AgentConfig, AgentRun, Event, Message, ModelRequest, RetryPolicy, ToolSpec
+from zero.agent.loop import RESTARTED
 from zero.agent.providers.openai import OpenAIProvider
 from zero.agent.stream import StreamEvent
 from zero.tools import ToolRegistry, Workspace, builtin_tools
@@ -147,18 +148,23 @@ async def test_retry_after_429_and_500_then_success(workspace: Path) -> None:
     assert result.status == "completed" and result.output == "Done."
 
 
-async def test_retried_stream_never_repeats_text_already_shown(workspace: Path) -> None:
+async def test_a_retried_stream_says_the_answer_starts_over_and_shows_the_new_one_whole(workspace: Path) -> None:
+    """A sampling model does not repeat itself: the retry's answer is a different text, shown whole after
+    a restart marker, never spliced onto what the broken stream had shown."""
     events: list[Event] = []
     cut = openai_reply("Alpha beta gamma delta", pieces=4)
     cut.cut_after = 3  # role chunk + two text chunks, then the connection drops
     with LLMServer() as server:
-        server.enqueue(cut, openai_reply("Alpha beta gamma delta", pieces=4))
+        server.enqueue(cut, openai_reply("Something else entirely, said again.", pieces=4))
         async with _run(server.url, workspace, events) as run:
             result = await run.run("hi")
-    shown = "".join(e.delta for e in events if e.kind == "text")
-    assert shown == "Alpha beta gamma delta"
-    assert result.output == "Alpha beta gamma delta"
-    assert [e.kind for e in events].count("retry") == 1
+    kinds = [e.kind for e in events]
+    restart = max(i for i, e in enumerate(events) if e.kind == "warning" and e.code == RESTARTED)
+    before = "".join(e.delta for e in events[:restart] if e.kind == "text")
+    after = "".join(e.delta for e in events[restart:] if e.kind == "text")
+    assert before and "Alpha beta gamma".startswith(before.strip())  # what the first stream had shown
+    assert after == result.output == "Something else entirely, said again."
+    assert kinds.count("retry") == 1 and kinds.index("retry") < restart
 
 
 async def test_agent_reads_a_file_over_the_real_sdk(workspace: Path) -> None:

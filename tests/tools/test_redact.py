@@ -1,0 +1,56 @@
+"""Redaction: every token format of the corpus, whole or split across pieces, and harmless text untouched."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from support.secrets import ENV_SECRETS, HARMLESS, SECRETS, TOKENS
+
+from zero.tools import Redactor, StreamRedactor
+from zero.tools.redact import FORMATS, MASK
+
+
+def test_the_corpus_has_a_sample_of_every_format() -> None:
+    for fmt in FORMATS:
+        assert any(fmt.pattern.search(token) for token in TOKENS.values()), fmt.name
+
+
+@pytest.mark.parametrize("name", sorted(TOKENS))
+def test_each_format_is_masked_alone_in_quotes_and_in_json(name: str) -> None:
+    redact = Redactor({})
+    token, secret = TOKENS[name], SECRETS[name]
+    for text in (f"before {token} after", f'x = "{token}"', json.dumps({"v": f"'{token}'"})):
+        out = redact(text)
+        assert secret not in out and MASK in out, (name, out)
+
+
+@pytest.mark.parametrize("text", HARMLESS)
+def test_harmless_text_survives(text: str) -> None:
+    assert Redactor({"HOME": "/root", "EDITOR": "vim", "SHORT_TOKEN": "abc"})(text) == text
+
+
+def test_secret_environment_values_are_masked_quotes_and_backslashes_included() -> None:
+    redact = Redactor({**ENV_SECRETS, "HOME": "/root"})
+    text = f"the token is {ENV_SECRETS['MY_SERVICE_TOKEN']} and the db one {ENV_SECRETS['DB_PASSWORD']} at /root"
+    assert redact(text) == f"the token is {MASK} and the db one {MASK} at /root"
+    record = {"sequence": 3, "payload": {"output": ENV_SECRETS["MY_SERVICE_TOKEN"]}}
+    assert redact.values(record) == {"sequence": 3, "payload": {"output": MASK}}  # keys and shape untouched
+
+
+@pytest.mark.parametrize("name", sorted(TOKENS))
+@pytest.mark.parametrize("size", [1, 2, 3, 7])
+def test_a_secret_split_across_pieces_is_masked(name: str, size: int) -> None:
+    text = f"Here it is: {TOKENS[name]} - keep it safe.\n"
+    stream = StreamRedactor(Redactor(ENV_SECRETS))
+    pieces = [stream.feed(text[i : i + size]) for i in range(0, len(text), size)] + [stream.flush()]
+    joined = "".join(pieces)
+    assert SECRETS[name] not in joined and MASK in joined, (name, pieces)
+    assert joined.startswith("Here it is: ") and joined.endswith(" - keep it safe.\n")
+
+
+def test_a_stream_of_plain_text_is_passed_on_promptly() -> None:
+    stream = StreamRedactor(Redactor({}))
+    assert stream.feed("Hello the") == "Hello "  # the last word is held until it ends
+    assert stream.feed("re, world") == "there, "
+    assert stream.flush() == "world"
