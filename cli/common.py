@@ -31,6 +31,7 @@ __all__ = [
     "make_provider",
     "open_context",
     "print_error",
+    "print_warnings",
     "session_store",
     "settings_from_args",
     "unwrap",
@@ -96,7 +97,7 @@ async def open_context(
 
     def other(name: str) -> Provider:
         resolved = resolve_settings(
-            settings.config, provider=name, model=None, base_url=None, permission_mode=None, max_turns=None
+            settings.configs, provider=name, model=None, base_url=None, permission_mode=None, max_turns=None
         )
         return make_provider(resolved, args)[0]
 
@@ -155,6 +156,11 @@ def unwrap(error: BaseException) -> BaseException:
     while isinstance(error, BaseExceptionGroup) and len(error.exceptions) == 1:
         error = error.exceptions[0]
     return error
+
+
+def print_warnings(warnings: tuple[str, ...], stream: TextIO) -> None:
+    for warning in warnings:
+        stream.write(f"zero: warning: {warning}\n")
 
 
 def print_error(message: str, stream: TextIO | None = None) -> None:

@@ -1,7 +1,11 @@
 """Configuration: config files, environment and flags resolved into one run setup.
 
 Files: ``${XDG_CONFIG_HOME:-~/.config}/zero/config.toml``, overridden key by key by
-``<workspace>/.zero/config.toml``.
+``<workspace>/.zero/config.toml``. The project's file is code from a repository: it may
+narrow the permission mode, never widen it, and may not choose where requests go
+(``base_url``) or what they cost (``prices``); what it tries is reported and ignored.
+The ceiling of the permission mode is ``--permission-mode``, else the user's own config,
+else ``auto``.
 """
 
 from __future__ import annotations
@@ -17,9 +21,17 @@ from zero.agent import Price
 from zero.agent.providers import DEFAULT_MODELS, PROVIDER_INFO, PROVIDERS
 from zero.errors import ConfigError, did_you_mean
 from zero.strictfile import FileError, read_data, validate_model
-from zero.tools import PERMISSION_MODES, PermissionMode
+from zero.tools import PERMISSION_MODES, PermissionMode, within
 
-__all__ = ["Config", "RunSettings", "load_config", "resolve_settings", "user_config_dir"]
+__all__ = [
+    "Config",
+    "Configs",
+    "RunSettings",
+    "load_config",
+    "permission_ceiling",
+    "resolve_settings",
+    "user_config_dir",
+]
 
 NO_PROVIDER = (
     "No model provider is configured. Set OPENAI_API_KEY or ANTHROPIC_API_KEY in the environment "
@@ -67,12 +79,38 @@ def _read(path: Path) -> dict[str, Any]:
     return data
 
 
-def load_config(workspace: Path) -> Config:
-    """The user config overridden by the project's, key by key (prices merged by model)."""
-    user = _read(user_config_dir() / "config.toml")
-    project = _read(workspace / ".zero" / "config.toml")
-    merged = {**user, **project, "prices": {**user.get("prices", {}), **project.get("prices", {})}}
-    return Config.model_validate(merged)
+_NOT_FROM_A_PROJECT = {
+    "base_url": "a project may not choose where requests, and your API key, are sent",
+    "prices": "a project may not set what calls cost (a cost budget relies on them)",
+}
+
+
+@dataclass(frozen=True)
+class Configs:
+    """The user's config (trusted) and the project's (it may narrow, never widen), and what was ignored."""
+
+    user: Config = field(default_factory=Config)
+    project: Config = field(default_factory=Config)
+    warnings: tuple[str, ...] = ()
+
+    @property
+    def merged(self) -> Config:
+        """The user's settings overridden by the project's, except the permission mode (see ``ceiling``)."""
+        project = self.project.model_dump(exclude_unset=True, exclude={"permission_mode"})
+        return self.user.model_copy(update=project)
+
+
+def load_config(workspace: Path) -> Configs:
+    """The user's config and the project's; keys a project may not set are left out, with a warning."""
+    user = Config.model_validate(_read(user_config_dir() / "config.toml"))
+    path = workspace / ".zero" / "config.toml"
+    data = _read(path)
+    warnings = []
+    for key, why in _NOT_FROM_A_PROJECT.items():
+        if key in data:
+            del data[key]
+            warnings.append(f"{path}: '{key}' ignored: {why}; set it in {user_config_dir() / 'config.toml'}")
+    return Configs(user, Config.model_validate(data), tuple(warnings))
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,11 +126,22 @@ class RunSettings:
     prices: dict[str, Price] = field(default_factory=dict)
     max_depth: int = 1
     max_concurrency: int = 4
-    config: Config = field(default_factory=Config)
+    configs: Configs = field(default_factory=Configs)
+    ceiling: PermissionMode = "auto"  # the widest mode anything of this run may use
+    warnings: tuple[str, ...] = ()
+
+
+def permission_ceiling(flag: str | None, configs: Configs) -> PermissionMode:
+    """The widest permission mode of a run: ``--permission-mode``, else the user's config, else ``auto``."""
+    wanted = flag or configs.user.permission_mode or "auto"
+    for mode in PERMISSION_MODES:
+        if mode == wanted:
+            return mode
+    raise ConfigError(f"unknown permission mode {wanted!r}; choose one of {', '.join(PERMISSION_MODES)}")
 
 
 def resolve_settings(
-    config: Config,
+    configs: Configs,
     *,
     provider: str | None,
     model: str | None,
@@ -103,6 +152,7 @@ def resolve_settings(
 ) -> RunSettings:
     """Apply the precedence of DESIGN.md section 5: flag, environment, config, then detection."""
     env = dict(os.environ) if environ is None else environ
+    config = configs.merged
     name = provider or env.get("ZERO_PROVIDER") or config.provider
     if name is None:
         if base_url or config.base_url or env.get("OPENAI_BASE_URL"):
@@ -128,9 +178,8 @@ def resolve_settings(
     chosen = model or env.get("ZERO_MODEL") or config.model or DEFAULT_MODELS.get(name)
     if not chosen:
         raise ConfigError(f"the {name} provider has no default model: pass --model NAME (or set ZERO_MODEL)")
-    mode = permission_mode or config.permission_mode or "auto"
-    if mode not in PERMISSION_MODES:
-        raise ConfigError(f"unknown permission mode {mode!r}; choose one of {', '.join(PERMISSION_MODES)}")
+    ceiling = permission_ceiling(permission_mode, configs)
+    mode, note = within(ceiling, configs.project.permission_mode, "the project's .zero/config.toml")
     prices = {m: Price(p.input, p.output, p.cached_input) for m, p in config.prices.items()}
     return RunSettings(
         name,
@@ -142,5 +191,7 @@ def resolve_settings(
         prices,
         config.max_depth if config.max_depth is not None else 1,
         config.max_concurrency or 4,
-        config,
+        configs,
+        ceiling,
+        configs.warnings + ((note,) if note else ()),
     )

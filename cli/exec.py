@@ -19,6 +19,7 @@ from zero.cli.common import (
     interruptible,
     open_context,
     print_error,
+    print_warnings,
     settings_from_args,
     unwrap,
     workspace_from_args,
@@ -67,6 +68,7 @@ def run_exec(args: argparse.Namespace, streams: Streams) -> int:
         settings = settings_from_args(args, workspace)
     except ZeroError as e:
         return _fail_early(args.output_format, streams, run_id, e)
+    print_warnings(settings.warnings, streams.stderr)
     with streams.unblocked() as out:
         try:
             return anyio.run(_execute, workspace, prompt, settings, args, out, run_id)

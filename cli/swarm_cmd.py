@@ -18,11 +18,12 @@ from zero.cli.common import (
     interruptible,
     open_context,
     print_error,
+    print_warnings,
     session_store,
     unwrap,
     workspace_from_args,
 )
-from zero.cli.config import RunSettings, load_config, resolve_settings
+from zero.cli.config import RunSettings, load_config, permission_ceiling, resolve_settings
 from zero.cli.streamjson import StreamJsonWriter, new_run_id
 from zero.cli.swarm_progress import PlainProgress
 from zero.errors import ConfigError, UsageError, ZeroError
@@ -31,7 +32,7 @@ from zero.orchestrator.live import draw_live, follow_run
 from zero.orchestrator.view import TeamTree, TreeNode
 from zero.sessions import validate_session_id
 from zero.specialists import SpecialistRegistry, format_cost
-from zero.tools import Redactor, redact_values
+from zero.tools import Redactor, redact_values, within
 
 __all__ = ["run_swarm"]
 
@@ -45,7 +46,7 @@ def run_swarm(args: argparse.Namespace, streams: Streams) -> int:
         check_overrides(args)
         workspace = workspace_from_args(args)
         plan, settings, registry = _plan(
-            args, workspace, need_provider=args.swarm_command == "run" and not args.dry_run
+            args, workspace, streams, need_provider=args.swarm_command == "run" and not args.dry_run
         )
     except TeamError as e:
         return _report_invalid(args, streams, e)
@@ -74,19 +75,22 @@ def run_swarm(args: argparse.Namespace, streams: Streams) -> int:
 
 
 def _plan(
-    args: argparse.Namespace, workspace: Path, *, need_provider: bool
+    args: argparse.Namespace, workspace: Path, streams: Streams, *, need_provider: bool
 ) -> tuple[TeamPlan, RunSettings | None, SpecialistRegistry]:
     path = Path(args.team)
     team, _, _ = load_team(path)  # a broken shape stops here, with every problem listed
-    config = load_config(workspace)
+    configs = load_config(workspace)
+    # The flag (else the user's config) is the ceiling; the project's config and the team file may only narrow it.
+    ceiling = permission_ceiling(args.permission_mode, configs)
+    mode, note = within(ceiling, configs.project.permission_mode, "the project's .zero/config.toml")
     settings: RunSettings | None = None
     try:
         settings = resolve_settings(
-            config,
+            configs,
             provider=args.provider or team.defaults.provider,
             model=args.model or team.defaults.model,
             base_url=args.base_url,
-            permission_mode=args.permission_mode or team.defaults.permission_mode,
+            permission_mode=args.permission_mode,
             max_turns=None,
         )
     except ConfigError:
@@ -110,12 +114,18 @@ def _plan(
         registry,
         provider=settings.provider if settings else (team.defaults.provider or "(not configured)"),
         model=settings.model if settings else (args.model or team.defaults.model or "(provider default)"),
-        permission_mode=settings.permission_mode if settings else (team.defaults.permission_mode or "auto"),
+        permission_mode=mode,
         prices=prices,
         budget=TeamBudget.model_validate(limits.model_dump()),
         max_concurrency=getattr(args, "max_concurrency", None),
         goal=getattr(args, "goal", None),
     )
+    warnings = [
+        *configs.warnings,
+        *([note] if note else []),
+        *(m.narrowed for m in plan.members.values() if m.narrowed),
+    ]
+    print_warnings(tuple(w for w in warnings if w), streams.stderr)
     return plan, settings, registry
 
 
@@ -163,6 +173,7 @@ def _print_plan(plan: TeamPlan, settings: RunSettings | None, out: TextIO, as_js
                             "provider": m.provider,
                             "model": m.model,
                             "permissionMode": m.permission_mode,
+                            "askedPermissionMode": m.spec.permission_mode or plan.team.defaults.permission_mode,
                             "maxTurns": m.max_turns,
                             "dependsOn": m.spec.depends_on,
                             "wave": m.wave + 1,
@@ -192,8 +203,10 @@ def _print_plan(plan: TeamPlan, settings: RunSettings | None, out: TextIO, as_js
             grant = ""
             if m.spec.budget:
                 grant = " · budget " + ", ".join(f"{k} {v}" for k, v in m.spec.budget.model_dump().items() if v)
+            asked = m.spec.permission_mode or plan.team.defaults.permission_mode
+            mode = f"{m.permission_mode} (asked for {asked})" if m.narrowed else m.permission_mode
             console.print(
-                f"  {name:<16} {m.specialist.name} · {m.provider}/{m.model} · {m.permission_mode} · "
+                f"  {name:<16} {m.specialist.name} · {m.provider}/{m.model} · {mode} · "
                 f"max {m.max_turns} turns{grant}{deps}"
             )
     limits = [f"{k} {v}" for k, v in budget.items() if v is not None]

@@ -21,7 +21,7 @@ from zero.orchestrator.team import (
     template_refs,
 )
 from zero.specialists import Specialist, SpecialistRegistry
-from zero.tools import PermissionMode
+from zero.tools import PermissionMode, within
 
 __all__ = ["MemberPlan", "TeamPlan", "build_plan", "render_prompt"]
 
@@ -32,9 +32,10 @@ class MemberPlan:
     specialist: Specialist
     provider: str
     model: str
-    permission_mode: PermissionMode
+    permission_mode: PermissionMode  # what it runs with: what it asked for, narrowed to the run's ceiling
     max_turns: int
     wave: int
+    narrowed: str | None = None  # why its mode is narrower than what the team file asked for
 
     @property
     def name(self) -> str:
@@ -70,7 +71,8 @@ def build_plan(
     """Validate everything that can be checked without a model; raise ``TeamError`` listing every problem.
 
     ``provider`` and ``model`` are what members inherit (flags, the team's defaults, environment and
-    config already applied); a member's or its manifest's own model wins over them.
+    config already applied); a member's or its manifest's own model wins over them. ``permission_mode``
+    is the ceiling: a member (or ``[defaults]``) that asks for a wider mode gets this one.
     """
     team, lines, problems = load_team(path)
     if goal is not None:
@@ -129,14 +131,18 @@ def build_plan(
         for m in team.members:
             spec = registry.specialists[m.specialist]
             member_model = m.model or spec.model or model
+            # The team file may narrow the run's permission mode, never widen it.
+            asked = m.permission_mode or team.defaults.permission_mode
+            mode, narrowed = within(permission_mode, asked, f"member {m.name!r}")
             plan = MemberPlan(
                 spec=m,
                 specialist=spec,
                 provider=m.provider or spec.provider or provider,
                 model=member_model,
-                permission_mode=m.permission_mode or team.defaults.permission_mode or permission_mode,
+                permission_mode=mode,
                 max_turns=m.max_turns or team.defaults.max_turns or spec.max_turns or 30,
                 wave=wave_of[m.name],
+                narrowed=narrowed,
             )
             members[m.name] = plan
             index = names.index(m.name)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from zero.tools.base import ArgsModel, BuiltinTool, SideEffect, Tool, ToolContext, ToolOutput
 from zero.tools.budget import budget_output
 from zero.tools.builtin import builtin_tools
-from zero.tools.permissions import PERMISSION_MODES, Decision, PermissionMode, decide, narrower
+from zero.tools.permissions import PERMISSION_MODES, Decision, PermissionMode, decide, narrower, within
 from zero.tools.redact import Redactor, StreamRedactor, redact, redact_values
 from zero.tools.registry import CATEGORIES, ToolRegistry, expand_tools
 from zero.tools.workspace import Workspace
@@ -32,4 +32,5 @@ __all__ = [
     "narrower",
     "redact",
     "redact_values",
+    "within",
 ]

@@ -19,7 +19,7 @@ from typing import Literal, get_args
 
 from zero.tools.base import SideEffect
 
-__all__ = ["PERMISSION_MODES", "Decision", "PermissionMode", "decide", "narrower"]
+__all__ = ["PERMISSION_MODES", "Decision", "PermissionMode", "decide", "narrower", "within"]
 
 PermissionMode = Literal["read-only", "ask", "auto", "unsafe"]
 Decision = Literal["allow", "prompt", "deny"]
@@ -48,3 +48,14 @@ def decide(mode: PermissionMode, side_effect: SideEffect) -> Decision:
 def narrower(a: PermissionMode, b: PermissionMode) -> PermissionMode:
     """The less permissive of two modes: a child never gets more than its caller."""
     return a if PERMISSION_MODES.index(a) <= PERMISSION_MODES.index(b) else b
+
+
+def within(ceiling: PermissionMode, asked: PermissionMode | None, who: str) -> tuple[PermissionMode, str | None]:
+    """The mode ``who`` asked for, if the ceiling allows it; a wider one is narrowed to the ceiling,
+    and the second value says so. A team file, a manifest or a project config may narrow, never widen."""
+    if asked is None:
+        return ceiling, None
+    mode = narrower(ceiling, asked)
+    if mode != asked:
+        return mode, f"{who} asks for permission mode {asked!r}; narrowed to {mode!r}, the ceiling of this run"
+    return mode, None
