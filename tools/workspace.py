@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
+import errno
 import os
+import weakref
 from collections.abc import Sequence
 from pathlib import Path
 
 from zero.errors import ToolError
+from zero.tools._beneath import Outside, open_beneath
 
-__all__ = ["Workspace"]
+__all__ = ["NotFound", "Workspace"]
+
+
+class NotFound(ToolError):
+    """The path does not exist (yet)."""
 
 
 class Workspace:
@@ -18,6 +25,8 @@ class Workspace:
         if not roots:
             raise ValueError("a workspace needs at least one root")
         self.roots = tuple(Path(os.path.realpath(r)) for r in roots)
+        self._fds: dict[Path, int] = {}
+        weakref.finalize(self, _close_all, self._fds)
 
     @property
     def root(self) -> Path:
@@ -41,9 +50,58 @@ class Workspace:
             )
         return real
 
-    def display(self, path: Path) -> str:
-        """``path`` relative to the root when it is inside it, for messages and listings."""
+    def open(self, path: str, flags: int = os.O_RDONLY, mode: int = 0o644, *, make_dirs: bool = False) -> int:
+        """A descriptor of ``path`` (relative to the root), resolved and opened in one step: a link is followed
+        only where it stays inside, so no race (a folder swapped for a link) can lead outside. The caller closes it.
+        """
+        root, relative = self._locate(path)
         try:
-            return str(path.relative_to(self.root)) or "."
-        except ValueError:
-            return str(path)
+            return open_beneath(self._root_fd(root), str(root), relative, flags, mode, make_dirs=make_dirs)
+        except Outside:
+            raise self._outside(path) from None
+        except FileNotFoundError:
+            raise NotFound(f"{path} does not exist") from None
+        except NotADirectoryError:
+            raise ToolError(f"{path} is not a directory (or a part of it is not)") from None
+        except IsADirectoryError:
+            raise ToolError(f"{path} is a directory") from None
+        except OSError as e:
+            if e.errno == errno.ELOOP:
+                raise ToolError(f"{path}: too many levels of symbolic links") from None
+            raise ToolError(f"{path}: {e.strerror}") from None
+
+    def _locate(self, path: str) -> tuple[Path, str]:
+        """The root ``path`` is in, and ``path`` relative to it (for ``open``)."""
+        if not path or "\x00" in path:
+            raise ToolError("path is empty or contains a NUL byte")
+        candidate = Path(path).expanduser()
+        if not candidate.is_absolute():
+            return self.root, str(candidate)
+        lexical = Path(os.path.normpath(candidate))
+        for real in (lexical, Path(os.path.realpath(candidate))):
+            for root in self.roots:
+                if real == root or real.is_relative_to(root):
+                    return root, str(real.relative_to(root))
+        raise self._outside(path)
+
+    def _outside(self, path: str) -> ToolError:
+        return ToolError(
+            f"{path!r} is outside the workspace ({', '.join(str(r) for r in self.roots)}); "
+            "only paths inside it can be read or written"
+        )
+
+    def _root_fd(self, root: Path) -> int:
+        if root not in self._fds:
+            self._fds[root] = os.open(root, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+        return self._fds[root]
+
+    def shown(self, path: str) -> str:
+        """``path`` as a user would name it: relative to the root, tidied up."""
+        root, relative = self._locate(path)
+        tidy = os.path.normpath(relative)
+        return tidy if root == self.root else str(root / tidy)
+
+
+def _close_all(fds: dict[Path, int]) -> None:
+    for fd in fds.values():
+        os.close(fd)

@@ -5,8 +5,9 @@ from __future__ import annotations
 import fnmatch
 import os
 import re
+import stat
 from collections.abc import Iterator
-from pathlib import Path
+from dataclasses import dataclass
 
 import anyio.to_thread
 from pydantic import Field
@@ -21,17 +22,54 @@ SKIP_DIRS = {".git", ".hg", ".svn", "node_modules", "__pycache__", ".venv", "ven
 MAX_FILE_BYTES = 2_000_000
 
 
-def walk_files(top: Path) -> Iterator[Path]:
-    """Files below ``top`` in a stable order, skipping VCS and cache folders and symlinks."""
-    if top.is_file():
-        yield top
-        return
-    for dirpath, dirnames, filenames in os.walk(top):
-        dirnames[:] = sorted(d for d in dirnames if d not in SKIP_DIRS)
-        for name in sorted(filenames):
-            path = Path(dirpath, name)
-            if not path.is_symlink():
-                yield path
+@dataclass(frozen=True, slots=True)
+class _File:
+    """A file met on a walk: its path from the search's top, as shown, and how to open it safely."""
+
+    relative: str
+    shown: str
+    name: str
+    dir_fd: int
+
+    def read(self) -> bytes | None:
+        """Its bytes (None if it is too big, not a regular file, or gone)."""
+        try:
+            fd = os.open(self.name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=self.dir_fd)
+        except OSError:
+            return None
+        with os.fdopen(fd, "rb") as f:
+            st = os.fstat(f.fileno())
+            if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_FILE_BYTES:
+                return None
+            return f.read()
+
+
+def walk_files(workspace: Workspace, path: str) -> Iterator[_File]:
+    """Files below ``path`` in a stable order, skipping VCS and cache folders and links. The walk holds
+    each folder open and never follows a link, so no race can lead it outside the workspace."""
+    top = workspace.open(path)
+    base = workspace.shown(path)
+    try:
+        if not stat.S_ISDIR(os.fstat(top).st_mode):
+            parent, name = os.path.split(base)
+            holder = workspace.open(parent or ".", os.O_RDONLY | os.O_DIRECTORY)
+            try:
+                yield _File(name, base, name, holder)
+            finally:
+                os.close(holder)
+            return
+        for dirpath, dirnames, filenames, dir_fd in os.fwalk(".", dir_fd=top):
+            dirnames[:] = sorted(d for d in dirnames if d not in SKIP_DIRS)
+            for name in sorted(filenames):
+                try:
+                    if not stat.S_ISREG(os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode):
+                        continue
+                except OSError:
+                    continue
+                relative = os.path.normpath(os.path.join(dirpath, name))
+                yield _File(relative, os.path.normpath(os.path.join(base, relative)), name, dir_fd)
+    finally:
+        os.close(top)
 
 
 class GlobArgs(ArgsModel):
@@ -47,15 +85,13 @@ class Glob(BuiltinTool[GlobArgs]):
     args = GlobArgs
 
     async def run(self, args: GlobArgs, ctx: ToolContext) -> ToolOutput:
-        top = ctx.workspace.resolve(args.path)
         regex = re.compile(_glob_regex(args.pattern))
 
         def find() -> tuple[list[str], bool]:
             found: list[str] = []
-            for path in walk_files(top):
-                rel = path.relative_to(top).as_posix() if path != top else path.name
-                if regex.fullmatch(rel):
-                    found.append(ctx.workspace.display(path))
+            for file in walk_files(ctx.workspace, args.path):
+                if regex.fullmatch(file.relative):
+                    found.append(file.shown)
                     if len(found) > args.max_results:
                         return found[: args.max_results], True
             return found, False
@@ -108,31 +144,24 @@ class Grep(BuiltinTool[GrepArgs]):
             regex = re.compile(args.pattern, re.IGNORECASE if args.ignore_case else 0)
         except re.error as e:
             raise ToolError(f"invalid regular expression {args.pattern!r}: {e}") from e
-        top = ctx.workspace.resolve(args.path)
-        found, more = await anyio.to_thread.run_sync(_grep, top, regex, args, ctx.workspace)
+        found, more = await anyio.to_thread.run_sync(_grep, regex, args, ctx.workspace)
         if not found:
             return ToolOutput(f"no matches for {args.pattern!r} under {args.path}")
         note = f"\n[stopped at {args.max_results} matches; narrow the pattern or path]" if more else ""
         return ToolOutput("\n".join(found) + note)
 
 
-def _grep(top: Path, regex: re.Pattern[str], args: GrepArgs, workspace: Workspace) -> tuple[list[str], bool]:
+def _grep(regex: re.Pattern[str], args: GrepArgs, workspace: Workspace) -> tuple[list[str], bool]:
     found: list[str] = []
-    for path in walk_files(top):
-        if args.include and not fnmatch.fnmatch(path.name, args.include):
+    for file in walk_files(workspace, args.path):
+        if args.include and not fnmatch.fnmatch(file.name, args.include):
             continue
-        try:
-            if path.stat().st_size > MAX_FILE_BYTES:
-                continue
-            data = path.read_bytes()
-        except OSError:
+        data = file.read()
+        if data is None or b"\x00" in data[:8192]:
             continue
-        if b"\x00" in data[:8192]:
-            continue
-        shown = workspace.display(path)
         for number, line in enumerate(data.decode("utf-8", errors="replace").splitlines(), 1):
             if regex.search(line):
-                found.append(f"{shown}:{number}:{line[:300]}")
+                found.append(f"{file.shown}:{number}:{line[:300]}")
                 if len(found) >= args.max_results:
                     return found, True
     return found, False
