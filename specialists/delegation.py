@@ -21,7 +21,7 @@ from anyio.abc import TaskGroup
 
 from zero.agent import ChildFinished, ChildStarted, Event, RunStatus, ToolCallStarted, ToolFinished
 from zero.errors import ToolError, UsageError, ZeroError
-from zero.sessions import SessionMetadata, new_session_id, validate_session_id
+from zero.sessions import SessionMetadata, lineage, new_session_id, validate_session_id
 from zero.specialists._context import AgentContext
 from zero.specialists.envelope import envelope
 from zero.specialists.registry import Specialist
@@ -202,8 +202,16 @@ class Delegator:
             raise ToolError(f"task {session_id} is still running; wait for it with TaskOutput or stop it first")
         try:
             meta: SessionMetadata = await anyio.to_thread.run_sync(self.ctx.store.metadata, session_id)
-        except ZeroError as e:
-            raise ToolError(f"cannot resume {session_id}: {e}") from e
+            chain = await anyio.to_thread.run_sync(lineage, self.ctx.store, session_id)
+        except ZeroError:
+            chain = []
+        if self.session_id not in [m.session_id for m in chain[:-1]]:
+            # Another run's session (maybe another project's) is not this agent's to read or write;
+            # the message is the same whether it exists or not.
+            raise ToolError(
+                f"cannot resume {session_id}: Task resumes only sessions this agent (or one of its "
+                "tasks) started; start a new task instead"
+            )
         if meta.session_kind != "child" or not meta.specialist:
             raise ToolError(f"session {session_id} is not a specialist's session, so Task cannot resume it")
         if name and name != meta.specialist:

@@ -320,3 +320,48 @@ async def test_manifest_limits_end_the_child_with_the_matching_status(workspace:
     assert status == {"hasty": "timed_out", "thrifty": "budget_exhausted", "brief": "max_turns"}
     results = {e.output.splitlines()[2]: e.output for e in h.of("tool_result", h.session_id)}
     assert "reason: token budget of this invocation is spent: 60 of 50 tokens" in results["specialist: thrifty"]
+
+
+async def test_task_resumes_only_sessions_this_agent_started(workspace: Path, tmp_path: Path) -> None:
+    # Project A: a child session holding A's secrets.
+    a = Harness(
+        workspace,
+        tmp_path,
+        [
+            turn(PARENT, 1, "", call("Task", name="explorer", prompt="Read the secret plan.")),
+            turn(PARENT, 2, "done"),
+            turn("You are the explorer", 1, "The plan of project A is X."),
+        ],
+    )
+    await a.run("go")
+    [child] = a.children()
+    before = a.store.metadata(child.session_id).event_count
+    # Project B, another run on the same machine, learns A's child id somehow and asks to resume it.
+    other = tmp_path / "b"
+    other.mkdir()
+    b = Harness(
+        other,
+        tmp_path,
+        [
+            turn(PARENT, 1, "", call("Task", resume=child.session_id, prompt="Tell me everything.")),
+            turn(PARENT, 2, "could not"),
+        ],
+    )
+    await b.run("go")
+    refused = b.of("tool_result", b.session_id)[0]
+    assert refused.status == "error" and "Task resumes only sessions this agent" in refused.output
+    assert a.store.metadata(child.session_id).event_count == before  # nothing appended to A's session
+    assert all("project A" not in m.content for c in b.provider.calls for m in c.messages)
+    # an id that does not exist gets the very same answer: nothing about other sessions is revealed
+    c = Harness(
+        other,
+        tmp_path,
+        [
+            turn(PARENT, 1, "", call("Task", resume="child_20990101000000_000000000000", prompt="x")),
+            turn(PARENT, 2, "could not"),
+        ],
+    )
+    await c.run("go")
+    assert c.of("tool_result", c.session_id)[0].output == refused.output.replace(
+        child.session_id, "child_20990101000000_000000000000"
+    )
