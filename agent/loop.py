@@ -138,6 +138,7 @@ class AgentRun:
         emit: Emit = _ignore,
         *,
         recorded: int = 0,
+        checkpoint: Callable[[], Awaitable[None]] | None = None,
     ):
         self.config = config
         self.session_id = session_id
@@ -152,6 +153,7 @@ class AgentRun:
         # What a cancellation means: a parent's stop ("cancelled") or Ctrl-C/SIGTERM ("interrupted").
         self.cancel_status: RunStatus = "cancelled"
         self._recorded = recorded  # how many of ``messages`` are already in the session
+        self._checkpoint = checkpoint  # awaited before a tool with a side effect runs: its call is on record
         self._specs: tuple[ToolSpec, ...] = ()
 
     def _visible_specs(self) -> tuple[ToolSpec, ...]:
@@ -427,6 +429,8 @@ class AgentRun:
             )
         )
         current_call_id.set(call.id)
+        if side_effect != "read" and self._checkpoint is not None:
+            await self._checkpoint()  # write-ahead: after a kill, the log still says what may have happened
         status, output = await self._execute(call, tool)
         text, truncated = budget_output(self.config.redactor(output.text), self.config.max_output_chars)
         self.emit(

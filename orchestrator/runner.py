@@ -438,5 +438,7 @@ class TeamRunner:
                 reason="" if status == "completed" else result.failure_summary(),
             )
         )
+        for session_id in (self.session_id, *(s.session_id for s in self.members.values())):
+            self.store.release(session_id)
         await anyio.to_thread.run_sync(self.store.flush)  # every member's final status, on disk
         return result

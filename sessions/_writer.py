@@ -15,12 +15,12 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
-from zero.agent import Event
+from zero.agent import Event, StatusChanged, decode_event
 from zero.errors import SessionError
 from zero.sessions._replace import replace_file
-from zero.sessions.models import SessionMetadata, apply_event, record_of
+from zero.sessions.models import SessionMetadata, StoredEvent, apply_event, now_iso, record_of
 from zero.tools import redact_values
 
 MAX_OPEN = 256  # sessions whose log stays open between commits
@@ -31,7 +31,7 @@ GATHER_SECONDS = 0.01  # after a round, batches that nobody waits for gather thi
 
 @dataclass(eq=False)
 class Request:
-    kind: Literal["create", "append", "flush", "read"]
+    kind: Literal["create", "append", "flush", "read", "write", "lease", "release", "repair"]
     session_id: str | None
     events: Sequence[Event] = ()
     created: str = ""
@@ -61,6 +61,7 @@ class Writer:
         self.dirty: dict[str, OpenLog] = {}  # open sessions whose metadata.json is behind
         self.due_at = math.inf  # no dirty session's metadata is due before this (monotonic clock)
         self.root_made = False
+        self.leases: dict[str, int] = {}  # the sessions this process runs, and their lease's fd
 
     # -- the callers' side (any thread) -----------------------------------------
 
@@ -78,8 +79,8 @@ class Writer:
                 self.work.notify()  # else the writer takes it after gathering (no wake-up per batch)
 
     def call(self, request: Request) -> SessionMetadata | None:
-        # With no writer thread, nothing is queued, unwritten or open: a read or flush has no wait.
-        if request.kind not in ("read", "flush") or self.busy():
+        # With no writer thread, nothing is queued, unwritten or open: a read, flush or write has no wait.
+        if request.kind not in ("read", "flush", "write") or self.busy():
             request.done = threading.Event()
             self.put(request)
             request.done.wait()
@@ -151,21 +152,30 @@ class Writer:
 
     def _commit(self, session_id: str, requests: list[Request]) -> None:
         def work() -> SessionMetadata | None:
+            kinds = {r.kind for r in requests}
             if requests[0].kind == "create":
                 assert requests[0].meta is not None
                 log = self._create(self.root / session_id, requests[0].meta)
-            elif all(r.kind in ("read", "flush") for r in requests) and session_id not in self.logs:
+            elif kinds <= {"read", "flush", "write"} and session_id not in self.logs:
                 return None  # nothing to wait for: the caller reads the files
+            elif kinds == {"repair"} and not self._take_lease(session_id, wait=False):
+                return None  # someone runs it after all: nothing to repair
             else:
                 log = self._open(session_id)
             with log.locked():
                 log.sync()
+                if kinds & {"lease", "repair"}:
+                    self._take_lease(session_id)
+                    if log.meta.status in ("pending", "running"):  # its last run died: rebuild from the log
+                        log.rebuild(self.redact)
                 self._write_events(log, requests)
                 if log.dirty and (any(r.write_meta for r in requests) or log.due(self.interval)):
                     log.write_metadata()
-                elif any(r.kind == "read" for r in requests):
+                elif "read" in kinds:
                     log.refresh_metadata()
                 self._track(log)
+                if kinds & {"release", "repair"}:
+                    self._release(session_id)
                 return copy_metadata(log.meta) if any(r.done for r in requests) else None
 
         self._settle(requests, work)
@@ -212,6 +222,33 @@ class Writer:
                 log.dirty = True
         log.meta.event_count, log.meta.last_event_type = log.seq, log.last_type
 
+    def _take_lease(self, session_id: str, *, wait: bool = True) -> bool:
+        """Hold the session's lease (a lock the kernel drops when this process dies) for as long as this
+        process runs it. With ``wait`` False, a lease someone holds is not an error: False."""
+        if session_id in self.leases:
+            return True
+        fd = os.open(self.root / session_id / "lease", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 32, 0).decode(errors="replace").strip()
+            os.close(fd)
+            if not wait:
+                return False
+            who = f" (process {holder})" if holder.isdigit() else ""
+            raise SessionError(
+                f"session {session_id} is being run by another process{who}; wait for it to end, or stop it"
+            ) from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        self.leases[session_id] = fd
+        return True
+
+    def _release(self, session_id: str) -> None:
+        fd = self.leases.pop(session_id, None)
+        if fd is not None:
+            os.close(fd)
+
     def _track(self, log: OpenLog) -> None:
         if log.dirty:
             self.dirty[log.session_id] = log
@@ -229,6 +266,7 @@ class Writer:
             raise SessionError(f"session {meta.session_id} already exists") from None
         log = OpenLog(meta.session_id, folder, _open_log(folder), meta)
         log.dirty = True  # written at once by the commit (a create asks for it)
+        self._take_lease(meta.session_id)  # before its metadata exists: a reader never sees it unowned
         self._keep(log)
         return log
 
@@ -352,6 +390,40 @@ class OpenLog:
         self.dirty = False
         self.written_at = time.monotonic()
 
+    def rebuild(self, redact: Callable[[Any], Any]) -> None:
+        """The metadata again from the log alone (the run that wrote it died, maybe before it wrote its
+        metadata), and an event that says the run ended ``interrupted``."""
+        meta = self.meta.model_copy(
+            update={
+                "status": "pending",
+                "usage": type(self.meta.usage)(),
+                "children_usage": type(self.meta.usage)(),
+                "event_count": 0,
+                "last_event_type": "",
+            }
+        )
+        with open(self.log_path, "rb") as f:
+            data = f.read(self.size)
+        for stored in parse_log(data, self.log_path):
+            apply_event(meta, stored.event)
+        self.meta, self.changes, self.dirty = meta, [], True
+        if meta.status in ("pending", "running"):
+            end = StatusChanged(
+                session_id=self.session_id,
+                status="interrupted",
+                reason="the process running it ended before it did (killed, or it crashed)",
+            )
+            self.seq += 1
+            record = record_of(self.session_id, self.seq, now_iso(), end)
+            record["payload"] = redact(record["payload"])
+            line = (_encode(record) + "\n").encode("utf-8")
+            os.write(self.fd, line)
+            self.size += len(line)
+            self.last_type = end.kind
+            self.unsynced = True
+            apply_event(meta, end)
+        meta.event_count, meta.last_event_type = self.seq, self.last_type
+
     def _load(self) -> SessionMetadata:
         meta = read_metadata(self.folder)
         with contextlib.suppress(FileNotFoundError):
@@ -378,6 +450,30 @@ def _open_log(folder: Path) -> int:
         return os.open(folder / "events.jsonl", os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
     except FileNotFoundError:
         raise SessionError(f"session {folder.name} not found in {folder.parent}") from None
+
+
+def parse_log(data: bytes, log: Path | str, *, first_line: int = 0) -> Iterator[StoredEvent]:
+    """The events of whole log lines; a bad line is an error naming it. Types this version does not
+    know (written by a newer Zero) are skipped."""
+    session_id = Path(log).parent.name
+    for number, line in enumerate(data.split(b"\n"), first_line + 1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+            if not isinstance(record, dict):
+                raise ValueError("a record must be a JSON object")
+            kind = record.get("type")
+            if not isinstance(kind, str):
+                raise ValueError("the record has no type")
+            payload = record.get("payload") or {}
+            if not isinstance(payload, dict):
+                raise ValueError("its payload is not an object")
+            event = decode_event(kind, session_id, payload)
+        except (ValueError, RecursionError) as e:
+            raise SessionError(f"{log}: line {number} is not a valid event ({e})") from None
+        if event is not None:  # None: a kind of event from a newer Zero
+            yield StoredEvent(int(record.get("sequence", number)), str(record.get("createdAt", "")), event)
 
 
 def read_metadata(folder: Path) -> SessionMetadata:

@@ -57,6 +57,15 @@ class MemorySessionStore:
     def flush(self, session_id: str | None = None) -> None:
         return None
 
+    def written(self, session_id: str) -> None:
+        return None
+
+    def acquire(self, session_id: str) -> None:
+        self._get(session_id)  # one process: nobody else can hold it
+
+    def release(self, session_id: str) -> None:
+        return None
+
     def exists(self, session_id: str) -> bool:
         return validate_session_id(session_id) in self._sessions
 

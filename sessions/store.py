@@ -28,16 +28,16 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-import json
+import fcntl
 import os
 import weakref
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
-from zero.agent import Event, decode_event
-from zero.errors import SessionError
-from zero.sessions._writer import Request, Writer, copy_metadata, read_metadata
+from zero.agent import Event
+from zero.errors import SessionError, ZeroError
+from zero.sessions._writer import Request, Writer, copy_metadata, parse_log, read_metadata
 from zero.sessions.ids import validate_session_id
 from zero.sessions.models import SessionMetadata, StoredEvent, now_iso, record_of
 from zero.tools import Redactor
@@ -62,6 +62,19 @@ class SessionStore(Protocol):
 
     def flush(self, session_id: str | None = None) -> None:
         """Wait until everything submitted so far is durable."""
+        ...
+
+    def written(self, session_id: str) -> None:
+        """Wait until everything submitted so far for the session is written (not necessarily fsynced):
+        a tool with a side effect runs only once its call is in the log."""
+        ...
+
+    def acquire(self, session_id: str) -> None:
+        """Hold the session for a run of this process (resume); ``SessionError`` if another process runs it."""
+        ...
+
+    def release(self, session_id: str) -> None:
+        """This process's run of the session is over (after everything submitted for it)."""
         ...
 
     def exists(self, session_id: str) -> bool: ...
@@ -139,13 +152,32 @@ class FileSessionStore:
         (of every session, if None) is written."""
         self._writer.call(Request("flush", session_id, write_meta=True))
 
+    def written(self, session_id: str) -> None:
+        self._writer.call(Request("write", self._checked(session_id)))
+
+    def acquire(self, session_id: str) -> None:
+        """Take the session's lease for a run of this process; a run that died before is repaired first
+        (its metadata rebuilt from the log, its status ``interrupted``)."""
+        self._writer.call(Request("lease", self._checked(session_id)))
+
+    def release(self, session_id: str) -> None:
+        self._writer.put(Request("release", self._checked(session_id), write_meta=True))
+
+    def _checked(self, session_id: str) -> str:
+        self.path(session_id)
+        return session_id
+
     # -- reading -----------------------------------------------------------------
 
     def metadata(self, session_id: str) -> SessionMetadata:
-        """The metadata, with every batch submitted before this call applied."""
+        """The metadata, with every batch submitted before this call applied. A session left ``pending`` or
+        ``running`` by a process that died is repaired on the way: rebuilt from its log, ``interrupted``."""
         folder = self.path(session_id)
         meta = self._writer.call(Request("read", session_id))
-        return meta if meta is not None else read_metadata(folder)
+        meta = meta if meta is not None else read_metadata(folder)
+        if meta.status in ("pending", "running") and session_id not in self._writer.leases and _unheld(folder):
+            meta = self._writer.call(Request("repair", session_id, write_meta=True)) or read_metadata(folder)
+        return meta
 
     def events(self, session_id: str) -> list[StoredEvent]:
         """Every event in order; a torn last line is skipped, other bad lines are errors."""
@@ -173,10 +205,28 @@ class FileSessionStore:
             self.flush()
             for folder in self.root.iterdir():
                 try:
-                    found.append(read_metadata(folder))
-                except (SessionError, ValueError, OSError):
+                    meta = read_metadata(folder)
+                    if meta.status in ("pending", "running"):
+                        meta = self.metadata(meta.session_id)
+                    found.append(meta)
+                except (ZeroError, ValueError, OSError):
                     continue
         return sorted(found, key=lambda m: (m.updated_at, m.session_id), reverse=True)
+
+
+def _unheld(folder: Path) -> bool:
+    """Nobody holds the session's lease: the process that ran it has ended."""
+    try:
+        fd = os.open(folder / "lease", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    finally:
+        os.close(fd)  # (closing drops the lock if we got it)
+    return True
 
 
 def _line_at(log: Path, offset: int) -> int:
@@ -185,30 +235,6 @@ def _line_at(log: Path, offset: int) -> int:
         return 0
     with open(log, "rb") as f:
         return f.read(offset).count(b"\n")
-
-
-def parse_log(data: bytes, log: Path | str, *, first_line: int = 0) -> Iterator[StoredEvent]:
-    """The events of whole log lines; a bad line is an error naming it. Types this version does not
-    know (written by a newer Zero) are skipped."""
-    session_id = Path(log).parent.name
-    for number, line in enumerate(data.split(b"\n"), first_line + 1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-            if not isinstance(record, dict):
-                raise ValueError("a record must be a JSON object")
-            kind = record.get("type")
-            if not isinstance(kind, str):
-                raise ValueError("the record has no type")
-            payload = record.get("payload") or {}
-            if not isinstance(payload, dict):
-                raise ValueError("its payload is not an object")
-            event = decode_event(kind, session_id, payload)
-        except ValueError as e:
-            raise SessionError(f"{log}: line {number} is not a valid event ({e})") from e
-        if event is not None:  # None: a kind of event from a newer Zero
-            yield StoredEvent(int(record.get("sequence", number)), str(record.get("createdAt", "")), event)
 
 
 _STORES: weakref.WeakSet[FileSessionStore] = weakref.WeakSet()

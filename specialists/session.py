@@ -82,7 +82,7 @@ class AgentSession:
         self.hub.listen(self._track)
         if relay is not None:
             self.hub.listen(relay)
-        self.agent = AgentRun(config, session_id, history, self.hub.emit, recorded=recorded)
+        self.agent = AgentRun(config, session_id, history, self.hub.emit, recorded=recorded, checkpoint=self._written)
         self.stoppables: list[Stoppable] = []
         self._toolsets = list(toolsets)
         self._stack = AsyncExitStack()
@@ -121,7 +121,9 @@ class AgentSession:
         toolsets: Sequence[ToolSet] = (),
         relay: Listener | None = None,
     ) -> AgentSession:
-        """An existing session, continued with the history its log records."""
+        """An existing session, continued with the history its log records. This process holds the session
+        while it runs; another process running it is an error (``SessionError``)."""
+        await anyio.to_thread.run_sync(store.acquire, session_id)
         events = await anyio.to_thread.run_sync(store.events, session_id)
         history = messages_from_events(e.event for e in events)
         if not history:
@@ -207,6 +209,7 @@ class AgentSession:
         if self._entered:
             self._entered = False
             await self._stack.aclose()  # not shielded: a task group must be left inside its own scope
+        self.store.release(self.session_id)  # after everything it wrote
         self.hub.close()
 
     def events(self) -> MemoryObjectReceiveStream[Event]:
@@ -252,6 +255,10 @@ class AgentSession:
     def run_usage(self) -> Usage:
         """What the last (or current) run spent, its children included."""
         return self._tracked.usage
+
+    async def _written(self) -> None:
+        """Write-ahead: wait until the session's log holds everything so far (a tool call before its side effect)."""
+        await anyio.to_thread.run_sync(self.store.written, self.session_id)
 
     def _track(self, event: Event) -> None:
         if event.session_id != self.session_id:

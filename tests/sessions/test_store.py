@@ -222,7 +222,7 @@ def test_metadata_falls_back_to_a_renamed_temp_file_where_names_cannot_be_swappe
     for i in range(3):
         store.append(sid, [tick(sid, i)])
     assert json.loads((store.path(sid) / "metadata.json").read_text())["eventCount"] == 3
-    assert sorted(p.name for p in store.path(sid).iterdir()) == ["events.jsonl", "metadata.json"]
+    assert sorted(p.name for p in store.path(sid).iterdir()) == ["events.jsonl", "lease", "metadata.json"]
 
 
 def on_disk(store: SessionStore, sid: str) -> dict[str, object]:
