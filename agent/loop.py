@@ -45,7 +45,7 @@ from zero.tools import (
     redact,
     redact_values,
 )
-from zero.tools.base import current_call_id
+from zero.tools.base import current_call_id, side_effect_of
 from zero.tools.permissions import REASONS
 
 __all__ = ["RESTARTED", "AgentConfig", "AgentRun", "Approver", "CallGuard", "CallPermit", "Emit"]
@@ -144,7 +144,10 @@ class AgentRun:
         self.session_id = session_id
         self.messages: list[Message] = list(messages or [])
         self.emit = emit
-        self.ctx = ToolContext(workspace=config.workspace, session_id=session_id)
+        self.ctx = ToolContext(
+            workspace=config.workspace, session_id=session_id, permission_mode=config.permission_mode
+        )
+        self._warned: set[str] = set()  # warnings already given this run
         self.usage = Usage()
         self.turns = 0
         self.output = ""
@@ -173,6 +176,7 @@ class AgentRun:
         """Work on ``prompt``; ``max_turns``, turns and usage count this run only."""
         started = time.monotonic()
         self.turns, self.usage, self.output, self.result = 0, Usage(), "", None
+        self._warned = set()
         self._specs = self._visible_specs()  # tool sets may have joined since the last run
         config = self.config
         self.emit(
@@ -219,8 +223,11 @@ class AgentRun:
         except anyio.get_cancelled_exc_class():
             self._answer(turn)
             self._close(turn)
+            with anyio.CancelScope(shield=True):
+                await self.ctx.end_background()
             self._finish(self.cancel_status, started, None)
             raise
+        await self.ctx.end_background()
         return self._finish(status, started, error)
 
     def _finish(self, status: RunStatus, started: float, error: ZeroError | None) -> RunResult:
@@ -418,7 +425,7 @@ class AgentRun:
     async def _run_tool(self, call: ToolCall) -> Message:
         started = time.monotonic()
         tool = self.config.tools.get(call.name)
-        side_effect = tool.side_effect if tool else "read"
+        side_effect = side_effect_of(tool, call.arguments) if tool else "read"
         self.emit(
             ToolCallStarted(
                 session_id=self.session_id,
@@ -432,6 +439,10 @@ class AgentRun:
         if side_effect != "read" and self._checkpoint is not None:
             await self._checkpoint()  # write-ahead: after a kill, the log still says what may have happened
         status, output = await self._execute(call, tool)
+        if output.warning is not None and output.warning[0] not in self._warned:
+            self._warned.add(output.warning[0])
+            code, message = output.warning
+            self.emit(WarningRaised(session_id=self.session_id, code=code, message=message))
         text, truncated = budget_output(self.config.redactor(output.text), self.config.max_output_chars)
         self.emit(
             ToolFinished(
@@ -458,7 +469,8 @@ class AgentRun:
         if call.parse_error:
             return "error", ToolOutput(f"Error: {call.name}: {call.parse_error}")
         mode = self.config.permission_mode
-        decision = decide(mode, tool.side_effect)
+        side_effect = side_effect_of(tool, call.arguments)
+        decision = decide(mode, side_effect)
         if decision == "deny":
             return "denied", ToolOutput(f"Permission denied: {call.name} is not allowed in {mode} mode.")
         if decision == "prompt":
@@ -466,9 +478,9 @@ class AgentRun:
                 session_id=self.session_id,
                 id=call.id,
                 name=call.name,
-                side_effect=tool.side_effect,
+                side_effect=side_effect,
                 permission_mode=mode,
-                reason=REASONS[tool.side_effect],
+                reason=REASONS[side_effect],
             )
             self.emit(request)
             if self.config.approver is None:

@@ -14,12 +14,14 @@ from zero.tools.workspace import Workspace
 
 __all__ = [
     "ArgsModel",
+    "Background",
     "BuiltinTool",
     "SideEffect",
     "Tool",
     "ToolContext",
     "ToolOutput",
     "current_call_id",
+    "side_effect_of",
 ]
 
 SideEffect = Literal["read", "write", "shell", "network"]
@@ -30,21 +32,43 @@ current_call_id: ContextVar[str] = ContextVar("current_call_id", default="")
 
 @dataclass(slots=True)
 class ToolOutput:
-    """What a tool returns: text for the model, and the files it changed."""
+    """What a tool returns: text for the model, the files it changed, and a warning for the user
+    (``(code, message)``, said once per run)."""
 
     text: str
     is_error: bool = False
     changed_files: tuple[str, ...] = ()
+    warning: tuple[str, str] | None = None
+
+
+class Background(Protocol):
+    """Something a tool left running until the run ends (a shell job)."""
+
+    async def aclose(self) -> None: ...
 
 
 @dataclass(slots=True)
 class ToolContext:
-    """Where a tool call runs: the workspace, the session, and run-scoped state."""
+    """Where a tool call runs: the workspace, the session, the permission mode, and run-scoped state."""
 
     workspace: Workspace
     session_id: str = ""
+    permission_mode: str = "auto"
     plan: list[dict[str, str]] = field(default_factory=list)
     extras: dict[str, Any] = field(default_factory=dict)
+    background: list[Background] = field(default_factory=list)
+
+    async def end_background(self) -> None:
+        """The run is over: stop what its tools left running."""
+        jobs, self.background = self.background, []
+        for job in jobs:
+            await job.aclose()
+
+
+def side_effect_of(tool: Tool, arguments: dict[str, Any]) -> SideEffect:
+    """What this call of ``tool`` may do (a tool may say it per call: bash outside its sandbox reaches the network)."""
+    per_call = getattr(tool, "side_effect_of", None)
+    return per_call(arguments) if callable(per_call) else tool.side_effect
 
 
 @runtime_checkable

@@ -18,7 +18,7 @@ REPO = Path(__file__).resolve().parents[2]
 TEAM = str(REPO / "manifests/teams/repo-review.toml")
 
 
-def slow_script(tmp_path: Path, delay: float = 0.4) -> str:
+def slow_script(tmp_path: Path, delay: float = 0.25) -> str:
     text = (REPO / "manifests/teams/repo-review.script.toml").read_text()
     slow = re.sub(r"^(match = .*)$", rf"\1\ndelay = {delay}", text, flags=re.MULTILINE)
     path = tmp_path / "slow.toml"

@@ -345,15 +345,15 @@ prompt = "Talk last."
 def test_a_reader_that_does_not_read_never_slows_the_team(workspace: Path, tmp_path: Path) -> None:
     team = write_script(tmp_path / "team.toml", PIPE_TEAM)
     last_call = threading.Event()
-    answer = "word " * 4000  # 20 kB a member, in 5-byte deltas: far more than a pipe holds
+    answer = "word " * 4000  # 20 kB an answer, in 400 deltas: far more than a pipe holds
 
     def respond(request: dict[str, Any]) -> Reply:
         name = who(request)
         if sum(m["role"] == "assistant" for m in request["messages"]) == 0:
-            return openai_reply(f"{name} first: {answer}", [(f"call_{name}", "list_directory", {})], pieces=4000)
+            return openai_reply(f"{name} first: {answer}", [(f"call_{name}", "list_directory", {})], pieces=400)
         if name == "last":
             last_call.set()  # the last member's last model call has reached the server
-        return openai_reply(f"{name}: {answer}", pieces=4000)
+        return openai_reply(f"{name}: {answer}", pieces=400)
 
     with LLMServer(respond) as server:
         proc = subprocess.Popen(

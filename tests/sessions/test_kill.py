@@ -64,7 +64,7 @@ def check_after_kill(home: Path, workspace: Path) -> FileSessionStore:
         assert meta.event_count == len(events)
         assert sum(e.event.calls for e in events if e.event.kind == "usage") == meta.usage.calls  # rebuilt
     calls = [e.event for m in metas for e in store.events(m.session_id) if e.event.kind == "tool_call"]
-    shown = json.dumps([c.arguments for c in calls])  # type: ignore[union-attr]
+    shown = json.dumps([c.arguments for c in calls])
     for effect in workspace.glob("side-effect-*"):
         assert effect.name in shown, f"{effect.name} exists but its tool call is not in any log"
     return store

@@ -1,48 +1,97 @@
-"""The bash tool: a command in the workspace, with a timeout and a process-group kill."""
+"""The bash tool: a command in the workspace, sandboxed where the system allows it, with a timeout.
+
+In ``auto`` and ``ask`` mode a command runs in the sandbox (see ``tools._sandbox``): no network, and
+writes only inside the workspace and the temp folders. ``outside_sandbox`` asks to run it without
+one, which counts as reaching the network: the user must approve it (``unsafe`` mode runs every
+command unconfined). Where no sandbox is available, commands run unconfined and the run says so once.
+
+A command returns when its foreground part ends; a job it left in the background goes on until the
+run ends (or Zero dies), and is then stopped with everything it started.
+"""
 
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
+from typing import Any
 
 import anyio
 from pydantic import Field
 
-from zero.tools.base import ArgsModel, BuiltinTool, ToolContext, ToolOutput
+from zero.tools import _sandbox
+from zero.tools.base import ArgsModel, BuiltinTool, SideEffect, ToolContext, ToolOutput
 
 __all__ = ["Bash"]
 
 MAX_CAPTURE = 512_000  # bytes kept from each end of a very long output
+BLOCKED_HINTS = (
+    "Permission denied",
+    "Read-only file system",
+    "Operation not permitted",
+    "Network is unreachable",
+    "Temporary failure in name resolution",
+    "Could not resolve host",
+    "Name or service not known",
+    "getaddrinfo",
+)
 
 
 class BashArgs(ArgsModel):
     command: str = Field(description="The bash command to run in the workspace root.")
     timeout_seconds: float = Field(120, gt=0, le=1800, description="Kill the command after this long.")
+    outside_sandbox: bool = Field(
+        False,
+        description="Run it without the sandbox (network, writes outside the workspace). Needs the user's "
+        "approval: ask only when the sandbox stopped the command.",
+    )
 
 
 class Bash(BuiltinTool[BashArgs]):
     name = "bash"
     description = (
-        "Run a bash command in the workspace root and return its combined stdout and stderr "
-        "with the exit code. The command and everything it started are killed at the timeout."
+        "Run a bash command in the workspace root and return its combined stdout and stderr with the exit "
+        "code. It runs in a sandbox: no network, writes only in the workspace and temp folders. The command "
+        "and everything it started are killed at the timeout; jobs left in the background run until the end."
     )
     side_effect = "shell"
     args = BashArgs
 
+    def side_effect_of(self, arguments: dict[str, Any]) -> SideEffect:
+        return "network" if arguments.get("outside_sandbox") is True else "shell"
+
     async def run(self, args: BashArgs, ctx: ToolContext) -> ToolOutput:
-        head = bytearray()
-        tail = bytearray()
-        dropped = 0
-        timed_out = False
-        process = await anyio.open_process(
-            ["bash", "-c", args.command],
-            cwd=ctx.workspace.root,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,  # its own process group, so the kill takes the children too
+        wants_sandbox = ctx.permission_mode in ("auto", "ask") and not args.outside_sandbox
+        confined = wants_sandbox and _sandbox.available()
+        warning = None
+        if wants_sandbox and not confined:
+            warning = (
+                "unconfined_shell",
+                f"shell commands run unconfined (network on, writes anywhere): {_sandbox.unavailable_reason()}",
+            )
+        status_r, status_w = os.pipe()
+        hold_r, hold_w = os.pipe()
+        argv = _sandbox.command_line(
+            args.command,
+            confined=confined,
+            writable=[str(root) for root in ctx.workspace.roots],
+            status_fd=status_w,
+            hold_fd=hold_r,
         )
+        try:
+            process = await anyio.open_process(
+                argv,
+                cwd=ctx.workspace.root,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                pass_fds=(status_w, hold_r),
+            )
+        finally:
+            os.close(status_w)
+            os.close(hold_r)
+        head, tail, dropped = bytearray(), bytearray(), 0
+        status = b""
+        kept = False
         try:
             with anyio.move_on_after(args.timeout_seconds) as scope:
                 assert process.stdout is not None
@@ -55,11 +104,17 @@ class Bash(BuiltinTool[BashArgs]):
                     if len(tail) > MAX_CAPTURE:
                         dropped += len(tail) - MAX_CAPTURE
                         del tail[: len(tail) - MAX_CAPTURE]
-                await process.wait()
+                await anyio.wait_readable(status_r)
+                status = os.read(status_r, 64)
             timed_out = scope.cancelled_caught
+            code, background = _parse(status)
+            if background and not timed_out:  # a job it started goes on until the run ends
+                ctx.background.append(_Job(process, hold_w))
+                kept = True
         finally:
-            if process.returncode is None:
-                _kill_group(process.pid)
+            os.close(status_r)
+            if not kept:
+                os.close(hold_w)  # the sandbox ends, and everything in it
                 with anyio.CancelScope(shield=True):
                     await process.wait()
         text = head.decode("utf-8", "replace")
@@ -67,13 +122,35 @@ class Bash(BuiltinTool[BashArgs]):
             text += f"\n[... {dropped} bytes cut ...]\n"
         text += tail.decode("utf-8", "replace")
         if timed_out:
-            return ToolOutput(f"{text}\n[killed after {args.timeout_seconds:g} s timeout]", is_error=True)
-        code = process.returncode
-        return ToolOutput(f"{text}\n[exit code {code}]" if text else f"[exit code {code}]", is_error=code != 0)
+            return ToolOutput(f"{text}\n[killed after {args.timeout_seconds:g} s timeout]", True, warning=warning)
+        notes = f"\n[exit code {code}]"
+        if background:
+            notes += "\n[a job it started runs on in the background until the run ends]"
+        if confined and code != 0 and any(hint in text for hint in BLOCKED_HINTS):
+            notes += (
+                "\n[it ran in the sandbox: no network, writes only in the workspace and temp folders. If that is "
+                "what stopped it, run it again with outside_sandbox = true: the user must approve that]"
+            )
+        return ToolOutput((text + notes) if text else notes.lstrip("\n"), code != 0, warning=warning)
 
 
-def _kill_group(pid: int) -> None:
+def _parse(status: bytes) -> tuple[int, bool]:
+    """The exit code and whether jobs run on, from the sandbox's status line (killed: 137, none)."""
     try:
-        os.killpg(pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
+        code, background = status.split()
+        return int(code), background == b"1"
+    except ValueError:
+        return 137, False
+
+
+class _Job:
+    """A command whose background jobs run until the run ends: closing its hold pipe ends them."""
+
+    def __init__(self, process: Any, hold_fd: int):
+        self.process = process
+        self.hold_fd = hold_fd
+
+    async def aclose(self) -> None:
+        os.close(self.hold_fd)
+        with anyio.CancelScope(shield=True):
+            await self.process.wait()
