@@ -210,12 +210,13 @@ class WarningRaised:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ErrorRaised:
-    """The error that ended a run (``run_end`` follows)."""
+    """The error that ended a run (``run_end`` follows); ``detail`` holds a traceback for a bug's report."""
 
     __pydantic_config__ = CAMEL
     session_id: str
     code: str
     message: str
+    detail: str = ""
     kind: Literal["error"] = "error"
 
 

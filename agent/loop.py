@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+import traceback
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
@@ -31,7 +32,14 @@ from zero.agent.pricing import PriceTable
 from zero.agent.provider import Provider
 from zero.agent.retry import RetryPolicy
 from zero.agent.status import RunStatus
-from zero.errors import BudgetExhaustedError, ProviderError, StreamDroppedError, ToolError, ZeroError
+from zero.errors import (
+    BudgetExhaustedError,
+    InternalError,
+    ProviderError,
+    StreamDroppedError,
+    ToolError,
+    ZeroError,
+)
 from zero.tools import (
     PermissionMode,
     StreamRedactor,
@@ -220,6 +228,9 @@ class AgentRun:
         except BudgetExhaustedError as e:
             status, error = "budget_exhausted", e
             self._answer(turn)
+        except ZeroError as e:
+            status, error = "failed", e
+            self._answer(turn)
         except anyio.get_cancelled_exc_class():
             self._answer(turn)
             self._close(turn)
@@ -227,6 +238,14 @@ class AgentRun:
                 await self.ctx.end_background()
             self._finish(self.cancel_status, started, None)
             raise
+        except Exception as e:  # a bug: it ends this agent's run, recorded with its traceback; others go on
+            status = "failed"
+            error = InternalError(
+                f"internal error (a bug in Zero; please report it): {type(e).__name__}: {e}",
+                detail=traceback.format_exc(),
+            )
+            self._answer(turn)
+            self._close(turn)
         await self.ctx.end_background()
         return self._finish(status, started, error)
 
@@ -244,7 +263,8 @@ class AgentRun:
         )
         self.result = result
         if error is not None and message is not None:
-            self.emit(ErrorRaised(session_id=self.session_id, code=error.code, message=message))
+            detail = self.config.redactor(error.detail) if isinstance(error, InternalError) else ""
+            self.emit(ErrorRaised(session_id=self.session_id, code=error.code, message=message, detail=detail))
         self.emit(
             RunFinished(
                 session_id=self.session_id,

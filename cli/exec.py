@@ -30,6 +30,7 @@ from zero.cli.streamjson import StreamJsonWriter, new_run_id, read_input
 from zero.errors import UsageError, ZeroError
 from zero.specialists import format_cost, open_agent
 from zero.tools import Redactor, redact_values
+from zero.tools.describe import printable
 
 __all__ = ["run_exec"]
 
@@ -40,13 +41,20 @@ def _read_prompt(args: argparse.Namespace, stdin: TextIO) -> str:
     if args.file:
         try:
             text = Path(args.file).read_text("utf-8")
+        except IsADirectoryError:
+            raise UsageError(f"--file {args.file}: is a folder, not a file") from None
         except OSError as e:
             raise UsageError(f"--file {args.file}: {e.strerror}") from e
+        except UnicodeDecodeError as e:
+            raise UsageError(f"--file {args.file}: is not UTF-8 text (byte {e.start})") from None
         source = args.file
     elif args.prompt is not None:
         text, source = args.prompt, "prompt"
     elif not stdin.isatty():
-        text, source = stdin.read(), "stdin"
+        try:
+            text, source = stdin.read(), "stdin"
+        except UnicodeDecodeError as e:
+            raise UsageError(f"the prompt on stdin is not UTF-8 text (byte {e.start})") from None
     else:
         raise UsageError(
             'no prompt: pass it as an argument (zero exec "fix the failing test"), with --file, or on stdin'
@@ -63,8 +71,6 @@ def run_exec(args: argparse.Namespace, streams: Streams) -> int:
     try:
         workspace = workspace_from_args(args)
         prompt = _read_prompt(args, streams.stdin)
-        if args.max_turns is not None and args.max_turns < 1:
-            raise UsageError("--max-turns must be at least 1")
         settings = settings_from_args(args, workspace)
     except ZeroError as e:
         return _fail_early(args.output_format, streams, run_id, e)
@@ -153,9 +159,9 @@ def _json_result(run_id: str, session_id: str, result: RunResult, code: int, tot
 
 def _print_text(result: RunResult, session_id: str, total: Usage, streams: Streams) -> None:
     if result.output:
-        streams.stdout.write(result.output.rstrip("\n") + "\n")
+        streams.stdout.write(printable(result.output.rstrip("\n")) + "\n")
     if result.status != "completed":
-        print_error(result.error or incomplete_message(result.status, result.turns), streams.stderr)
+        print_error(printable(result.error or incomplete_message(result.status, result.turns)), streams.stderr)
     children = total.total_tokens - result.usage.total_tokens
     tokens = f"{total.total_tokens} tokens" + (f" ({children} in specialists)" if children else "")
     turns = f"{result.turns} turn{'' if result.turns == 1 else 's'}"

@@ -14,7 +14,7 @@ from zero.cli._streams import Streams
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (~2 ms of zero --help)
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Callable, Sequence
     from typing import TextIO
 
 __all__ = ["build_parser", "main"]
@@ -22,6 +22,32 @@ __all__ = ["build_parser", "main"]
 # Copies kept here so that ``--help`` imports nothing: tests tie them to zero.tools and zero.agent.providers.
 PERMISSION_MODES = ("read-only", "ask", "auto", "unsafe")
 PROVIDERS = ("openai", "anthropic", "openai-compatible", "scripted")
+
+
+def _count(limit: int) -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+        if not 1 <= value <= limit:
+            raise argparse.ArgumentTypeError(f"{text} is out of range: give a number from 1 to {limit:,}")
+        return value
+
+    return parse
+
+
+def _amount(limit: float) -> Callable[[str], float]:
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+        if not (0 < value <= limit):  # also refuses nan and inf
+            raise argparse.ArgumentTypeError(f"{text} is out of range: give a number above 0 and at most {limit:g}")
+        return value
+
+    return parse
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
@@ -62,7 +88,7 @@ def build_parser() -> argparse.ArgumentParser:
     exec_.add_argument("--file", "-f", help="read the prompt (or stream-json input) from this file")
     exec_.add_argument("--output-format", choices=("text", "json", "stream-json"), default="text")
     exec_.add_argument("--input-format", choices=("text", "stream-json"), default="text")
-    exec_.add_argument("--max-turns", type=int, help="stop after this many model calls (default 50)")
+    exec_.add_argument("--max-turns", type=_count(10_000), help="stop after this many model calls (default 50)")
     _common(exec_)
 
     specialists = commands.add_parser(
@@ -102,10 +128,12 @@ def build_parser() -> argparse.ArgumentParser:
     sw_validate = sw.add_parser("validate", help="check a team file and print its plan (exit 2 if invalid)")
     for sub in (sw_run, sw_validate):
         sub.add_argument("team", metavar="TEAM.toml")
-        sub.add_argument("--max-concurrency", type=int, help="members running at once (overrides [scheduler])")
-        sub.add_argument("--budget-tokens", type=int, help="team token limit (overrides [budget])")
-        sub.add_argument("--budget-cost", type=float, help="team cost limit in US dollars")
-        sub.add_argument("--budget-seconds", type=float, help="team wall-clock limit in seconds")
+        sub.add_argument(
+            "--max-concurrency", type=_count(10_000), help="members running at once (overrides [scheduler])"
+        )
+        sub.add_argument("--budget-tokens", type=_count(10**12), help="team token limit (overrides [budget])")
+        sub.add_argument("--budget-cost", type=_amount(1e6), help="team cost limit in US dollars")
+        sub.add_argument("--budget-seconds", type=_amount(1e7), help="team wall-clock limit in seconds")
         sub.add_argument("--goal", help="replace the team's goal")
         _common(sub)
     sw_run.add_argument("--output-format", choices=("text", "json", "stream-json"), default="text")
@@ -159,6 +187,24 @@ def main(
     if args.command is None:
         parser.print_help(streams.stdout)
         return 0
+    try:
+        return _dispatch(args, streams)
+    except KeyboardInterrupt:  # Ctrl-C (or SIGTERM) before a run could take it over: quietly
+        return 130
+    except BrokenPipeError:  # the reader went away (``| head``): nothing more to say, to anyone
+        _quiet(streams)
+        return 141
+    except Exception as e:
+        if getattr(args, "debug", False):
+            raise
+        streams.stderr.write(
+            f"zero: internal error (a bug in Zero; please report it): {type(e).__name__}: {e}\n"
+            "zero: run the same command with --debug to see where it happened\n"
+        )
+        return 1
+
+
+def _dispatch(args: argparse.Namespace, streams: Streams) -> int:
     if args.command == "exec":
         from zero.cli.exec import run_exec
 
@@ -176,8 +222,25 @@ def main(
     return run_sessions(args, streams)
 
 
+def _quiet(streams: Streams) -> None:
+    """After a closed pipe: point stdout at /dev/null, so Python's own last flush has nowhere to fail."""
+    if streams.real:
+        import os
+
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, sys.stdout.fileno())
+        os.close(null)
+
+
+def _terminated(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt  # SIGTERM before a run installs its own handler: end as Ctrl-C does (130)
+
+
 def entry() -> None:
     """The ``zero`` console script."""
+    import signal
+
+    signal.signal(signal.SIGTERM, _terminated)
     sys.exit(main())
 
 

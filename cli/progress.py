@@ -8,7 +8,7 @@ from rich.text import Text
 
 from zero.agent import ChildFinished, ChildStarted, Event, RetryScheduled, ToolCallStarted, ToolFinished
 from zero.specialists import format_cost
-from zero.tools.describe import describe_call
+from zero.tools.describe import describe_call, printable
 
 __all__ = ["TextProgress"]
 
@@ -26,27 +26,31 @@ class TextProgress:
                 self.write(event)
 
     def write(self, event: Event) -> None:
+        self._write(event)
+
+    def _print(self, text: str, style: str) -> None:
+        self.console.print(Text(printable(text), style=style))
+
+    def _write(self, event: Event) -> None:
         name = self._names.get(event.session_id)
         prefix = f"  [{name}] " if name else ""
         if isinstance(event, ChildStarted):
             self._names[event.child_session_id] = event.name
             label = f": {event.description}" if event.description else ""
-            self.console.print(Text(f"⇢ {event.name}{label}", style="cyan"))
+            self._print(f"⇢ {event.name}{label}", "cyan")
         elif isinstance(event, ChildFinished):
             child = self._names.get(event.child_session_id, event.child_session_id)
             style = "green" if event.status == "completed" else "red"
-            self.console.print(
-                Text(
-                    f"⇠ {child} {event.status} · {event.duration_ms / 1000:.1f} s · {event.usage.total_tokens} tokens"
-                    f" · cost {format_cost(event.usage.cost_usd)}",
-                    style=style,
-                )
+            self._print(
+                f"⇠ {child} {event.status} · {event.duration_ms / 1000:.1f} s · {event.usage.total_tokens} tokens"
+                f" · cost {format_cost(event.usage.cost_usd)}",
+                style,
             )
         elif isinstance(event, ToolCallStarted):
-            self.console.print(Text(f"{prefix}→ {describe_call(event.name, event.arguments)}", style="dim"))
+            self._print(f"{prefix}→ {describe_call(event.name, event.arguments)}", "dim")
         elif isinstance(event, ToolFinished) and event.status != "ok":
             first = event.output.strip().splitlines()[0] if event.output.strip() else event.status
-            self.console.print(Text(f"{prefix}  ✗ {first[:160]}", style="red"))
+            self._print(f"{prefix}  ✗ {first[:160]}", "red")
         elif isinstance(event, RetryScheduled):
             text = f"{prefix}  ! {event.message}; retrying in {event.delay_seconds:.1f} s"
-            self.console.print(Text(text, style="yellow"))
+            self._print(text, "yellow")

@@ -23,14 +23,15 @@ from zero.sessions import (
     validate_session_id,
 )
 from zero.specialists import format_cost
+from zero.tools.describe import printable
 
 __all__ = ["run_sessions"]
 
 
 def run_sessions(args: argparse.Namespace, streams: Streams) -> int:
     out = streams.stdout
-    store = session_store()
     try:
+        store = session_store()
         action = args.sessions_command
         if action == "list":
             return _list(store, args.json, out)
@@ -61,7 +62,7 @@ def _list(store: FileSessionStore, as_json: bool, out: TextIO) -> int:
         return 0
     for m in sessions:
         kind = m.session_kind or "root"
-        out.write(f"{m.session_id}  {m.updated_at}  {kind:<6} {m.status:<16} {m.title[:60]}\n")
+        out.write(f"{m.session_id}  {m.updated_at}  {kind:<6} {m.status:<16} {printable(m.title[:60])}\n")
     if not sessions:
         out.write(f"no sessions in {store.root}\n")
     return 0
@@ -88,7 +89,7 @@ def _show(store: SessionStore, session_id: str, as_json: bool, out: TextIO) -> i
     ):
         value = getattr(meta, key)
         if value not in ("", None):
-            out.write(f"  {key}: {value}\n")
+            out.write(f"  {key}: {printable(str(value))}\n")
     out.write(f"  own usage: {_usage_text(meta.usage.to_usage())}\n")
     out.write(f"  with children: {_usage_text(meta.subtree_usage)}\n")
     counts = Counter(e.event.kind for e in events)
@@ -97,7 +98,7 @@ def _show(store: SessionStore, session_id: str, as_json: bool, out: TextIO) -> i
         event = e.event
         if event.kind == "message" and event.role in ("user", "assistant") and event.content:
             text = " ".join(event.content.split())
-            out.write(f"  #{e.sequence} {event.role}: {text[:200]}\n")
+            out.write(f"  #{e.sequence} {event.role}: {printable(text[:200])}\n")
     return 0
 
 

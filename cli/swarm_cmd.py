@@ -26,13 +26,14 @@ from zero.cli.common import (
 from zero.cli.config import RunSettings, load_config, permission_ceiling, resolve_settings
 from zero.cli.streamjson import StreamJsonWriter, new_run_id
 from zero.cli.swarm_progress import PlainProgress
-from zero.errors import ConfigError, UsageError, ZeroError
+from zero.errors import ConfigError, ZeroError
 from zero.orchestrator import TeamBudget, TeamError, TeamPlan, TeamResult, TeamRunner, build_plan, load_team
 from zero.orchestrator.live import draw_live, follow_run
 from zero.orchestrator.view import TeamTree, TreeNode
 from zero.sessions import validate_session_id
 from zero.specialists import SpecialistRegistry, format_cost
 from zero.tools import Redactor, redact_values, within
+from zero.tools.describe import printable
 
 __all__ = ["run_swarm"]
 
@@ -43,7 +44,6 @@ def run_swarm(args: argparse.Namespace, streams: Streams) -> int:
     run_id = new_run_id()
     out = streams.stdout
     try:
-        check_overrides(args)
         workspace = workspace_from_args(args)
         plan, settings, registry = _plan(
             args, workspace, streams, need_provider=args.swarm_command == "run" and not args.dry_run
@@ -144,9 +144,10 @@ def _report_invalid(args: argparse.Namespace, streams: Streams, e: TeamError) ->
             )
             + "\n"
         )
+    elif len(e.problems) == 1:
+        print_error(str(e.problems[0]), streams.stderr)
     else:
-        count = len(e.problems)
-        streams.stderr.write(f"zero: {args.team} is not a valid team file ({count} problem{'s' * (count != 1)}):\n")
+        streams.stderr.write(f"zero: error: {args.team} is not a valid team file ({len(e.problems)} problems):\n")
         for problem in e.problems:
             streams.stderr.write(f"  {problem}\n")
     return 2
@@ -275,8 +276,8 @@ def _print_summary(result: TeamResult, plan: TeamPlan, out: TextIO) -> None:
     for m in result.members:
         console.rule(f"{m.name} · {m.status}", align="left")
         if m.reason:
-            console.print(f"[red]{m.reason}[/red]")
-        console.print(m.output.strip() or "(no output)", markup=False)
+            console.print(printable(m.reason), style="red", markup=False)
+        console.print(printable(m.output.strip()) or "(no output)", markup=False)
     ledger = result.ledger
     limits = plan.budget
     parts = [
@@ -291,16 +292,9 @@ def _print_summary(result: TeamResult, plan: TeamPlan, out: TextIO) -> None:
         console.print(f"[red]Budget exhausted: {result.trip}[/red]")
 
 
-def check_overrides(args: argparse.Namespace) -> None:
-    for name in ("budget_tokens", "budget_cost", "budget_seconds", "max_concurrency"):
-        value = getattr(args, name, None)
-        if value is not None and value <= 0:
-            raise UsageError(f"--{name.replace('_', '-')} must be positive")
-
-
 def _watch(session_id: str, streams: Streams) -> int:
-    store = session_store()
     try:
+        store = session_store()
         validate_session_id(session_id)
         meta = store.metadata(session_id)
     except ZeroError as e:
@@ -315,5 +309,12 @@ def _watch(session_id: str, streams: Streams) -> int:
         )
         return 2
     console = Console(file=streams.stdout, width=None if streams.stdout.isatty() else 120)
-    tree = anyio.run(follow_run, store, session_id, console)
+    try:
+        tree = anyio.run(follow_run, store, session_id, console)
+    except Exception as group:
+        error = unwrap(group)
+        if not isinstance(error, ZeroError):
+            raise
+        print_error(str(error), streams.stderr)
+        return error.exit_code
     return exit_code(tree.root.status)

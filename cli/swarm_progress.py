@@ -11,6 +11,7 @@ from rich.text import Text
 from zero.agent import ChildFinished, ChildStarted, Event, RetryScheduled, TeamStarted
 from zero.orchestrator import TeamPlan
 from zero.specialists import format_cost
+from zero.tools.describe import printable
 
 __all__ = ["PlainProgress"]
 
@@ -29,7 +30,7 @@ class PlainProgress:
 
     def _line(self, name: str, text: str, style: str = "") -> None:
         stamp = f"[{time.monotonic() - self.started:6.1f}s]"
-        self.console.print(Text(f"{stamp} {name:<{self._width}}  {text}", style=style))
+        self.console.print(Text(printable(f"{stamp} {name:<{self._width}}  {text}"), style=style))
 
     async def consume(self, events: MemoryObjectReceiveStream[Event]) -> None:
         async with events:

@@ -31,6 +31,7 @@ from zero.agent import (
     TeamStarted,
     Usage,
 )
+from zero.errors import ZeroError
 from zero.orchestrator.executor import InProcessExecutor, MemberExecutor, MemberOutcome, MemberRun, MemberTask
 from zero.orchestrator.ledger import Ledger, Trip
 from zero.orchestrator.mailbox import Mailbox, ReadInbox, SendMessage
@@ -302,13 +303,20 @@ class TeamRunner:
             state.run.mark_stopping(self._stopping)
         try:
             await state.run.outcome()
+        except Exception as e:  # it could not even run (or its executor broke): this member fails, not the team
+            state.reason = f"{type(e).__name__}: {e}" if not isinstance(e, ZeroError) else str(e)
+            self.store.submit(
+                state.session_id,
+                [StatusChanged(session_id=state.session_id, status="failed", reason=state.reason)],
+                final=True,
+            )
         finally:
             self._end_member(state, state.run.current(), member_ledger)
 
     def _end_member(self, state: MemberState, outcome: MemberOutcome | None, member_ledger: Ledger) -> None:
         state.finished = time.monotonic()
-        if outcome is None:  # stopped before its run could start
-            state.status = self._stopping or "cancelled"
+        if outcome is None:  # stopped before its run could start, or it could not start at all
+            state.status = "failed" if state.reason else (self._stopping or "cancelled")
         else:
             result = outcome.result
             state.status, state.output, state.turns = result.status, result.output, result.turns

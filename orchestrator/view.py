@@ -50,7 +50,7 @@ from zero.agent import (
     WarningRaised,
 )
 from zero.specialists import format_cost
-from zero.tools.describe import describe_call
+from zero.tools.describe import describe_call, printable
 
 __all__ = ["BudgetLine", "TeamTree", "TreeNode", "epoch", "render_tree"]
 
@@ -286,11 +286,11 @@ def _label(tree: TeamTree, node: TreeNode, now: float) -> Text:
         glyph = SPINNER[int(now * 10) % len(SPINNER)]
     text = Text()
     text.append(f"{glyph} ", style=style)
-    text.append(node.name, style="bold" if node.kind in ("team", "root") else "")
+    text.append(printable(node.name), style="bold" if node.kind in ("team", "root") else "")
     for detail in (node.specialist if node.specialist != node.name else "", node.model):
         if detail:
             text.append(" · ")
-            text.append(detail, style="dim")
+            text.append(printable(detail), style="dim")
     if node.started is not None:
         text.append(f" · {_duration((node.finished or now) - node.started)}")
     own = node.usage
@@ -319,7 +319,7 @@ def _label(tree: TeamTree, node: TreeNode, now: float) -> Text:
         text.append(node.activity, style="italic")
     if node.reason and status in TERMINAL:
         text.append(" ")
-        text.append(f"({node.reason})", style="dim")
+        text.append(f"({printable(node.reason)})", style="dim")
     return text
 
 

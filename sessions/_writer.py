@@ -478,11 +478,17 @@ def parse_log(data: bytes, log: Path | str, *, first_line: int = 0) -> Iterator[
 
 def read_metadata(folder: Path) -> SessionMetadata:
     try:
-        return SessionMetadata.model_validate_json((folder / "metadata.json").read_bytes())
-    except FileNotFoundError:
+        meta = SessionMetadata.model_validate_json((folder / "metadata.json").read_bytes())
+    except (FileNotFoundError, NotADirectoryError):
         raise SessionError(f"session {folder.name} not found in {folder.parent}") from None
     except ValueError as e:
         raise SessionError(f"{folder / 'metadata.json'} is damaged: {e}") from e
+    if meta.session_id != folder.name:
+        raise SessionError(
+            f"{folder / 'metadata.json'} names session {meta.session_id!r}, not {folder.name!r}: the folder was "
+            "renamed or the file copied in from another session; give the folder back its name"
+        )
+    return meta
 
 
 def _read_tail(fd: int, size: int, log: Path) -> tuple[int, int, str]:

@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from zero.agent import Event
-from zero.errors import SessionError, ZeroError
+from zero.errors import ConfigError, SessionError, ZeroError
 from zero.sessions._writer import Request, Writer, copy_metadata, parse_log, read_metadata
 from zero.sessions.ids import validate_session_id
 from zero.sessions.models import SessionMetadata, StoredEvent, now_iso, record_of
@@ -114,7 +114,13 @@ class FileSessionStore:
 
     @classmethod
     def default(cls) -> FileSessionStore:
-        return cls(default_data_dir() / "sessions")
+        """The sessions under ``$ZERO_HOME`` (``ConfigError`` if that, or its ``sessions``, is not a folder)."""
+        home = default_data_dir()
+        for path in (home, home / "sessions"):
+            if path.exists() and not path.is_dir():
+                where = "ZERO_HOME" if path == home and os.environ.get("ZERO_HOME") else "the data folder"
+                raise ConfigError(f"{where} {path} is a file, not a folder: point ZERO_HOME at a folder, or move the file")
+        return cls(home / "sessions")
 
     def path(self, session_id: str) -> Path:
         return self.root / validate_session_id(session_id)

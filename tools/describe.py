@@ -2,9 +2,20 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
-__all__ = ["describe_call"]
+__all__ = ["describe_call", "printable"]
+
+# C0 and C1 control characters but newline and tab: an escape sequence from a model or a file must
+# not reach the terminal (it could move the cursor, hide text, or change the window title).
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def printable(text: str) -> str:
+    """``text`` safe to print on a terminal: control characters are shown as ``\\x1b`` and the like."""
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text) if _CONTROL.search(text) else text
+
 
 _KEYS = ("path", "pattern", "command", "name", "task_id", "to")
 
@@ -19,5 +30,5 @@ def describe_call(name: str, arguments: dict[str, Any], width: int = 60) -> str:
     else:
         detail = next((str(arguments[k]) for k in _KEYS if isinstance(arguments.get(k), str)), "")
     detail = detail.strip().splitlines()[0] if detail.strip() else ""
-    text = f"{name} {detail}".strip()
+    text = printable(f"{name} {detail}".strip())
     return text if len(text) <= width else text[: width - 1] + "…"

@@ -14,7 +14,8 @@ and which exit code the CLI gives (DESIGN.md section 5)::
         │                  ProviderConnectionError, StreamDroppedError
         ├── BudgetExhaustedError  a token, cost, turn or time limit was reached (exit 4)
         ├── ToolError             a tool call could not be carried out
-        └── SessionError          the session store is missing or damaged
+        ├── SessionError          the session store is missing or damaged
+        └── InternalError         a bug in Zero: it ends that agent's run, not the others'
 
 Messages say what happened, why, and what to do.
 """
@@ -30,6 +31,7 @@ __all__ = [
     "BudgetExhaustedError",
     "ConfigError",
     "ContextTooLongError",
+    "InternalError",
     "OverloadedError",
     "ProviderConnectionError",
     "ProviderError",
@@ -163,6 +165,16 @@ class SessionError(RunError):
     """A session is missing or its files are damaged."""
 
     code = "session_error"
+
+
+class InternalError(RunError):
+    """A bug in Zero; ``detail`` is the traceback, kept in the session for the report."""
+
+    code = "internal_error"
+
+    def __init__(self, message: str, *, detail: str = ""):
+        super().__init__(message)
+        self.detail = detail
 
 
 def did_you_mean(word: str, choices: Iterable[str]) -> str:

@@ -302,3 +302,70 @@ async def test_budget_overrides_replace_the_file(workspace: Path, tmp_path: Path
         workspace, tmp_path, LOOPERS.format(budget="tokens = 1_000_000"), loopers(), budget=TeamBudget(tokens=20_000)
     )
     assert result.trip is not None and result.trip.allowed == 20_000
+
+
+class Broken:
+    """A provider with a bug: it raises what no provider should."""
+
+    name = "broken"
+
+    async def stream(self, request: Any) -> Any:
+        if False:
+            yield None
+        raise KeyError("choices")
+
+    async def aclose(self) -> None:
+        return None
+
+
+BUGGY = """
+name = "buggy"
+[[members]]
+name = "victim"
+specialist = "explorer"
+provider = "broken"
+prompt = "x"
+[[members]]
+name = "after"
+specialist = "explorer"
+depends_on = ["victim"]
+prompt = "y"
+[[members]]
+name = "bystander"
+specialist = "explorer"
+prompt = "z"
+"""
+
+
+async def test_a_member_that_hits_a_bug_fails_alone_and_the_team_goes_on(workspace: Path, tmp_path: Path) -> None:
+    provider = ScriptedProvider([member("bystander", "fine")])
+    registry = SpecialistRegistry.load(workspace)
+    plan = build_plan(
+        team_file(tmp_path, BUGGY),
+        registry,
+        provider="scripted",
+        model="gpt-4.1-mini",
+        permission_mode="auto",
+        prices=PriceTable.builtin(),
+    )
+    store = FileSessionStore(tmp_path / "sessions")
+    ctx = AgentContext(
+        store=store,
+        registry=registry,
+        workspace=Workspace([workspace]),
+        provider=provider,
+        model="gpt-4.1-mini",
+        providers=lambda name: Broken() if name == "broken" else provider,  # type: ignore[return-value]
+    )
+    result = await TeamRunner(plan, ctx).run()
+    by = {m.name: m for m in result.members}
+    assert by["victim"].status == "failed" and "internal error (a bug in Zero" in by["victim"].reason
+    assert "KeyError: 'choices'" in by["victim"].reason
+    assert by["after"].status == "skipped" and by["bystander"].status == "completed"
+    assert result.status == "failed"
+    log = [e.event for e in store.events(by["victim"].session_id)]
+    error = next(e for e in log if e.kind == "error")
+    assert error.kind == "error" and "Traceback" in error.detail and "KeyError" in error.detail
+    assert log[-1].kind == "run_end" and log[-1].status == "failed"
+    for state in result.members:  # every session ends with a final status
+        assert store.metadata(state.session_id).status == state.status

@@ -1,0 +1,173 @@
+"""Bad input gets a one-line error naming it and the documented exit code, never a traceback or a hang."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+from support.cli import ZERO, write_script, zero
+
+from zero.sessions import FileSessionStore, SessionMetadata
+
+ANSWER = '[[turns]]\ntext = "fine"\ntimes = 0\n'
+TEAM = '[[members]]\nname = "a"\nspecialist = "explorer"\nprompt = "x"\n'
+
+
+def one_error_line(stderr: str, *needles: str) -> None:
+    errors = [line for line in stderr.splitlines() if line.startswith("zero: error:") or "error" in line.lower()]
+    assert errors, stderr
+    assert "Traceback" not in stderr
+    for needle in needles:
+        assert needle in stderr, (needle, stderr)
+
+
+def scripted(workspace: Path, tmp_path: Path, *more: str) -> list[str]:
+    script = write_script(tmp_path / "ok.toml", ANSWER)
+    return ["exec", "hi", "--provider", "scripted", "--script", str(script), "--cwd", str(workspace), *more]
+
+
+def test_bad_files_are_named_with_the_exit_code_2(workspace: Path, tmp_path: Path) -> None:
+    binary = tmp_path / "binary.toml"
+    binary.write_bytes(b"name = \xff\xfe\x00\x01\n")
+    nested = tmp_path / "nested.toml"
+    nested.write_text("x = " + "[" * 5000 + "]" * 5000 + "\n")
+    infinite = write_script(tmp_path / "inf.toml", 'name = "t"\n[budget]\nwall_seconds = inf\n' + TEAM)
+    cases = [
+        (["swarm", "validate", str(binary)], f"{binary}:1: is not UTF-8 text"),
+        (["swarm", "validate", str(nested)], f"{nested}: is nested too deeply to read"),
+        (["swarm", "validate", str(infinite)], f"{infinite}:3: budget.wall_seconds: Input should be a finite number"),
+        (["swarm", "validate", str(tmp_path)], f"{tmp_path}: is a folder, not a file"),
+        (["exec", "hi", "--provider", "scripted", "--script", str(binary), "--cwd", str(workspace)], str(binary)),
+        (["exec", "--file", str(binary), "--cwd", str(workspace)], f"--file {binary}: is not UTF-8 text"),
+        (["exec", "--file", str(tmp_path), "--cwd", str(workspace)], "is a folder, not a file"),
+    ]
+    for argv, needle in cases:
+        done = zero(*argv)
+        assert done.returncode == 2, (argv, done.stderr)
+        one_error_line(done.stderr, needle)
+
+
+def test_bad_config_and_data_folders(workspace: Path, tmp_path: Path) -> None:
+    (workspace / ".zero").mkdir()
+    config = workspace / ".zero" / "config.toml"
+    config.write_bytes(b'model = "\xff"\n')
+    done = zero(*scripted(workspace, tmp_path))
+    assert done.returncode == 2
+    one_error_line(done.stderr, f"{config}:1: is not UTF-8 text")
+    config.unlink()
+    config.mkdir()  # a folder where the file should be
+    done = zero(*scripted(workspace, tmp_path))
+    assert done.returncode == 2
+    one_error_line(done.stderr, f"{config}: is a folder, not a file")
+    config.rmdir()
+    home = tmp_path / "home-file"
+    home.write_text("not a folder")
+    for argv in (scripted(workspace, tmp_path), ["sessions", "list"]):
+        done = zero(*argv, env={"ZERO_HOME": str(home)})
+        assert done.returncode == 2
+        one_error_line(done.stderr, f"ZERO_HOME {home} is a file, not a folder")
+
+
+@pytest.mark.parametrize(
+    ("argv", "needle"),
+    [
+        (["swarm", "validate", "t.toml", "--budget-cost", "nan"], "argument --budget-cost: 'nan' is out of range"),
+        (["swarm", "validate", "t.toml", "--budget-cost", "inf"], "argument --budget-cost: 'inf' is out of range"),
+        (["swarm", "validate", "t.toml", "--budget-seconds", "-1"], "argument --budget-seconds: '-1' is out of range"),
+        (["exec", "hi", "--max-turns", str(10**30)], "argument --max-turns: '1000000000000000000000000000000'"),
+        (["exec", "hi", "--max-turns", "many"], "argument --max-turns: 'many' is not a whole number"),
+    ],
+)
+def test_bad_numbers_on_the_command_line(argv: list[str], needle: str) -> None:
+    done = zero(*argv)
+    assert done.returncode == 2 and needle.replace("'", "") in done.stderr.replace("'", "")
+    assert "Traceback" not in done.stderr
+
+
+def test_damaged_sessions_are_named_and_stray_files_ignored(workspace: Path, tmp_path: Path) -> None:
+    assert zero(*scripted(workspace, tmp_path)).returncode == 0
+    root = Path(os.environ["ZERO_HOME"]) / "sessions"
+    (root / ".DS_Store").write_bytes(b"\x00\x01junk")  # a stray file in the sessions folder
+    [meta] = FileSessionStore(root).list()
+    listed = zero("sessions", "list")
+    assert listed.returncode == 0 and meta.session_id in listed.stdout
+    assert zero("sessions", "tree", meta.session_id).returncode == 0
+    log = root / meta.session_id / "events.jsonl"
+    lines = log.read_text().splitlines()
+    for bad, why in (('{"sequence": 2}', "the record has no type"), ("[1, 2]", "a record must be a JSON object")):
+        log.write_text("\n".join([lines[0], bad, *lines[2:]]) + "\n")
+        for argv in (["sessions", "show", meta.session_id], ["swarm", "watch", meta.session_id]):
+            done = zero(*argv)
+            assert done.returncode == 1, (argv, done.stdout, done.stderr)
+            one_error_line(done.stderr, f"{log}: line 2 is not a valid event ({why})")
+    copied = root / "zero_20990101000000_000000000000"
+    copied.mkdir()
+    (copied / "metadata.json").write_text((root / meta.session_id / "metadata.json").read_text())
+    done = zero("sessions", "show", copied.name)
+    assert done.returncode == 1
+    one_error_line(done.stderr, f"names session {meta.session_id!r}, not {copied.name!r}")
+    assert meta.session_id in zero("sessions", "list").stdout  # the copy is skipped, the rest still listed
+
+
+def test_escape_codes_from_a_model_or_a_title_never_reach_the_terminal(workspace: Path, tmp_path: Path) -> None:
+    script = write_script(tmp_path / "esc.toml", '[[turns]]\ntext = "ok \\u001b]0;pwned\\u0007 \\u001b[2J done"\n')
+    done = zero("exec", "title \x1b[31mred", "--provider", "scripted", "--script", str(script), "--cwd", str(workspace))
+    assert done.returncode == 0 and "\x1b" not in done.stdout + done.stderr
+    assert done.stdout == "ok \\x1b]0;pwned\\x07 \\x1b[2J done\n"
+    listed = zero("sessions", "list").stdout
+    assert "\x1b" not in listed and "title \\x1b[31mred" in listed
+
+
+def test_a_closed_pipe_ends_quietly(workspace: Path, tmp_path: Path) -> None:
+    store = FileSessionStore(Path(os.environ["ZERO_HOME"]) / "sessions")
+    for i in range(400):
+        store.create(SessionMetadata(session_id=f"zero_20260101000000_{i:012x}", title="x" * 60, status="completed"))
+    store.flush()
+    proc = subprocess.Popen([ZERO, "sessions", "list"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.readline()
+    proc.stdout.close()  # like `| head -1`
+    proc.wait(timeout=20)
+    err = proc.stderr.read().decode()
+    proc.stderr.close()
+    assert proc.returncode == 141 and err == ""
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_during_start_up_ends_quietly_with_130(tmp_path: Path, sig: signal.Signals) -> None:
+    team = write_script(tmp_path / "team.toml", 'name = "t"\n' + TEAM)
+    script = write_script(tmp_path / "s.toml", ANSWER)
+    proc = subprocess.Popen(
+        [ZERO, "swarm", "run", str(team), "--provider", "scripted", "--script", str(script), "--no-live"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    maps = Path(f"/proc/{proc.pid}/maps")
+    deadline = time.monotonic() + 10
+    while "pydantic_core" not in maps.read_text():  # it is importing what a run needs: start-up
+        assert time.monotonic() < deadline and proc.poll() is None
+        time.sleep(0.002)
+    proc.send_signal(sig)
+    out, err = proc.communicate(timeout=20)
+    assert proc.returncode == 130, (proc.returncode, err)
+    assert b"Traceback" not in err
+
+
+def test_an_unexpected_error_is_one_line_and_debug_shows_the_traceback(workspace: Path, tmp_path: Path) -> None:
+    bad = write_script(tmp_path / "bad.json", json.dumps({"turns": [{"text": "x"}]}))
+    done = zero("exec", "hi", "--provider", "scripted", "--script", str(bad), "--cwd", str(workspace))
+    assert done.returncode == 0  # a JSON script is fine; the point is the shape of errors below
+    (workspace / ".zero").mkdir()
+    (workspace / ".zero" / "specialists").mkdir()
+    (workspace / ".zero" / "specialists" / "bin.toml").write_bytes(b"\x00\x01\x02\xff")
+    listed = zero("specialists", "list", "--cwd", str(workspace))
+    assert listed.returncode == 0 and "bin.toml:1: is not UTF-8 text" in listed.stdout
+    ran = zero(*scripted(workspace, tmp_path))  # a broken manifest skips that file only
+    assert ran.returncode == 0 and "skipped specialist manifest" in ran.stderr
+    metas = FileSessionStore(Path(os.environ["ZERO_HOME"]) / "sessions").list()
+    assert all(m.status == "completed" for m in metas)  # no pending session left behind
