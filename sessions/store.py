@@ -119,7 +119,9 @@ class FileSessionStore:
         for path in (home, home / "sessions"):
             if path.exists() and not path.is_dir():
                 where = "ZERO_HOME" if path == home and os.environ.get("ZERO_HOME") else "the data folder"
-                raise ConfigError(f"{where} {path} is a file, not a folder: point ZERO_HOME at a folder, or move the file")
+                raise ConfigError(
+                    f"{where} {path} is a file, not a folder: point ZERO_HOME at a folder, or move the file"
+                )
         return cls(home / "sessions")
 
     def path(self, session_id: str) -> Path:
