@@ -32,8 +32,8 @@ from zero.agent.events import (
 )
 from zero.agent.hub import EventHub, Listener
 from zero.agent.loop import AgentConfig, AgentRun, Approver, CallGuard, CallPermit, Emit
-from zero.agent.messages import Message, ModelRequest, ToolCall, ToolSpec, Usage
-from zero.agent.pricing import Price, PriceTable
+from zero.agent.messages import Message, ModelRequest, ToolCall, ToolSpec, Usage, estimate_tokens, format_cost
+from zero.agent.pricing import Price, PriceTable, smallest_cap
 from zero.agent.provider import Provider
 from zero.agent.providers.scripted import ScriptedProvider, ScriptMatch, ScriptToolCall, ScriptTurn
 from zero.agent.retry import RetryPolicy
@@ -93,5 +93,8 @@ __all__ = [
     "decode_event",
     "event_payload",
     "exit_code",
+    "estimate_tokens",
+    "format_cost",
+    "smallest_cap",
     "incomplete_message",
 ]

@@ -167,6 +167,7 @@ class UsageUpdated:
     cached_tokens: int = 0
     cost_usd: float | None = 0.0
     calls: int = 1
+    estimated: bool = False
     kind: Literal["usage"] = "usage"
 
     @classmethod
@@ -179,11 +180,19 @@ class UsageUpdated:
             cached_tokens=usage.cached_tokens,
             cost_usd=usage.cost_usd,
             calls=usage.calls,
+            estimated=usage.estimated,
         )
 
     @property
     def usage(self) -> Usage:
-        return Usage(self.prompt_tokens, self.completion_tokens, self.cached_tokens, self.cost_usd, self.calls)
+        return Usage(
+            self.prompt_tokens,
+            self.completion_tokens,
+            self.cached_tokens,
+            self.cost_usd,
+            self.calls,
+            estimated=self.estimated,
+        )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -336,7 +345,6 @@ class BudgetTripped:
     used: float
     allowed: float
     requested: float = 0.0
-    held: float = 0.0
     message: str = ""
     kind: Literal["budget"] = "budget"
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 import traceback
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal, Protocol
 
 import anyio
@@ -35,6 +35,7 @@ from zero.agent.status import RunStatus
 from zero.errors import (
     BudgetExhaustedError,
     InternalError,
+    OutputCappedError,
     ProviderError,
     StreamDroppedError,
     ToolError,
@@ -77,11 +78,14 @@ class CallGuard(Protocol):
     """Checks every model call of a run, e.g. against a budget.
 
     ``before_call`` raises ``BudgetExhaustedError`` to stop the run before the call
-    starts, or returns a permit; ``after_call`` gets that permit back with the call's
-    priced usage, or ``None`` when the call failed or was cancelled.
+    starts, or returns a permit; ``before_retry`` may raise it to stop a retry of the call;
+    ``after_call`` gets the permit back with the call's priced usage, or ``None`` when the
+    call failed or was cancelled.
     """
 
     async def before_call(self, request: ModelRequest, run_usage: Usage) -> CallPermit | None: ...
+
+    async def before_retry(self, permit: CallPermit | None) -> None: ...
 
     async def after_call(self, permit: CallPermit | None, usage: Usage | None) -> None: ...
 
@@ -122,6 +126,7 @@ class _Turn:
     closed: bool = False  # every call has its result in the conversation
     permits: list[tuple[CallGuard, CallPermit | None]] = field(default_factory=list)
     usage: Usage | None = None
+    finish: str | None = None  # why the model stopped: stop, tool_calls, length (the output cap)
 
 
 def _ignore(event: Event) -> None:
@@ -156,7 +161,9 @@ class AgentRun:
             workspace=config.workspace, session_id=session_id, permission_mode=config.permission_mode
         )
         self._warned: set[str] = set()  # warnings already given this run
-        self.usage = Usage()
+        # One output cap a call: what the server is asked for and what a budget reserves.
+        self._output_cap = config.max_output_tokens or config.prices.output_cap(config.model)
+        self.usage = self._no_usage()
         self.turns = 0
         self.output = ""
         self.status: RunStatus | None = None
@@ -166,6 +173,10 @@ class AgentRun:
         self._recorded = recorded  # how many of ``messages`` are already in the session
         self._checkpoint = checkpoint  # awaited before a tool with a side effect runs: its call is on record
         self._specs: tuple[ToolSpec, ...] = ()
+
+    def _no_usage(self) -> Usage:
+        """A run's usage before its first call: nothing, at a cost unknown if the model has no price."""
+        return Usage() if self.config.prices.price(self.config.model) is not None else Usage(cost_usd=None)
 
     def _visible_specs(self) -> tuple[ToolSpec, ...]:
         # A tool the mode always refuses is not shown, so the model does not plan around it.
@@ -183,7 +194,7 @@ class AgentRun:
     async def run(self, prompt: str | None) -> RunResult:
         """Work on ``prompt``; ``max_turns``, turns and usage count this run only."""
         started = time.monotonic()
-        self.turns, self.usage, self.output, self.result = 0, Usage(), "", None
+        self.turns, self.usage, self.output, self.result = 0, self._no_usage(), "", None
         self._warned = set()
         self._specs = self._visible_specs()  # tool sets may have joined since the last run
         config = self.config
@@ -217,6 +228,10 @@ class AgentRun:
                 self._answer(turn)
                 if turn.usage is not None:
                     self.emit(UsageUpdated.of(self.session_id, config.model, turn.usage))
+                if turn.finish == "length":
+                    self.emit(WarningRaised(session_id=self.session_id, code="output_capped", message=self._capped()))
+                    if not turn.calls:
+                        raise OutputCappedError(f"the answer was cut: {self._capped()}")
                 if not turn.calls:
                     status = "completed"
                     break
@@ -228,6 +243,8 @@ class AgentRun:
         except BudgetExhaustedError as e:
             status, error = "budget_exhausted", e
             self._answer(turn)
+        except OutputCappedError as e:
+            status, error = "output_capped", e
         except ZeroError as e:
             status, error = "failed", e
             self._answer(turn)
@@ -329,12 +346,18 @@ class AgentRun:
                 noted = True
         return self._request() if noted else request
 
+    def _capped(self) -> str:
+        return (
+            f"the model reached the output cap of {self._output_cap} tokens a call before it finished. "
+            "Raise it with --max-output-tokens, or max_output_tokens in config.toml, the manifest or the team file"
+        )
+
     def _request(self) -> ModelRequest:
         return ModelRequest(
             model=self.config.model,
             messages=tuple(self.messages),
             tools=self._specs,
-            max_output_tokens=self.config.max_output_tokens,
+            max_output_tokens=self._output_cap,
             reasoning_effort=self.config.reasoning_effort,
             metadata={"session_id": self.session_id},
         )
@@ -342,6 +365,8 @@ class AgentRun:
     async def _call_model(self, turn: _Turn, request: ModelRequest) -> None:
         attempt = 0
         shown = False  # text of this call reached the screen: a retry must say the answer starts over
+        finish: str | None = None
+        usage: Usage | None = None
         while True:
             attempt += 1
             turn.text.clear()
@@ -349,8 +374,8 @@ class AgentRun:
             # Redacted as it streams, holding back what could be the start of a secret split across chunks.
             text = StreamRedactor(self.config.redactor)
             reasoning = StreamRedactor(self.config.redactor)
-            finished = False
-            usage: Usage | None = None
+            finish = None
+            usage = None
             try:
                 async for event in self.config.provider.stream(request):
                     if event.kind == "text":
@@ -366,13 +391,15 @@ class AgentRun:
                     elif event.kind == "usage":
                         usage = event.usage
                     elif event.kind == "finish":
-                        finished = True
-                if not finished:
+                        finish = event.reason
+                if finish is None:
                     raise StreamDroppedError("the response stream ended before the model finished")
             except ProviderError as e:
                 self._flush(text, reasoning)
                 if not self.config.retry.should_retry(e, attempt):
                     raise
+                for guard, permit in turn.permits:  # a budget may allow no more retries
+                    await guard.before_retry(permit)
                 delay = self.config.retry.delay(e, attempt)
                 self.emit(
                     RetryScheduled(
@@ -402,11 +429,17 @@ class AgentRun:
                 raise
             self._flush(text, reasoning)
             break
-        if usage is None:  # the server reported nothing: cost unknown
-            priced = Usage(calls=1, cost_usd=None)
-        else:
-            priced = self.config.prices.priced(self.config.model, usage)
-            priced = Usage(priced.prompt_tokens, priced.completion_tokens, priced.cached_tokens, priced.cost_usd, 1)
+        turn.finish = finish
+        if finish == "length":  # a call whose arguments broke off is not run with half of them
+            cut = (
+                f"this call was cut at the output cap ({self._output_cap} tokens) before its arguments were "
+                "complete, so it was not run; do the work in smaller steps (e.g. write a long file in parts)"
+            )
+            turn.calls[:] = [replace(c, parse_error=cut) if c.parse_error else c for c in turn.calls]
+        if usage is None:  # the server reported nothing: estimate it, and say so
+            answer = Message("assistant", "".join(turn.text), tuple(turn.calls))
+            usage = Usage(request.estimated_prompt_tokens(), answer.tokens, estimated=True)
+        priced = self.config.prices.priced(self.config.model, replace(usage, calls=1))
         self.usage = self.usage + priced
         turn.usage = priced
 

@@ -10,10 +10,18 @@ from importlib import resources
 
 from zero.agent.messages import Usage
 
-__all__ = ["Price", "PriceTable"]
+__all__ = ["DEFAULT_OUTPUT_CAP", "Price", "PriceTable", "smallest_cap"]
+
+DEFAULT_OUTPUT_CAP = 4096
+"""The output cap a call of a model Zero knows nothing about (a local one, say)."""
 
 # A dated or `-latest` snapshot of a known model costs what the model costs.
 _SNAPSHOT = re.compile(r"^-(\d{4}-?\d{2}-?\d{2}|latest)$")
+
+
+def smallest_cap(*caps: int | None) -> int | None:
+    """Of the output caps that are set (flag, config, manifest, team file), the smallest wins."""
+    return min((c for c in caps if c is not None), default=None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -23,6 +31,7 @@ class Price:
     input: float
     output: float
     cached_input: float | None = None
+    max_output: int | None = None  # the model's default output cap a call, in tokens
 
     def cost(self, usage: Usage) -> float:
         cached = usage.cached_tokens if self.cached_input is not None else 0
@@ -53,6 +62,11 @@ class PriceTable:
             if name.startswith(known) and _SNAPSHOT.match(name[len(known) :]):
                 return self._prices[known]
         return None
+
+    def output_cap(self, model: str) -> int:
+        """The default output cap a call of ``model``: its ``max_output``, else ``DEFAULT_OUTPUT_CAP``."""
+        price = self.price(model)
+        return price.max_output if price is not None and price.max_output else DEFAULT_OUTPUT_CAP
 
     def priced(self, model: str, usage: Usage) -> Usage:
         """``usage`` with its cost filled in, or ``None`` (unknown) when the model has no price."""

@@ -66,6 +66,7 @@ def settings_from_args(args: argparse.Namespace, workspace: Path) -> RunSettings
         base_url=args.base_url,
         permission_mode=args.permission_mode,
         max_turns=getattr(args, "max_turns", None),
+        max_output_tokens=getattr(args, "max_output_tokens", None),
     )
 
 
@@ -118,6 +119,7 @@ async def open_context(
             prices=prices,
             max_depth=settings.max_depth,
             max_concurrency=settings.max_concurrency,
+            max_output_tokens=settings.max_output_tokens,
         )
     finally:
         with anyio.CancelScope(shield=True):

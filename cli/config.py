@@ -17,7 +17,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from zero.agent import Price
+from zero.agent import Price, smallest_cap
 from zero.agent.providers import DEFAULT_MODELS, PROVIDER_INFO, PROVIDERS
 from zero.errors import ConfigError, did_you_mean
 from zero.strictfile import FileError, read_data, validate_model
@@ -47,6 +47,7 @@ class PriceEntry(BaseModel):
     input: float = Field(ge=0)
     output: float = Field(ge=0)
     cached_input: float | None = Field(None, ge=0)
+    max_output: int | None = Field(None, ge=1)
 
 
 class Config(BaseModel):
@@ -59,6 +60,7 @@ class Config(BaseModel):
     base_url: str | None = None
     permission_mode: PermissionMode | None = None
     max_turns: int | None = Field(None, ge=1)
+    max_output_tokens: int | None = Field(None, ge=1)
     max_concurrency: int | None = Field(None, ge=1)
     max_depth: int | None = Field(None, ge=0)
     prices: dict[str, PriceEntry] = Field(default_factory=dict)
@@ -124,6 +126,7 @@ class RunSettings:
     permission_mode: PermissionMode
     max_turns: int
     prices: dict[str, Price] = field(default_factory=dict)
+    max_output_tokens: int | None = None  # the smallest set: flag, user's config, project's
     max_depth: int = 1
     max_concurrency: int = 4
     configs: Configs = field(default_factory=Configs)
@@ -148,6 +151,7 @@ def resolve_settings(
     base_url: str | None,
     permission_mode: str | None,
     max_turns: int | None,
+    max_output_tokens: int | None = None,
     environ: dict[str, str] | None = None,
 ) -> RunSettings:
     """Apply the precedence of DESIGN.md section 5: flag, environment, config, then detection."""
@@ -180,7 +184,7 @@ def resolve_settings(
         raise ConfigError(f"the {name} provider has no default model: pass --model NAME (or set ZERO_MODEL)")
     ceiling = permission_ceiling(permission_mode, configs)
     mode, note = within(ceiling, configs.project.permission_mode, "the project's .zero/config.toml")
-    prices = {m: Price(p.input, p.output, p.cached_input) for m, p in config.prices.items()}
+    prices = {m: Price(p.input, p.output, p.cached_input, p.max_output) for m, p in config.prices.items()}
     return RunSettings(
         name,
         chosen,
@@ -189,6 +193,7 @@ def resolve_settings(
         mode,
         max_turns or config.max_turns or 50,
         prices,
+        smallest_cap(max_output_tokens, configs.user.max_output_tokens, configs.project.max_output_tokens),
         config.max_depth if config.max_depth is not None else 1,
         config.max_concurrency or 4,
         configs,

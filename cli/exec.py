@@ -11,7 +11,7 @@ from typing import TextIO
 import anyio
 from rich.console import Console
 
-from zero.agent import RunResult, Usage, exit_code, incomplete_message
+from zero.agent import RunResult, Usage, exit_code, format_cost, incomplete_message
 from zero.agent.prompts import default_system_prompt
 from zero.cli.common import (
     Streams,
@@ -28,7 +28,7 @@ from zero.cli.config import RunSettings
 from zero.cli.progress import TextProgress
 from zero.cli.streamjson import StreamJsonWriter, new_run_id, read_input
 from zero.errors import UsageError, ZeroError
-from zero.specialists import format_cost, open_agent
+from zero.specialists import open_agent
 from zero.tools import Redactor, redact_values
 from zero.tools.describe import printable
 
@@ -163,8 +163,8 @@ def _print_text(result: RunResult, session_id: str, total: Usage, streams: Strea
     if result.status != "completed":
         print_error(printable(result.error or incomplete_message(result.status, result.turns)), streams.stderr)
     children = total.total_tokens - result.usage.total_tokens
-    tokens = f"{total.total_tokens} tokens" + (f" ({children} in specialists)" if children else "")
-    turns = f"{result.turns} turn{'' if result.turns == 1 else 's'}"
-    streams.stderr.write(
-        f"[session {session_id} · {result.status} · {turns} · {tokens} · cost {format_cost(total.cost_usd)}]\n"
+    tokens = f"{'~' if total.estimated else ''}{total.total_tokens} tokens" + (
+        f" ({children} in specialists)" if children else ""
     )
+    turns = f"{result.turns} turn{'' if result.turns == 1 else 's'}"
+    streams.stderr.write(f"[session {session_id} · {result.status} · {turns} · {tokens} · cost {format_cost(total)}]\n")

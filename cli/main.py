@@ -61,6 +61,12 @@ def _common(parser: argparse.ArgumentParser) -> None:
     group.add_argument(
         "--base-url", help="API base URL; alone, selects an OpenAI-compatible server (Ollama, vLLM, LM Studio)"
     )
+    group.add_argument(
+        "--max-output-tokens",
+        type=_count(10_000_000),
+        help="output cap of each model call, sent to the server and held by budgets "
+        "(default: the model's; the smallest of this, config, manifest and team file wins)",
+    )
     group.add_argument("--script", help="script of model turns for --provider scripted (TOML or JSON)")
     group.add_argument("--cwd", help="workspace folder (default: the current folder)")
     group.add_argument(

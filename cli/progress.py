@@ -6,8 +6,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream
 from rich.console import Console
 from rich.text import Text
 
-from zero.agent import ChildFinished, ChildStarted, Event, RetryScheduled, ToolCallStarted, ToolFinished
-from zero.specialists import format_cost
+from zero.agent import ChildFinished, ChildStarted, Event, RetryScheduled, ToolCallStarted, ToolFinished, format_cost
 from zero.tools.describe import describe_call, printable
 
 __all__ = ["TextProgress"]
@@ -43,7 +42,7 @@ class TextProgress:
             style = "green" if event.status == "completed" else "red"
             self._print(
                 f"⇠ {child} {event.status} · {event.duration_ms / 1000:.1f} s · {event.usage.total_tokens} tokens"
-                f" · cost {format_cost(event.usage.cost_usd)}",
+                f" · cost {format_cost(event.usage)}",
                 style,
             )
         elif isinstance(event, ToolCallStarted):

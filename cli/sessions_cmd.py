@@ -10,7 +10,7 @@ from typing import TextIO
 
 from rich.console import Console
 
-from zero.agent import Usage
+from zero.agent import Usage, format_cost
 from zero.cli.common import Streams, print_error, session_store
 from zero.errors import ZeroError
 from zero.sessions import (
@@ -22,7 +22,6 @@ from zero.sessions import (
     session_tree,
     validate_session_id,
 )
-from zero.specialists import format_cost
 from zero.tools.describe import printable
 
 __all__ = ["run_sessions"]
@@ -47,7 +46,7 @@ def run_sessions(args: argparse.Namespace, streams: Streams) -> int:
 
 
 def _usage_text(usage: Usage) -> str:
-    return f"{usage.total_tokens} tokens, {format_cost(usage.cost_usd)}"
+    return f"{usage.total_tokens} tokens, {format_cost(usage)}"
 
 
 def _label(meta: SessionMetadata) -> str:

@@ -176,6 +176,8 @@ class StreamJsonWriter:
             case UsageUpdated():
                 u = event.usage
                 fields = {"promptTokens": u.prompt_tokens, "completionTokens": u.completion_tokens}
+                if u.estimated:  # the server reported none: Zero's estimate
+                    fields["estimated"] = True
                 self.emit("usage", {**fields, "totalTokens": u.total_tokens}, sid)
             case RetryScheduled():
                 message = f"{event.message}; retrying in {event.delay_seconds:.1f} s (attempt {event.attempt})"

@@ -11,7 +11,7 @@ import anyio
 from rich.console import Console
 from rich.table import Table
 
-from zero.agent import PriceTable, exit_code
+from zero.agent import PriceTable, exit_code, format_cost
 from zero.cli.common import (
     Streams,
     freeze_startup_heap,
@@ -31,7 +31,7 @@ from zero.orchestrator import TeamBudget, TeamError, TeamPlan, TeamResult, TeamR
 from zero.orchestrator.live import draw_live, follow_run
 from zero.orchestrator.view import TeamTree, TreeNode
 from zero.sessions import validate_session_id
-from zero.specialists import SpecialistRegistry, format_cost
+from zero.specialists import SpecialistRegistry
 from zero.tools import Redactor, redact_values, within
 from zero.tools.describe import printable
 
@@ -269,7 +269,7 @@ def _print_summary(result: TeamResult, plan: TeamPlan, out: TextIO) -> None:
             m.plan.model,
             str(m.turns),
             str(m.usage.total_tokens),
-            format_cost(m.usage.cost_usd),
+            format_cost(m.usage),
             f"{m.duration:.1f}s",
         )
     console.print(table)
@@ -282,8 +282,9 @@ def _print_summary(result: TeamResult, plan: TeamPlan, out: TextIO) -> None:
     limits = plan.budget
     parts = [
         f"tokens {result.usage.total_tokens}" + (f" of {limits.tokens}" if limits.tokens else ""),
-        f"cost {format_cost(result.usage.cost_usd)}" + (f" of ${limits.cost_usd:.2f}" if limits.cost_usd else ""),
+        f"cost {format_cost(result.usage)}" + (f" of ${limits.cost_usd:.2f}" if limits.cost_usd else ""),
         f"model calls {int(ledger.used.turns)}" + (f" of {limits.turns}" if limits.turns else ""),
+        f"retries {int(ledger.used.retries)}" + (f" of {limits.retries}" if limits.retries is not None else ""),
         f"time {result.duration:.1f}s" + (f" of {limits.wall_seconds:g}s" if limits.wall_seconds else ""),
     ]
     console.rule()

@@ -8,9 +8,8 @@ from anyio.streams.memory import MemoryObjectReceiveStream
 from rich.console import Console
 from rich.text import Text
 
-from zero.agent import ChildFinished, ChildStarted, Event, RetryScheduled, TeamStarted
+from zero.agent import ChildFinished, ChildStarted, Event, RetryScheduled, TeamStarted, format_cost
 from zero.orchestrator import TeamPlan
-from zero.specialists import format_cost
 from zero.tools.describe import printable
 
 __all__ = ["PlainProgress"]
@@ -62,7 +61,7 @@ class PlainProgress:
             self._line(
                 name,
                 f"{event.status} · {event.usage.total_tokens} tokens · "
-                f"{format_cost(event.usage.cost_usd)} · {event.duration_ms / 1000:.1f}s",
+                f"{format_cost(event.usage)} · {event.duration_ms / 1000:.1f}s",
                 style,
             )
         elif isinstance(event, RetryScheduled):

@@ -136,6 +136,7 @@ class _InProcessRun:
             provider=plan.provider,
             model=plan.model,
             max_turns=plan.max_turns,
+            max_output_tokens=plan.max_output_tokens,
             extra_tools=task.tools,
             role=task.role,
             relay=self.hub.emit,

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import networkx as nx
 
-from zero.agent import PriceTable
+from zero.agent import PriceTable, smallest_cap
 from zero.errors import did_you_mean
 from zero.orchestrator.team import (
     TEMPLATE,
@@ -35,6 +35,7 @@ class MemberPlan:
     permission_mode: PermissionMode  # what it runs with: what it asked for, narrowed to the run's ceiling
     max_turns: int
     wave: int
+    max_output_tokens: int | None = None  # the team file's cap (member, else [defaults]); the smallest set wins
     narrowed: str | None = None  # why its mode is narrower than what the team file asked for
 
     @property
@@ -142,6 +143,7 @@ def build_plan(
                 permission_mode=mode,
                 max_turns=m.max_turns or team.defaults.max_turns or spec.max_turns or 30,
                 wave=wave_of[m.name],
+                max_output_tokens=smallest_cap(m.max_output_tokens, team.defaults.max_output_tokens),
                 narrowed=narrowed,
             )
             members[m.name] = plan

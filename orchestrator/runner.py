@@ -91,6 +91,7 @@ class TeamResult:
                     "tokens": self.ledger.used.tokens,
                     "costUsd": round(self.ledger.used.cost_usd, 6),
                     "turns": self.ledger.used.turns,
+                    "retries": self.ledger.used.retries,
                     "wallSeconds": round(self.duration, 3),
                 },
                 "tripped": None
@@ -98,7 +99,6 @@ class TeamResult:
                 else {
                     "limit": self.trip.limit,
                     "used": self.trip.used,
-                    "held": self.trip.held,
                     "requested": self.trip.requested,
                     "allowed": self.trip.allowed,
                     "message": str(self.trip),
@@ -219,7 +219,6 @@ class TeamRunner:
                 used=trip.used,
                 allowed=trip.allowed,
                 requested=trip.requested,
-                held=trip.held,
                 message=str(trip),
             )
         )

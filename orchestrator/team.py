@@ -36,6 +36,7 @@ class TeamBudget(_Strict):
     tokens: int | None = Field(None, ge=1)
     cost_usd: float | None = Field(None, gt=0)
     turns: int | None = Field(None, ge=1)
+    retries: int | None = Field(None, ge=0, description="Retries of model calls, all agents together.")
     wall_seconds: float | None = Field(None, gt=0)
 
 
@@ -52,6 +53,7 @@ class Defaults(_Strict):
     provider: str | None = None
     permission_mode: PermissionMode | None = None
     max_turns: int | None = Field(None, ge=1, le=10_000)
+    max_output_tokens: int | None = Field(None, ge=1, le=10_000_000)
     reasoning_effort: Literal["none", "minimal", "low", "medium", "high", "xhigh"] | None = None
 
 
@@ -70,6 +72,7 @@ class MemberSpec(_Strict):
     provider: str | None = None
     permission_mode: PermissionMode | None = None
     max_turns: int | None = Field(None, ge=1, le=10_000)
+    max_output_tokens: int | None = Field(None, ge=1, le=10_000_000)
     budget: MemberBudget | None = None
 
 

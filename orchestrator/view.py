@@ -48,8 +48,8 @@ from zero.agent import (
     Usage,
     UsageUpdated,
     WarningRaised,
+    format_cost,
 )
-from zero.specialists import format_cost
 from zero.tools.describe import describe_call, printable
 
 __all__ = ["BudgetLine", "TeamTree", "TreeNode", "epoch", "render_tree"]
@@ -85,6 +85,7 @@ class TreeNode:
     started: float | None = None
     finished: float | None = None
     turns: int = 0
+    retries: int = 0
     usage: Usage = field(default_factory=Usage)
     activity: str = ""
     reason: str = ""
@@ -188,10 +189,15 @@ class TeamTree:
                 node.turns += event.calls
                 node.usage = node.usage + event.usage
             case RetryScheduled():
+                node.retries += 1
                 node.activity = f"retrying in {event.delay_seconds:.0f} s ({event.code})"
             case StatusChanged():
                 self._end(node, event.status, now, event.reason)
-            case RunFinished() | TeamFinished():
+            case RunFinished():
+                if event.usage.partly_unpriced:  # a model without a price: its cost is unknown, calls or not
+                    node.usage = node.usage + Usage(cost_usd=None)
+                self._end(node, event.status, now, node.reason)
+            case TeamFinished():
                 self._end(node, event.status, now, node.reason)
             case (
                 MessageAdded()
@@ -249,11 +255,15 @@ class TeamTree:
             lines.append(BudgetLine("tokens", used.total_tokens, tokens, f"{used.total_tokens:,} / {tokens:,}"))
         if limits.get("cost_usd") and used.cost_usd is not None:
             allowed = float(limits["cost_usd"])
-            text = f"{format_cost(used.cost_usd)} / {format_cost(allowed)}"
+            text = f"{format_cost(used)} / ${allowed:.4f}"
             lines.append(BudgetLine("cost", used.cost_usd, allowed, text))
         if limits.get("turns"):
             allowed_turns = int(limits["turns"])
             lines.append(BudgetLine("turns", turns, allowed_turns, f"{turns} / {allowed_turns} model calls"))
+        if limits.get("retries") is not None:
+            retries = sum(n.retries for n in self.nodes.values())
+            allowed_retries = int(limits["retries"])
+            lines.append(BudgetLine("retries", retries, allowed_retries, f"{retries} / {allowed_retries} retries"))
         if limits.get("wall_seconds"):
             wall = float(limits["wall_seconds"])
             lines.append(BudgetLine("time", elapsed, wall, f"{elapsed:.0f}s / {wall:.0f}s"))
@@ -270,6 +280,11 @@ def epoch(stamp: str) -> float:
 
 def _short(n: int) -> str:
     return f"{n / 1_000_000:.1f}M" if n >= 1_000_000 else f"{n / 1000:.1f}k" if n >= 10_000 else str(n)
+
+
+def _tok(usage: Usage) -> str:
+    """Tokens, marked ``~`` when some are Zero's estimate (the server reported none)."""
+    return ("~" if usage.estimated else "") + f"{_short(usage.total_tokens)} tok"
 
 
 def _duration(seconds: float) -> str:
@@ -296,13 +311,13 @@ def _label(tree: TeamTree, node: TreeNode, now: float) -> Text:
     own = node.usage
     sub = tree.subtree_usage(node.session_id)
     if node.kind == "team":  # a team spends nothing itself: its members do
-        text.append(f" · {_short(sub.total_tokens)} tok {format_cost(sub.cost_usd)}")
+        text.append(f" · {_tok(sub)} {format_cost(sub)}")
     elif node.turns or node.children:
         turns = f"{node.turns} turn" + ("" if node.turns == 1 else "s")
-        text.append(f" · {turns} · {_short(own.total_tokens)} tok {format_cost(own.cost_usd)}")
+        text.append(f" · {turns} · {_tok(own)} {format_cost(own)}")
         if node.children:
             text.append(" ")
-            text.append(f"(subtree {_short(sub.total_tokens)} tok {format_cost(sub.cost_usd)})", style="dim")
+            text.append(f"(subtree {_tok(sub)} {format_cost(sub)})", style="dim")
     if status not in ("running", "stalled") and status != "pending":
         text.append(" · ")
         text.append(status, style=style)

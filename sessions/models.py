@@ -56,7 +56,7 @@ class _Camel(BaseModel):
 
 
 class UsageTotals(_Camel):
-    """Tokens and cost; ``cost_usd`` is ``None`` when some model's price is unknown."""
+    """Tokens and cost, as ``Usage`` sums them (``unpriced``: part of the cost is unknown)."""
 
     prompt_tokens: int = 0
     completion_tokens: int = 0
@@ -64,21 +64,20 @@ class UsageTotals(_Camel):
     cached_tokens: int = 0
     cost_usd: float | None = 0.0
     calls: int = 0
+    unpriced: bool = False
+    estimated: bool = False
 
     @classmethod
     def of(cls, usage: Usage) -> UsageTotals:
         return cls.model_validate(usage.to_json())
 
     def to_usage(self) -> Usage:
-        return Usage(self.prompt_tokens, self.completion_tokens, self.cached_tokens, self.cost_usd, self.calls)
+        return Usage.from_json(self.model_dump(by_alias=True))
 
     def add(self, usage: Usage) -> None:
-        self.prompt_tokens += usage.prompt_tokens
-        self.completion_tokens += usage.completion_tokens
-        self.total_tokens += usage.total_tokens
-        self.cached_tokens += usage.cached_tokens
-        self.cost_usd = None if self.cost_usd is None or usage.cost_usd is None else self.cost_usd + usage.cost_usd
-        self.calls += usage.calls
+        total = self.to_usage() + usage
+        for key, value in UsageTotals.of(total):
+            setattr(self, key, value)
 
 
 class SessionMetadata(_Camel):
@@ -128,7 +127,11 @@ def apply_event(meta: SessionMetadata, event: Event) -> None:
             meta.model_id = event.model or meta.model_id
         case UsageUpdated():
             meta.usage.add(event.usage)
-        case RunFinished() | StatusChanged() | TeamFinished():
+        case RunFinished():
+            meta.status = event.status
+            if event.usage.partly_unpriced:  # a run of an unpriced model costs "unknown", calls or not
+                meta.usage.add(Usage(cost_usd=None))
+        case StatusChanged() | TeamFinished():
             meta.status = event.status
         case TeamStarted():
             meta.status = "running"

@@ -5,7 +5,7 @@ from __future__ import annotations
 from zero.specialists._context import AgentContext, InvocationBudget, specialists_prompt
 from zero.specialists.agents import Placement, open_agent, open_child, open_specialist, resume_agent
 from zero.specialists.delegation import ChildFactory, Delegator
-from zero.specialists.envelope import envelope, format_cost
+from zero.specialists.envelope import envelope
 from zero.specialists.manifest import Manifest, ManifestError, ManifestFile
 from zero.specialists.registry import Specialist, SpecialistRegistry, builtin_dir, project_dir, user_dir
 from zero.specialists.session import AgentSession, Stoppable, ToolSet
@@ -31,7 +31,6 @@ __all__ = [
     "ToolSet",
     "builtin_dir",
     "envelope",
-    "format_cost",
     "open_agent",
     "open_child",
     "open_specialist",

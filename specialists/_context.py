@@ -35,6 +35,7 @@ class AgentContext:
     max_depth: int = 1
     max_concurrency: int = 4
     default_max_turns: int = 30
+    max_output_tokens: int | None = None  # the run's output cap a call (flag, config); the smallest set wins
     guards: tuple[CallGuard, ...] = ()
     redactor: Callable[[str], str] = field(default_factory=Redactor)  # secrets of this run's environment
 
@@ -57,6 +58,9 @@ class InvocationBudget:
             raise BudgetExhaustedError(
                 f"cost budget of this invocation is spent: ${cost:.4f} of ${self.cost_usd:.4f}", limit="cost_usd"
             )
+        return None
+
+    async def before_retry(self, permit: CallPermit | None) -> None:
         return None
 
     async def after_call(self, permit: CallPermit | None, usage: Usage | None) -> None:

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import anyio.to_thread
 
-from zero.agent import AgentConfig, Listener, RunStatus
+from zero.agent import AgentConfig, Listener, RunStatus, smallest_cap
 from zero.agent.providers import DEFAULT_MODELS
 from zero.sessions import SessionKind, SessionMetadata, new_session_id
 from zero.specialists._context import (
@@ -74,6 +74,7 @@ def _top_config(ctx: AgentContext, permission_mode: PermissionMode, max_turns: i
         workspace=ctx.workspace,
         permission_mode=permission_mode,
         max_turns=max_turns,
+        max_output_tokens=ctx.max_output_tokens,
         prices=ctx.prices,
         retry=ctx.retry,
         guards=ctx.guards,
@@ -155,6 +156,7 @@ async def open_specialist(
     provider: str | None = None,
     model: str | None = None,
     max_turns: int | None = None,
+    max_output_tokens: int | None = None,
     extra_tools: Sequence[Tool] = (),
     role: str | None = None,
     relay: Listener | None = None,
@@ -184,6 +186,7 @@ async def open_specialist(
         workspace=ctx.workspace,
         permission_mode=permission_mode,  # never wider than the caller's
         max_turns=max_turns or spec.max_turns or ctx.default_max_turns,
+        max_output_tokens=smallest_cap(ctx.max_output_tokens, spec.max_output_tokens, max_output_tokens),
         reasoning_effort=spec.reasoning_effort,
         prices=ctx.prices,
         retry=ctx.retry,

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from zero.agent import Usage
+from zero.agent import Usage, format_cost
 
-__all__ = ["envelope", "format_cost"]
+__all__ = ["envelope"]
 
 _REASONS = {
     "failed": "the specialist failed",
@@ -16,10 +16,6 @@ _REASONS = {
     "budget_exhausted": "its budget ran out; partial output below",
     "max_turns": "it reached its max_turns; partial output below",
 }
-
-
-def format_cost(cost: float | None) -> str:
-    return "unknown" if cost is None else f"${cost:.4f}"
 
 
 def envelope(
@@ -41,7 +37,7 @@ def envelope(
         lines.append(f"reason: {error or _REASONS.get(status, status)}")
     lines.append(
         f"turns: {turns} · duration: {duration_ms / 1000:.1f} s · tokens: {usage.total_tokens} "
-        f"({usage.prompt_tokens} prompt, {usage.completion_tokens} completion) · cost: {format_cost(usage.cost_usd)}"
+        f"({usage.prompt_tokens} prompt, {usage.completion_tokens} completion) · cost: {format_cost(usage)}"
     )
     tools = sorted(set(tools_used))
     lines.append(f"tools used: {', '.join(tools) if tools else 'none'}")

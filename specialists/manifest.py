@@ -51,6 +51,7 @@ class Manifest(BaseModel):
     reasoning_effort: Literal["none", "minimal", "low", "medium", "high", "xhigh"] | None = None
     tools: list[str] = Field(default_factory=lambda: ["read-only"])
     max_turns: int | None = Field(None, ge=1, le=10_000)
+    max_output_tokens: int | None = Field(None, ge=1, le=10_000_000)
     timeout_seconds: float | None = Field(None, gt=0)
     prompt: str = ""
     budget: ManifestBudget | None = None

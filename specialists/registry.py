@@ -36,6 +36,7 @@ class Specialist:
     provider: str | None = None
     reasoning_effort: str | None = None
     max_turns: int | None = None
+    max_output_tokens: int | None = None
     timeout_seconds: float | None = None
     budget_tokens: int | None = None
     budget_cost_usd: float | None = None
@@ -158,6 +159,7 @@ def _specialist(file: ManifestFile, description: str, prompt: str, base: Special
         provider=_pick("provider" in own, m.provider, b.provider),
         reasoning_effort=_pick("reasoning_effort" in own, m.reasoning_effort, b.reasoning_effort),
         max_turns=_pick("max_turns" in own, m.max_turns, b.max_turns),
+        max_output_tokens=_pick("max_output_tokens" in own, m.max_output_tokens, b.max_output_tokens),
         timeout_seconds=_pick("timeout_seconds" in own, m.timeout_seconds, b.timeout_seconds),
         budget_tokens=_pick(has_budget, budget.tokens if budget else None, b.budget_tokens),
         budget_cost_usd=_pick(has_budget, budget.cost_usd if budget else None, b.budget_cost_usd),

@@ -155,6 +155,13 @@ class BudgetExhaustedError(RunError):
         self.limit = limit
 
 
+class OutputCappedError(RunError):
+    """The model's final answer was cut at the output cap of the call."""
+
+    exit_code = 4
+    code = "output_capped"
+
+
 class ToolError(RunError):
     """A tool call could not be carried out; its message goes back to the model."""
 

@@ -120,6 +120,9 @@ class ScriptTurn(_Strict):
     delay: float = Field(0.0, ge=0, description="Seconds before the first token.")
     chunk: int | None = Field(None, ge=1, description="Stream the text in pieces of this many characters.")
     error: ScriptError | None = None
+    finish: Literal["stop", "length"] | None = Field(
+        None, description="Why the model stops; `length`: cut at the output cap (default: stop, or tool_calls)."
+    )
     times: int = Field(1, ge=0)
 
 
@@ -161,6 +164,13 @@ def _fill(value: Any, messages: Sequence[Message]) -> Any:
         raise errors.BadRequestError(f"script placeholder {{{{{key}}}}}: no tool result has a '{key}: ...' line yet")
 
     return _PLACEHOLDER.sub(lookup, value)
+
+
+def _tokens(text: str) -> int:
+    """About what a server's tokenizer counts: four ASCII characters a token, and a token for
+    each other character (CJK text runs about one a character)."""
+    plain = len(text.encode("ascii", "ignore"))
+    return plain // 4 + len(text) - plain
 
 
 class ScriptedProvider:
@@ -221,7 +231,7 @@ class ScriptedProvider:
             yield ToolCallDelta(index, raw)
             yield ToolCallDone(index, ToolCall(call_id, call.name, arguments))
         yield UsageReport(self._usage(turn, request))
-        yield Finish("tool_calls" if turn.tool_calls else "stop")
+        yield Finish(turn.finish or ("tool_calls" if turn.tool_calls else "stop"))
 
     def _chunks(self, text: str, size: int | None) -> list[str]:
         if size is not None:
@@ -234,10 +244,13 @@ class ScriptedProvider:
     def _usage(turn: ScriptTurn, request: ModelRequest) -> Usage:
         if turn.usage:
             return Usage(turn.usage.prompt_tokens, turn.usage.completion_tokens, turn.usage.cached_tokens)
-        # No usage given: about four characters a token, so budgets still see real numbers.
-        prompt = sum(len(m.content) + sum(len(json.dumps(c.arguments)) for c in m.tool_calls) for m in request.messages)
-        out = len(turn.text) + sum(len(json.dumps(c.arguments)) + len(c.name) for c in turn.tool_calls)
-        return Usage(max(1, prompt // 4), max(1, out // 4))
+        # No usage given: counted as a real tokenizer would, about, so budgets see real numbers.
+        prompt = sum(
+            _tokens(m.content) + sum(_tokens(json.dumps(c.arguments, ensure_ascii=False)) for c in m.tool_calls)
+            for m in request.messages
+        )
+        out = _tokens(turn.text) + sum(_tokens(json.dumps(c.arguments)) + _tokens(c.name) for c in turn.tool_calls)
+        return Usage(max(1, prompt), max(1, out))
 
     async def aclose(self) -> None:
         return None

@@ -69,9 +69,9 @@ def make_run(
     **kw: Any,
 ) -> tuple[AgentRun, Recorder, ScriptedProvider]:
     provider = ScriptedProvider(turns)
+    kw.setdefault("model", "gpt-4.1-mini")
     config = AgentConfig(
         provider=provider,
-        model="gpt-4.1-mini",
         tools=ToolRegistry(tools or builtin_tools()),
         workspace=Workspace([workspace]),
         permission_mode=mode,
@@ -355,3 +355,39 @@ async def test_a_stream_that_ends_without_finishing_is_retried_as_dropped(worksp
     result = await AgentRun(config, "s1", [], rec).run("hi")
     assert [e.code for e in rec.of("retry")] == ["stream_dropped"]
     assert provider.calls == 2 and result.output == "partial"
+
+
+async def test_an_answer_cut_at_the_output_cap_ends_output_capped(workspace: Path) -> None:
+    run, rec, provider = make_run(
+        workspace,
+        [
+            turn(1, "Reading.", ("read_file", {"path": "README.md"}), finish="length"),
+            turn(2, "The ans", finish="length"),
+        ],
+        max_output_tokens=20,
+    )
+    result = await run.run("What is the answer?")
+    assert all(c.max_output_tokens == 20 for c in provider.calls)  # the cap reaches every request
+    # a cut turn whose tool calls are whole still runs them; a cut final answer ends the run
+    assert rec.of("tool_result")[0].status == "ok"
+    assert result.status == "output_capped" and result.output == "The ans"
+    assert "output cap of 20 tokens" in (result.error or "") and "--max-output-tokens" in (result.error or "")
+    assert [w.code for w in rec.of("warning")] == ["output_capped", "output_capped"]
+    assert rec.of("run_end")[0].status == "output_capped"
+
+
+async def test_the_output_cap_defaults_to_the_models(workspace: Path) -> None:
+    run, _, provider = make_run(workspace, [turn(1, "hi")])
+    await run.run("x")
+    assert provider.calls[0].max_output_tokens == 8192  # gpt-4.1-mini's max_output in prices.toml
+    run, _, provider = make_run(workspace, [turn(1, "hi")], model="local-llm")
+    await run.run("x")
+    assert provider.calls[0].max_output_tokens == 4096  # a model Zero does not know
+
+
+async def test_an_unpriced_models_run_costs_unknown_on_every_path(workspace: Path) -> None:
+    failing = turn(1, error=ScriptError(kind="bad_request"))
+    run, rec, _ = make_run(workspace, [failing], model="local-llm")
+    result = await run.run("x")
+    assert result.status == "failed" and result.usage.cost_usd is None  # no call completed: still unknown, not $0
+    assert rec.of("run_end")[0].usage.cost_usd is None

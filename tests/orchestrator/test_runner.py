@@ -6,56 +6,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.teams import member, run_team, team_file
 
-from zero.agent import Event, PriceTable, ScriptedProvider, ScriptMatch, ScriptToolCall, ScriptTurn
+from zero.agent import PriceTable, ScriptedProvider, ScriptToolCall, ScriptTurn
 from zero.agent.providers.scripted import ScriptError, ScriptUsage
-from zero.orchestrator import TeamBudget, TeamResult, TeamRunner, build_plan
+from zero.orchestrator import TeamBudget, TeamRunner, build_plan
 from zero.sessions import FileSessionStore
 from zero.specialists import AgentContext, SpecialistRegistry
 from zero.tools import Workspace
 
 pytestmark = pytest.mark.anyio
-
-
-def member(name: str, text: str = "", *calls: ScriptToolCall, turn: int | None = None, **kw: Any) -> ScriptTurn:
-    return ScriptTurn(match=ScriptMatch(system=f'You are "{name}"', turn=turn), text=text, tool_calls=list(calls), **kw)
-
-
-def team_file(tmp_path: Path, body: str) -> Path:
-    path = tmp_path / "team.toml"
-    path.write_text(body)
-    return path
-
-
-async def run_team(
-    workspace: Path, tmp_path: Path, body: str, turns: list[ScriptTurn], **plan_kw: Any
-) -> tuple[TeamResult, TeamRunner, ScriptedProvider, list[Event]]:
-    provider = ScriptedProvider(turns)
-    prices = PriceTable.builtin()
-    registry = SpecialistRegistry.load(workspace)
-    plan = build_plan(
-        team_file(tmp_path, body),
-        registry,
-        provider="scripted",
-        model="gpt-4.1-mini",
-        permission_mode="auto",
-        prices=prices,
-        **plan_kw,
-    )
-    ctx = AgentContext(
-        store=FileSessionStore(tmp_path / "sessions"),
-        registry=registry,
-        workspace=Workspace([workspace]),
-        provider=provider,
-        model="gpt-4.1-mini",
-        providers=lambda name: provider,
-        prices=prices,
-    )
-    runner = TeamRunner(plan, ctx, retry_delay=0.001)
-    events: list[Event] = []
-    runner.hub.listen(events.append)
-    result = await runner.run()
-    return result, runner, provider, events
 
 
 DIAMOND = """
@@ -310,8 +270,9 @@ class Broken:
     name = "broken"
 
     async def stream(self, request: Any) -> Any:
-        if False:
-            yield None
+        nothing: tuple[Any, ...] = ()
+        for event in nothing:
+            yield event
         raise KeyError("choices")
 
     async def aclose(self) -> None:
@@ -355,7 +316,7 @@ async def test_a_member_that_hits_a_bug_fails_alone_and_the_team_goes_on(workspa
         workspace=Workspace([workspace]),
         provider=provider,
         model="gpt-4.1-mini",
-        providers=lambda name: Broken() if name == "broken" else provider,  # type: ignore[return-value]
+        providers=lambda name: Broken() if name == "broken" else provider,
     )
     result = await TeamRunner(plan, ctx).run()
     by = {m.name: m for m in result.members}

@@ -193,7 +193,7 @@ def test_every_kind_round_trips_through_the_log(tmp_path: Path, store_kind: str)
             assert decode_event(event.kind, event.session_id, json.loads(json.dumps(event_payload(event)))) == event
     # the metadata is the log's summary: status, own usage and the children's, all from the events
     member = store.metadata(M)
-    assert member.status == "completed" and member.usage.calls == 2 and member.usage.cost_usd is None
+    assert member.status == "completed" and member.usage.calls == 2 and member.usage.unpriced
     assert member.children_usage.total_tokens == 320
     assert store.metadata(T).children_usage.total_tokens == 640 and store.metadata("skipped_1").status == "skipped"
 

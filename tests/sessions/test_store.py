@@ -73,7 +73,10 @@ def test_a_batch_is_appended_with_contiguous_sequences_and_metadata(store: Sessi
         "cachedTokens",
         "costUsd",
         "calls",
+        "unpriced",
+        "estimated",
     }
+    assert on_disk["usage"]["unpriced"] is True and on_disk["usage"]["estimated"] is False
     assert "childrenUsage" in on_disk
 
 
@@ -186,6 +189,7 @@ def test_list_returns_sessions_newest_first_and_skips_damaged_ones(store: Sessio
     first = make(store, title="first")
     second = make(store, title="second")
     store.append(second, [tick(second, "x")])
+    store.flush()  # no write of "first" is pending that could undo the next line
     old = store.path(first) / "metadata.json"  # make "first" older than any clock tick could
     old.write_text(old.read_text().replace(store.metadata(first).updated_at, "2020-01-01T00:00:00.000Z"))
     (store.root / "broken").mkdir()
