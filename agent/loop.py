@@ -392,6 +392,9 @@ class AgentRun:
                         usage = event.usage
                     elif event.kind == "finish":
                         finish = event.reason
+                    elif event.kind == "notice" and event.code not in self._warned:
+                        self._warned.add(event.code)
+                        self.emit(WarningRaised(session_id=self.session_id, code=event.code, message=event.message))
                 if finish is None:
                     raise StreamDroppedError("the response stream ended before the model finished")
             except ProviderError as e:

@@ -19,7 +19,8 @@ class RetryPolicy:
     max_delay: float = 60.0
 
     def should_retry(self, error: ProviderError, attempt: int) -> bool:
-        return error.retryable and attempt <= self.retries
+        limit = self.retries if error.max_retries is None else min(self.retries, error.max_retries)
+        return error.retryable and attempt <= limit
 
     def delay(self, error: ProviderError, attempt: int) -> float:
         """Seconds to wait before ``attempt`` (1 = the first retry)."""

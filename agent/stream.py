@@ -58,4 +58,14 @@ class Finish:
     kind: Literal["finish"] = "finish"
 
 
-StreamEvent = TextDelta | ReasoningDelta | ToolCallStart | ToolCallDelta | ToolCallDone | UsageReport | Finish
+@dataclass(frozen=True, slots=True)
+class Notice:
+    """Something the user should know about how the call was made (e.g. a server needed tools
+    offered another way); the loop shows it as a ``warning`` once a run."""
+
+    code: str
+    message: str
+    kind: Literal["notice"] = "notice"
+
+
+StreamEvent = TextDelta | ReasoningDelta | ToolCallStart | ToolCallDelta | ToolCallDone | UsageReport | Finish | Notice

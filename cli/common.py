@@ -18,7 +18,7 @@ import anyio.to_thread
 from zero.agent import PriceTable, Provider
 from zero.agent.providers import ProviderPool, create_provider
 from zero.cli._streams import Streams
-from zero.cli.config import RunSettings, load_config, resolve_settings
+from zero.cli.config import Network, RunSettings, load_config, resolve_settings
 from zero.errors import UsageError
 from zero.sessions import FileSessionStore
 from zero.specialists import AgentContext, SpecialistRegistry
@@ -67,6 +67,12 @@ def settings_from_args(args: argparse.Namespace, workspace: Path) -> RunSettings
         permission_mode=args.permission_mode,
         max_turns=getattr(args, "max_turns", None),
         max_output_tokens=getattr(args, "max_output_tokens", None),
+        network=Network(
+            getattr(args, "retries", None),
+            getattr(args, "retry_max_delay", None),
+            getattr(args, "connect_timeout", None),
+            getattr(args, "read_timeout", None),
+        ),
     )
 
 
@@ -78,6 +84,7 @@ def make_provider(settings: RunSettings, args: argparse.Namespace) -> tuple[Prov
         api_key=settings.api_key,
         base_url=settings.base_url,
         script=Path(args.script) if getattr(args, "script", None) else None,
+        options=settings.options,
     )
     return provider, PriceTable.builtin().with_overrides(settings.prices)
 
@@ -120,6 +127,7 @@ async def open_context(
             max_depth=settings.max_depth,
             max_concurrency=settings.max_concurrency,
             max_output_tokens=settings.max_output_tokens,
+            retry=settings.retry,
         )
     finally:
         with anyio.CancelScope(shield=True):

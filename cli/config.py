@@ -13,12 +13,12 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from zero.agent import Price, smallest_cap
-from zero.agent.providers import DEFAULT_MODELS, PROVIDER_INFO, PROVIDERS
+from zero.agent import Price, RetryPolicy, smallest_cap
+from zero.agent.providers import DEFAULT_MODELS, PROVIDER_INFO, PROVIDERS, ProviderOptions
 from zero.errors import ConfigError, did_you_mean
 from zero.strictfile import FileError, read_data, validate_model
 from zero.tools import PERMISSION_MODES, PermissionMode, within
@@ -50,6 +50,14 @@ class PriceEntry(BaseModel):
     max_output: int | None = Field(None, ge=1)
 
 
+class ServerEntry(BaseModel):
+    """How one OpenAI-compatible server (by base URL) takes tools."""
+
+    model_config = ConfigDict(extra="forbid")
+    tool_choice: Literal["auto", "omit"] = "auto"
+    stream_tools: bool = True
+
+
 class Config(BaseModel):
     """The keys a config file may hold. Unknown keys are errors."""
 
@@ -63,7 +71,15 @@ class Config(BaseModel):
     max_output_tokens: int | None = Field(None, ge=1)
     max_concurrency: int | None = Field(None, ge=1)
     max_depth: int | None = Field(None, ge=0)
+    retries: int | None = Field(None, ge=0, le=100)
+    retry_max_delay: float | None = Field(None, gt=0, le=86_400)
+    connect_timeout: float | None = Field(None, gt=0, le=86_400)
+    read_timeout: float | None = Field(None, gt=0, le=86_400)
     prices: dict[str, PriceEntry] = Field(default_factory=dict)
+    servers: dict[str, ServerEntry] = Field(default_factory=dict)
+
+
+T = TypeVar("T")
 
 
 def user_config_dir() -> Path:
@@ -127,11 +143,31 @@ class RunSettings:
     max_turns: int
     prices: dict[str, Price] = field(default_factory=dict)
     max_output_tokens: int | None = None  # the smallest set: flag, user's config, project's
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+    options: ProviderOptions = field(default_factory=ProviderOptions)
     max_depth: int = 1
     max_concurrency: int = 4
     configs: Configs = field(default_factory=Configs)
     ceiling: PermissionMode = "auto"  # the widest mode anything of this run may use
     warnings: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Network:
+    """Retry and timeout flags of a command (``None``: not given)."""
+
+    retries: int | None = None
+    retry_max_delay: float | None = None
+    connect_timeout: float | None = None
+    read_timeout: float | None = None
+
+
+def _first(*values: T | None) -> T:
+    """The first value that is set: a flag, then config, then the default (last, always set)."""
+    for value in values:
+        if value is not None:
+            return value
+    raise AssertionError("the default is always set")
 
 
 def permission_ceiling(flag: str | None, configs: Configs) -> PermissionMode:
@@ -152,6 +188,7 @@ def resolve_settings(
     permission_mode: str | None,
     max_turns: int | None,
     max_output_tokens: int | None = None,
+    network: Network | None = None,
     environ: dict[str, str] | None = None,
 ) -> RunSettings:
     """Apply the precedence of DESIGN.md section 5: flag, environment, config, then detection."""
@@ -185,6 +222,20 @@ def resolve_settings(
     ceiling = permission_ceiling(permission_mode, configs)
     mode, note = within(ceiling, configs.project.permission_mode, "the project's .zero/config.toml")
     prices = {m: Price(p.input, p.output, p.cached_input, p.max_output) for m, p in config.prices.items()}
+    flags = network or Network()
+    default_retry, default_options = RetryPolicy(), ProviderOptions()
+    server = config.servers.get(url.rstrip("/"), ServerEntry()) if url else ServerEntry()
+    retry = RetryPolicy(
+        _first(flags.retries, config.retries, default_retry.retries),
+        default_retry.base_delay,
+        _first(flags.retry_max_delay, config.retry_max_delay, default_retry.max_delay),
+    )
+    options = ProviderOptions(
+        _first(flags.connect_timeout, config.connect_timeout, default_options.connect_timeout),
+        _first(flags.read_timeout, config.read_timeout, default_options.read_timeout),
+        server.tool_choice,
+        server.stream_tools,
+    )
     return RunSettings(
         name,
         chosen,
@@ -194,6 +245,8 @@ def resolve_settings(
         max_turns or config.max_turns or 50,
         prices,
         smallest_cap(max_output_tokens, configs.user.max_output_tokens, configs.project.max_output_tokens),
+        retry,
+        options,
         config.max_depth if config.max_depth is not None else 1,
         config.max_concurrency or 4,
         configs,

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import TypeVar
 
 from zero import __version__
 from zero.cli._streams import Streams
@@ -24,14 +25,14 @@ PERMISSION_MODES = ("read-only", "ask", "auto", "unsafe")
 PROVIDERS = ("openai", "anthropic", "openai-compatible", "scripted")
 
 
-def _count(limit: int) -> Callable[[str], int]:
+def _count(limit: int, low: int = 1) -> Callable[[str], int]:
     def parse(text: str) -> int:
         try:
             value = int(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-        if not 1 <= value <= limit:
-            raise argparse.ArgumentTypeError(f"{text} is out of range: give a number from 1 to {limit:,}")
+        if not low <= value <= limit:
+            raise argparse.ArgumentTypeError(f"{text} is out of range: give a number from {low} to {limit:,}")
         return value
 
     return parse
@@ -48,6 +49,19 @@ def _amount(limit: float) -> Callable[[str], float]:
         return value
 
     return parse
+
+
+NO_LIMIT = "none"
+T = TypeVar("T")
+
+
+def _or_none(parse: Callable[[str], T]) -> Callable[[str], T | str]:
+    """A limit that may also be lifted: ``none`` removes the team file's value."""
+
+    def parse_limit(text: str) -> T | str:
+        return NO_LIMIT if text.strip().lower() == NO_LIMIT else parse(text)
+
+    return parse_limit
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
@@ -68,6 +82,15 @@ def _common(parser: argparse.ArgumentParser) -> None:
         "(default: the model's; the smallest of this, config, manifest and team file wins)",
     )
     group.add_argument("--script", help="script of model turns for --provider scripted (TOML or JSON)")
+    network = parser.add_argument_group("retries and timeouts (default: config, else the value shown)")
+    network.add_argument("--retries", type=_count(100, low=0), help="retries of a failed model call (3)")
+    network.add_argument(
+        "--retry-max-delay", type=_amount(86_400), help="longest wait between retries, in seconds (60)"
+    )
+    network.add_argument("--connect-timeout", type=_amount(86_400), help="seconds to connect to the server (5)")
+    network.add_argument(
+        "--read-timeout", type=_amount(86_400), help="seconds to wait for the server's next bytes (600)"
+    )
     group.add_argument("--cwd", help="workspace folder (default: the current folder)")
     group.add_argument(
         "--permission-mode", choices=PERMISSION_MODES, help="what tools may do without approval (default: auto)"
@@ -137,9 +160,15 @@ def build_parser() -> argparse.ArgumentParser:
         sub.add_argument(
             "--max-concurrency", type=_count(10_000), help="members running at once (overrides [scheduler])"
         )
-        sub.add_argument("--budget-tokens", type=_count(10**12), help="team token limit (overrides [budget])")
-        sub.add_argument("--budget-cost", type=_amount(1e6), help="team cost limit in US dollars")
-        sub.add_argument("--budget-seconds", type=_amount(1e7), help="team wall-clock limit in seconds")
+        sub.add_argument(
+            "--budget-tokens",
+            type=_or_none(_count(10**12)),
+            help="team token limit (overrides [budget]; none: no limit)",
+        )
+        sub.add_argument("--budget-cost", type=_or_none(_amount(1e6)), help="team cost limit in US dollars (or none)")
+        sub.add_argument(
+            "--budget-seconds", type=_or_none(_amount(1e7)), help="team wall-clock limit in seconds (or none)"
+        )
         sub.add_argument("--goal", help="replace the team's goal")
         _common(sub)
     sw_run.add_argument("--output-format", choices=("text", "json", "stream-json"), default="text")

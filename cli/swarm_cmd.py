@@ -24,6 +24,7 @@ from zero.cli.common import (
     workspace_from_args,
 )
 from zero.cli.config import RunSettings, load_config, permission_ceiling, resolve_settings
+from zero.cli.main import NO_LIMIT
 from zero.cli.streamjson import StreamJsonWriter, new_run_id
 from zero.cli.swarm_progress import PlainProgress
 from zero.errors import ConfigError, ZeroError
@@ -99,7 +100,7 @@ def _plan(
     registry = SpecialistRegistry.load(workspace)
     limits = team.budget.model_copy(
         update={
-            k: v
+            k: None if v == NO_LIMIT else v  # "none" lifts the file's limit
             for k, v in (
                 ("tokens", getattr(args, "budget_tokens", None)),
                 ("cost_usd", getattr(args, "budget_cost", None)),
@@ -227,7 +228,7 @@ async def _run(
 ) -> int:
     out = streams.stdout
     async with open_context(args, settings, workspace, streams, registry) as ctx:
-        runner = TeamRunner(plan, ctx)
+        runner = TeamRunner(plan, ctx, retries=args.retries)  # --retries overrides [scheduler] retries
         freeze_startup_heap(streams)
         async with anyio.create_task_group() as consumers:
             if args.output_format == "stream-json":

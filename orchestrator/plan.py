@@ -152,8 +152,10 @@ def build_plan(
                 problem(
                     index,
                     "name",
-                    f"the team has a cost budget but model {member_model!r} has no known price; add "
-                    f'[prices."{member_model}"] to config.toml, or drop budget.cost_usd',
+                    f"the team has a cost budget but model {member_model!r} has no known price, so its cost "
+                    f'cannot be held to it: add [prices."{member_model}"] input = ..., output = ... (US dollars '
+                    "per million tokens; 0 for a local model) to ~/.config/zero/config.toml, or lift the limit "
+                    "with --budget-cost none",
                 )
             grant = m.budget
             for key in ("tokens", "cost_usd", "turns"):

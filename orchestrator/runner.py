@@ -154,7 +154,9 @@ class TeamRunner:
     ):
         self.plan = plan
         self.retry = RetryPolicy(
-            retries=plan.team.scheduler.retries if retries is None else retries, base_delay=retry_delay
+            retries=plan.team.scheduler.retries if retries is None else retries,
+            base_delay=retry_delay,
+            max_delay=ctx.retry.max_delay,
         )
         self.ctx = replace(ctx, retry=self.retry)
         self.store = ctx.store

@@ -122,7 +122,7 @@ class Delegator:
         async with anyio.create_task_group() as tg:
             self._tg = tg
             try:
-                yield [Task(self), TaskOutput(self), TaskStop(self)]
+                yield [Task(self, self.ctx.registry.names()), TaskOutput(self), TaskStop(self)]
             finally:
                 for child in self.children.values():
                     if child.background and not child.done.is_set():

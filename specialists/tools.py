@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Protocol
+import copy
+from collections.abc import Sequence
+from typing import Any, Protocol
 
 from pydantic import Field
 
@@ -32,7 +34,7 @@ class TaskRunner(Protocol):
 
 
 class TaskArgs(ArgsModel):
-    name: str | None = Field(None, description="The specialist to run, e.g. explorer, worker, code-review.")
+    name: str | None = Field(None, description="The specialist to run (with resume: the session's specialist).")
     prompt: str = Field(min_length=1, description="The complete, self-contained assignment for the specialist.")
     description: str | None = Field(None, description="A short label (3-8 words) for the task.")
     run_in_background: bool = Field(False, description="Return at once with a task_id; check it with TaskOutput.")
@@ -53,8 +55,23 @@ class Task(BuiltinTool[TaskArgs]):
     side_effect = "read"
     args = TaskArgs
 
-    def __init__(self, delegator: TaskRunner):
+    def __init__(self, delegator: TaskRunner, names: Sequence[str]):
         self.delegator = delegator
+        # The schema says which specialists there are, as an enum, and that a name is needed, so a
+        # model whose output a grammar constrains (llama.cpp, vLLM) can only make a valid call.
+        # (A call that resumes a session without a name is still taken.)
+        schema = copy.deepcopy(super().parameters)
+        schema["properties"]["name"] = {
+            "type": "string",
+            "enum": list(names),
+            "description": "The specialist to run (with resume: the session's specialist).",
+        }
+        schema["required"] = ["name", "prompt"]
+        self._parameters = schema
+
+    @property
+    def parameters(self) -> dict[str, Any]:
+        return self._parameters
 
     async def run(self, args: TaskArgs, ctx: ToolContext) -> ToolOutput:
         return await self.delegator.task(

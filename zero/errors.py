@@ -84,6 +84,7 @@ class ProviderError(RunError):
     exit_code = 3
     code = "provider_error"
     retryable = False
+    max_retries: int | None = None  # fewer retries than the policy allows, for errors that likely repeat
 
     def __init__(self, message: str, *, status: int | None = None, retry_after: float | None = None):
         super().__init__(message)
@@ -142,6 +143,14 @@ class StreamDroppedError(ProviderError):
 
     code = "stream_dropped"
     retryable = True
+
+
+class EmptyResponseError(StreamDroppedError):
+    """A 200 answer whose stream closed before its first chunk: retried once at most, since the
+    usual cause (a prompt longer than a local server's context) does not go away."""
+
+    code = "empty_response"
+    max_retries = 1
 
 
 class BudgetExhaustedError(RunError):

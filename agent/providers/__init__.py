@@ -5,11 +5,20 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 from zero.agent.provider import Provider
 from zero.errors import ConfigError, did_you_mean
 
-__all__ = ["DEFAULT_MODELS", "PROVIDERS", "PROVIDER_INFO", "ProviderInfo", "ProviderPool", "create_provider"]
+__all__ = [
+    "DEFAULT_MODELS",
+    "PROVIDERS",
+    "PROVIDER_INFO",
+    "ProviderInfo",
+    "ProviderOptions",
+    "ProviderPool",
+    "create_provider",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,24 +45,44 @@ PROVIDERS = tuple(PROVIDER_INFO)
 DEFAULT_MODELS = {name: info.default_model for name, info in PROVIDER_INFO.items() if info.default_model}
 
 
+@dataclass(frozen=True, slots=True)
+class ProviderOptions:
+    """How to talk to a server: timeouts (seconds), and how it takes tools (OpenAI-compatible ones:
+    ``tool_choice`` "auto" or "omit", and whether a request with tools may stream)."""
+
+    connect_timeout: float = 5.0
+    read_timeout: float = 600.0
+    tool_choice: Literal["auto", "omit"] = "auto"
+    stream_tools: bool = True
+
+
 def create_provider(
     name: str,
     *,
     api_key: str | None = None,
     base_url: str | None = None,
     script: Path | None = None,
+    options: ProviderOptions = ProviderOptions(),
 ) -> Provider:
     """Build the adapter for ``name``; configuration problems raise ``ConfigError``."""
+    timeouts = {"connect_timeout": options.connect_timeout, "read_timeout": options.read_timeout}
     if name == "openai" or name == "openai-compatible":
         if name == "openai-compatible" and not base_url:
             raise ConfigError("the openai-compatible provider needs --base-url (e.g. http://localhost:11434/v1)")
         from zero.agent.providers.openai import OpenAIProvider
 
-        return OpenAIProvider(api_key=api_key, base_url=base_url, name=name)
+        return OpenAIProvider(
+            api_key=api_key,
+            base_url=base_url,
+            name=name,
+            tool_choice=options.tool_choice,
+            stream_tools=options.stream_tools,
+            **timeouts,
+        )
     if name == "anthropic":
         from zero.agent.providers.anthropic import AnthropicProvider
 
-        return AnthropicProvider(api_key=api_key, base_url=base_url)
+        return AnthropicProvider(api_key=api_key, base_url=base_url, **timeouts)
     if name == "scripted":
         if script is None:
             raise ConfigError("the scripted provider needs --script FILE (a TOML or JSON list of [[turns]])")

@@ -18,11 +18,12 @@ def status_error(
     lowered = f"{message} {body_type}".lower()
     if status in (401, 403) or "authentication" in body_type or "permission" in body_type:
         return errors.AuthError(f"{text}. Check the API key (and --base-url) for {provider}.", status=status)
-    if status == 429 or "rate_limit" in body_type:
+    client_error = 400 <= status < 500 and status not in (408, 409, 429)  # the request's fault: never retried
+    if status == 429 or ("rate_limit" in body_type and not client_error):
         return errors.RateLimitError(text, status=status, retry_after=retry_after)
     if status in (408, 504):
         return errors.ProviderTimeoutError(text, status=status, retry_after=retry_after)
-    if status >= 500 or "overloaded" in body_type or body_type == "api_error":
+    if status >= 500 or status == 409 or (not client_error and ("overloaded" in body_type or body_type == "api_error")):
         return errors.OverloadedError(text, status=status, retry_after=retry_after)
     if any(hint in lowered for hint in _CONTEXT_HINTS):
         return errors.ContextTooLongError(f"{text}. The conversation is too long for this model.", status=status)

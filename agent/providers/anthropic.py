@@ -13,6 +13,7 @@ import httpx2
 
 from zero import errors
 from zero.agent.messages import Message, ModelRequest, Usage
+from zero.agent.pricing import DEFAULT_OUTPUT_CAP
 from zero.agent.provider import ToolCallAssembler
 from zero.agent.providers._errors import status_error
 from zero.agent.stream import (
@@ -27,7 +28,6 @@ from zero.agent.stream import (
 
 __all__ = ["AnthropicProvider"]
 
-DEFAULT_MAX_TOKENS = 8192
 _FINISH = {"end_turn": "stop", "stop_sequence": "stop", "tool_use": "tool_calls", "max_tokens": "length"}
 
 
@@ -36,8 +36,20 @@ class AnthropicProvider:
 
     name = "anthropic"
 
-    def __init__(self, *, api_key: str | None, base_url: str | None = None, timeout: float = 600.0):
-        self._client = anthropic.AsyncAnthropic(api_key=api_key, base_url=base_url, max_retries=0, timeout=timeout)
+    def __init__(
+        self,
+        *,
+        api_key: str | None,
+        base_url: str | None = None,
+        connect_timeout: float = 5.0,
+        read_timeout: float = 600.0,
+    ):
+        self._client = anthropic.AsyncAnthropic(
+            api_key=api_key,
+            base_url=base_url,
+            max_retries=0,
+            timeout=httpx2.Timeout(read_timeout, connect=connect_timeout),
+        )
 
     async def aclose(self) -> None:
         await self._client.close()
@@ -46,7 +58,7 @@ class AnthropicProvider:
         system = "\n\n".join(m.content for m in request.messages if m.role == "system")
         kwargs: dict[str, Any] = {
             "model": request.model,
-            "max_tokens": request.max_output_tokens or DEFAULT_MAX_TOKENS,
+            "max_tokens": request.max_output_tokens or DEFAULT_OUTPUT_CAP,
             "messages": _messages(request.messages),
             "stream": True,
         }
@@ -83,6 +95,8 @@ class AnthropicProvider:
             ) from e
         except anthropic.AnthropicError as e:
             raise errors.ProviderError(f"anthropic API error: {e}") from e
+        except ValueError as e:  # a line of the stream that is not JSON: this call failed, not Zero
+            raise errors.StreamDroppedError(f"the anthropic server sent a malformed stream: {e}") from e
 
     async def _events(self, stream: Any) -> AsyncIterator[StreamEvent]:
         calls = ToolCallAssembler()

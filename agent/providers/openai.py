@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Any, Literal
 
+import httpx2
 import openai
 
 from zero import errors
@@ -17,6 +18,7 @@ from zero.agent.provider import ToolCallAssembler
 from zero.agent.providers._errors import status_error
 from zero.agent.stream import (
     Finish,
+    Notice,
     ReasoningDelta,
     StreamEvent,
     TextDelta,
@@ -25,11 +27,21 @@ from zero.agent.stream import (
     UsageReport,
 )
 
-__all__ = ["OpenAIProvider"]
+__all__ = ["OpenAIProvider", "ToolChoice"]
+
+
+ToolChoice = Literal["auto", "omit"]
 
 
 class OpenAIProvider:
-    """Streams chat completions. Retries are Zero's, so the SDK's own are off."""
+    """Streams chat completions. Retries are Zero's, so the SDK's own are off.
+
+    Servers disagree on how tools are offered. By default a request with tools says
+    ``tool_choice: "auto"`` and streams; when a server answers that with an empty stream
+    (llama-cpp-python) the call is made again unstreamed, and when it refuses ``tool_choice``
+    (vLLM without a tool parser) again without it. The way that worked is kept for the model
+    for the rest of the run, and a ``Notice`` names the setting that makes it permanent.
+    """
 
     def __init__(
         self,
@@ -37,19 +49,53 @@ class OpenAIProvider:
         api_key: str | None,
         base_url: str | None = None,
         name: str = "openai",
-        timeout: float = 600.0,
+        connect_timeout: float = 5.0,
+        read_timeout: float = 600.0,
+        tool_choice: ToolChoice = "auto",
+        stream_tools: bool = True,
     ):
         self.name = name
         self._client = openai.AsyncOpenAI(
-            api_key=api_key or "not-needed", base_url=base_url, max_retries=0, timeout=timeout
+            api_key=api_key or "not-needed",
+            base_url=base_url,
+            max_retries=0,
+            timeout=httpx2.Timeout(read_timeout, connect=connect_timeout),
         )
         # The official API renamed `max_tokens`; local servers (Ollama, vLLM, LM Studio) know the old name.
         self._official = base_url is None or "api.openai.com" in base_url
+        self._tools: dict[str, tuple[ToolChoice, bool]] = {}  # model -> how tools are offered
+        self._default = (tool_choice, stream_tools)
 
     async def aclose(self) -> None:
         await self._client.close()
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
+        choice, streamed = self._tools.get(request.model, self._default) if request.tools else ("auto", True)
+        try:
+            async for event in self._call(request, choice, streamed):
+                yield event
+            return
+        except errors.EmptyResponseError:
+            if not request.tools or not streamed:
+                raise
+            fallback, setting = (choice, False), "stream_tools = false"
+        except errors.BadRequestError as e:
+            if not request.tools or choice != "auto" or "tool_choice" not in str(e):
+                raise
+            fallback, setting = ("omit", streamed), 'tool_choice = "omit"'
+        async for event in self._call(request, *fallback):  # once the other way; its failure is final
+            if request.model not in self._tools:
+                self._tools[request.model] = fallback
+                yield Notice(
+                    "tool_mode",
+                    f"the server at {self._client.base_url} did not take tools the default way, so they are "
+                    f"offered {'unstreamed' if not fallback[1] else 'without tool_choice'} for {request.model} "
+                    f"from now on; to skip the failed try, set {setting} under "
+                    f'[servers."{self._client.base_url}"] in config.toml',
+                )
+            yield event
+
+    async def _call(self, request: ModelRequest, choice: ToolChoice, streamed: bool) -> AsyncIterator[StreamEvent]:
         # Messages and tools are already in wire format: sent as `extra_body` they skip the SDK's
         # type-driven transform of request params, which costs more CPU than the rest of a call.
         body: dict[str, Any] = {"messages": [_message(m) for m in request.messages]}
@@ -61,21 +107,20 @@ class OpenAIProvider:
                 }
                 for t in request.tools
             ]
-        kwargs: dict[str, Any] = {
-            "model": request.model,
-            "messages": [],
-            "stream": True,
-            "stream_options": {"include_usage": True},
-            "extra_body": body,
-        }
+            if choice == "auto":
+                body["tool_choice"] = "auto"
+        kwargs: dict[str, Any] = {"model": request.model, "messages": [], "stream": streamed, "extra_body": body}
+        if streamed:
+            kwargs["stream_options"] = {"include_usage": True}
         if request.max_output_tokens:
             kwargs["max_completion_tokens" if self._official else "max_tokens"] = request.max_output_tokens
         if request.reasoning_effort:
             kwargs["reasoning_effort"] = request.reasoning_effort
         started = False
         try:
-            stream = await self._client.chat.completions.create(**kwargs)
-            async for event in self._events(stream):
+            answer = await self._client.chat.completions.create(**kwargs)
+            events = self._events(answer) if streamed else _unstreamed(answer)
+            async for event in events:
                 started = True
                 yield event
         except openai.APIStatusError as e:
@@ -91,11 +136,15 @@ class OpenAIProvider:
             ) from e
         except openai.OpenAIError as e:
             raise errors.ProviderError(f"{self.name} API error: {e}") from e
+        except ValueError as e:  # a line of the stream that is not JSON: this call failed, not Zero
+            raise errors.StreamDroppedError(f"the {self.name} server sent a malformed stream: {e}") from e
 
     async def _events(self, stream: Any) -> AsyncIterator[StreamEvent]:
         calls = ToolCallAssembler()
         finish: str | None = None
+        chunks = 0
         async for chunk in stream:
+            chunks += 1
             if chunk.usage is not None:
                 details = chunk.usage.prompt_tokens_details
                 cached = (details.cached_tokens or 0) if details else 0
@@ -118,11 +167,44 @@ class OpenAIProvider:
                         yield ToolCallDelta(tc.index, tc.function.arguments)
                 if choice.finish_reason:
                     finish = choice.finish_reason
+        if not chunks:
+            raise errors.EmptyResponseError(
+                f"the {self.name} server answered with an empty stream. A prompt longer than the model's "
+                "context is a likely cause (llama.cpp and others close the stream then): shorten the task, "
+                "or start the server with a larger context"
+            )
         if finish is None:
             raise errors.StreamDroppedError(f"the {self.name} stream ended before the model finished")
         for done in calls.finish():
             yield done
         yield Finish(finish)
+
+
+async def _unstreamed(completion: Any) -> AsyncIterator[StreamEvent]:
+    """The events of a whole (unstreamed) completion."""
+    if completion.usage is not None:
+        details = completion.usage.prompt_tokens_details
+        cached = (details.cached_tokens or 0) if details else 0
+        yield UsageReport(Usage(completion.usage.prompt_tokens, completion.usage.completion_tokens, cached))
+    if not completion.choices:
+        raise errors.EmptyResponseError("the server answered without a choice")
+    choice = completion.choices[0]
+    message = choice.message
+    reasoning = (message.model_extra or {}).get("reasoning_content")
+    if isinstance(reasoning, str) and reasoning:
+        yield ReasoningDelta(reasoning)
+    if message.content:
+        yield TextDelta(message.content)
+    calls = ToolCallAssembler()
+    for index, tc in enumerate(message.tool_calls or ()):
+        call_id = tc.id or f"call_{index}"
+        calls.start(index, call_id, tc.function.name)
+        yield ToolCallStart(index, call_id, tc.function.name)
+        calls.add(index, tc.function.arguments or "")
+        yield ToolCallDelta(index, tc.function.arguments or "")
+    for done in calls.finish():
+        yield done
+    yield Finish(choice.finish_reason or "stop")
 
 
 def _translate_status(provider: str, e: openai.APIStatusError) -> errors.ProviderError:
@@ -137,9 +219,10 @@ def _message(m: Message) -> dict[str, Any]:
     if m.role == "tool":
         return {"role": "tool", "tool_call_id": m.tool_call_id, "content": m.content}
     if m.role == "assistant" and m.tool_calls:
+        # No "content" at all without text: some servers (llama-cpp-python) answer 500 to `null`.
         return {
+            **({"content": m.content} if m.content else {}),
             "role": "assistant",
-            "content": m.content or None,
             "tool_calls": [
                 {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": json.dumps(c.arguments)}}
                 for c in m.tool_calls
