@@ -29,6 +29,7 @@ __all__ = [
     "freeze_startup_heap",
     "interruptible",
     "make_provider",
+    "network_from",
     "open_context",
     "print_error",
     "print_warnings",
@@ -67,12 +68,17 @@ def settings_from_args(args: argparse.Namespace, workspace: Path) -> RunSettings
         permission_mode=args.permission_mode,
         max_turns=getattr(args, "max_turns", None),
         max_output_tokens=getattr(args, "max_output_tokens", None),
-        network=Network(
-            getattr(args, "retries", None),
-            getattr(args, "retry_max_delay", None),
-            getattr(args, "connect_timeout", None),
-            getattr(args, "read_timeout", None),
-        ),
+        network=network_from(args),
+    )
+
+
+def network_from(args: argparse.Namespace) -> Network:
+    """The retry and timeout flags of a command."""
+    return Network(
+        getattr(args, "retries", None),
+        getattr(args, "retry_max_delay", None),
+        getattr(args, "connect_timeout", None),
+        getattr(args, "read_timeout", None),
     )
 
 

@@ -83,13 +83,17 @@ class StreamJsonWriter:
         self._error: ErrorRaised | None = None
         self.exit_code: int | None = None  # set by the top session's end
 
-    def emit(self, type_: str, fields: dict[str, Any], session_id: str | None = None) -> None:
+    def emit(
+        self, type_: str, fields: dict[str, Any], session_id: str | None = None, *, redacted: bool = False
+    ) -> None:
+        """Write one line. Its fields' values are redacted (never a key or the structure), unless
+        ``redacted``: the deltas of an answer, which a ``StreamRedactor`` redacted at their source
+        (one delta alone could not show a secret split across deltas anyway)."""
         line: dict[str, Any] = {"schemaVersion": SCHEMA_VERSION, "type": type_, "runId": self.run_id}
         if session_id is not None and session_id != self.root_session_id:
             line["sessionId"] = session_id
-        line.update(fields)
-        # Values only: a key or the structure of a line is never touched.
-        self.out.write(json.dumps(redact_values(self._redact, line), ensure_ascii=False, separators=(",", ":")) + "\n")
+        line.update(fields if redacted else redact_values(self._redact, fields))
+        self.out.write(json.dumps(line, ensure_ascii=False, separators=(",", ":")) + "\n")
 
     @classmethod
     def setup_failure(cls, out: TextIO, run_id: str, e: ZeroError) -> None:
@@ -132,9 +136,9 @@ class StreamJsonWriter:
                     fields = {"sessionId": sid, "cwd": event.cwd, "provider": event.provider, "model": event.model}
                     self.emit("run_start", {**fields, "apiModel": event.model})
             case AssistantText():
-                self.emit("text", {"delta": event.delta}, sid)
+                self.emit("text", {"delta": event.delta}, sid, redacted=True)
             case Reasoning():
-                self.emit("reasoning", {"delta": event.delta}, sid)
+                self.emit("reasoning", {"delta": event.delta}, sid, redacted=True)
             case ToolCallStarted():
                 fields = {
                     "id": event.id,

@@ -16,6 +16,7 @@ from zero.cli.common import (
     Streams,
     freeze_startup_heap,
     interruptible,
+    network_from,
     open_context,
     print_error,
     print_warnings,
@@ -93,6 +94,8 @@ def _plan(
             base_url=args.base_url,
             permission_mode=args.permission_mode,
             max_turns=None,
+            max_output_tokens=args.max_output_tokens,
+            network=network_from(args),
         )
     except ConfigError:
         if need_provider:

@@ -67,6 +67,10 @@ class MemberState:
         return (self.finished or time.monotonic()) - self.started
 
 
+INCOMPLETE = ("max_turns", "output_capped", "timed_out")
+"""Statuses of a member that stopped short without failing."""
+
+
 @dataclass
 class TeamResult:
     session_id: str
@@ -424,6 +428,8 @@ class TeamRunner:
             status = "budget_exhausted"
         elif statuses == {"completed"}:
             status = "completed"
+        elif statuses <= {"completed", *INCOMPLETE}:  # none failed; some stopped short (exit 4, as one agent)
+            status = next(s.status for s in self.members.values() if s.status in INCOMPLETE)
         else:
             status = "failed"
         usage = sum((s.usage for s in self.members.values()), Usage())

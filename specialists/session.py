@@ -267,3 +267,5 @@ class AgentSession:
             self._tracked.usage = self._tracked.usage + event.usage
         elif event.kind == "child_end":
             self._tracked.usage = self._tracked.usage + event.usage
+        elif event.kind == "run_end" and event.usage.partly_unpriced:  # unknown, even with no call done
+            self._tracked.usage = self._tracked.usage + Usage(cost_usd=None)

@@ -6,7 +6,14 @@ from collections.abc import Mapping
 
 from zero import errors
 
-_CONTEXT_HINTS = ("context_length", "context length", "prompt is too long", "maximum context", "too many tokens")
+_CONTEXT_HINTS = (
+    "context_length",
+    "context length",
+    "context window",
+    "prompt is too long",
+    "maximum context",
+    "too many tokens",
+)
 
 
 def status_error(

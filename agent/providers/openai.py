@@ -80,7 +80,7 @@ class OpenAIProvider:
                 raise
             fallback, setting = (choice, False), "stream_tools = false"
         except errors.BadRequestError as e:
-            if not request.tools or choice != "auto" or "tool_choice" not in str(e):
+            if not request.tools or choice != "auto" or "tool_choice" not in str(e).replace(" ", "_"):
                 raise
             fallback, setting = ("omit", streamed), 'tool_choice = "omit"'
         async for event in self._call(request, *fallback):  # once the other way; its failure is final
@@ -118,17 +118,23 @@ class OpenAIProvider:
             kwargs["reasoning_effort"] = request.reasoning_effort
         started = False
         try:
-            answer = await self._client.chat.completions.create(**kwargs)
-            events = self._events(answer) if streamed else _unstreamed(answer)
-            async for event in events:
-                started = True
-                yield event
+            if streamed:
+                # The raw lines, parsed here: the SDK builds a typed object for every chunk, which
+                # costs more than everything else Zero does with it (bench/bench_stream.py).
+                create = self._client.chat.completions.with_streaming_response.create
+                async with create(**kwargs) as response:
+                    async for event in self._events(response.iter_lines()):
+                        started = True
+                        yield event
+            else:
+                async for event in _unstreamed(await self._client.chat.completions.create(**kwargs)):
+                    yield event
         except openai.APIStatusError as e:
             raise _translate_status(self.name, e) from e
-        except openai.APITimeoutError as e:
+        except (openai.APITimeoutError, httpx2.TimeoutException) as e:
             raise errors.ProviderTimeoutError(f"{self.name} API timed out: {e}") from e
-        except openai.APIConnectionError as e:
-            cause = f" ({e.__cause__})" if e.__cause__ else ""
+        except (openai.APIConnectionError, httpx2.TransportError) as e:
+            cause = f" ({e.__cause__ or e})"
             if started:
                 raise errors.StreamDroppedError(f"the {self.name} stream broke off{cause}") from e
             raise errors.ProviderConnectionError(
@@ -139,34 +145,40 @@ class OpenAIProvider:
         except ValueError as e:  # a line of the stream that is not JSON: this call failed, not Zero
             raise errors.StreamDroppedError(f"the {self.name} server sent a malformed stream: {e}") from e
 
-    async def _events(self, stream: Any) -> AsyncIterator[StreamEvent]:
+    async def _events(self, lines: AsyncIterator[str]) -> AsyncIterator[StreamEvent]:
         calls = ToolCallAssembler()
         finish: str | None = None
         chunks = 0
-        async for chunk in stream:
+        async for chunk in _sse(lines):
             chunks += 1
-            if chunk.usage is not None:
-                details = chunk.usage.prompt_tokens_details
-                cached = (details.cached_tokens or 0) if details else 0
-                yield UsageReport(Usage(chunk.usage.prompt_tokens, chunk.usage.completion_tokens, cached))
-            for choice in chunk.choices:
-                delta = choice.delta
-                extra = delta.model_extra or {}
-                reasoning = extra.get("reasoning_content") or extra.get("reasoning")
+            if error := chunk.get("error"):  # a server that fails mid-stream says so in a chunk
+                error = error if isinstance(error, dict) else {"message": str(error)}
+                message, kind = str(error.get("message", error)), str(error.get("type") or error.get("code") or "")
+                raise status_error(self.name, 200, message, {}, kind)
+            if usage := chunk.get("usage"):
+                details = usage.get("prompt_tokens_details") or {}
+                cached = details.get("cached_tokens") or 0
+                prompt, completion = usage.get("prompt_tokens") or 0, usage.get("completion_tokens") or 0
+                yield UsageReport(Usage(prompt, completion, cached))
+            for choice in chunk.get("choices") or ():
+                delta = choice.get("delta") or {}
+                reasoning = delta.get("reasoning_content") or delta.get("reasoning")
                 if isinstance(reasoning, str) and reasoning:
                     yield ReasoningDelta(reasoning)
-                if delta.content:
-                    yield TextDelta(delta.content)
-                for tc in delta.tool_calls or ():
-                    if tc.index not in calls:
-                        name = tc.function.name if tc.function and tc.function.name else ""
-                        calls.start(tc.index, tc.id or f"call_{tc.index}", name)
-                        yield ToolCallStart(tc.index, tc.id or f"call_{tc.index}", name)
-                    if tc.function and tc.function.arguments:
-                        calls.add(tc.index, tc.function.arguments)
-                        yield ToolCallDelta(tc.index, tc.function.arguments)
-                if choice.finish_reason:
-                    finish = choice.finish_reason
+                if content := delta.get("content"):
+                    yield TextDelta(content)
+                for tc in delta.get("tool_calls") or ():
+                    index = tc.get("index", 0)
+                    function = tc.get("function") or {}
+                    if index not in calls:
+                        call_id = tc.get("id") or f"call_{index}"
+                        calls.start(index, call_id, function.get("name") or "")
+                        yield ToolCallStart(index, call_id, function.get("name") or "")
+                    if arguments := function.get("arguments"):
+                        calls.add(index, arguments)
+                        yield ToolCallDelta(index, arguments)
+                if reason := choice.get("finish_reason"):
+                    finish = reason
         if not chunks:
             raise errors.EmptyResponseError(
                 f"the {self.name} server answered with an empty stream. A prompt longer than the model's "
@@ -180,8 +192,29 @@ class OpenAIProvider:
         yield Finish(finish)
 
 
+async def _sse(lines: AsyncIterator[str]) -> AsyncIterator[dict[str, Any]]:
+    """The JSON objects of a server-sent event stream's ``data``, up to ``[DONE]``."""
+    data: list[str] = []
+    async for line in lines:
+        if line.startswith("data:"):
+            data.append(line[6:] if line.startswith("data: ") else line[5:])
+        elif not line and data:  # a blank line ends an event
+            payload = "\n".join(data) if len(data) > 1 else data[0]
+            data.clear()
+            if payload.startswith("[DONE]"):
+                return
+            chunk = json.loads(payload)
+            if not isinstance(chunk, dict):
+                raise ValueError(f"a chunk that is not a JSON object: {payload[:200]}")
+            yield chunk
+    if data and not data[0].startswith("[DONE]"):  # a last event without its blank line
+        yield json.loads("\n".join(data))
+
+
 async def _unstreamed(completion: Any) -> AsyncIterator[StreamEvent]:
     """The events of a whole (unstreamed) completion."""
+    if not hasattr(completion, "choices"):
+        raise errors.ProviderError(f"the server's answer is not a chat completion: {str(completion)[:200]!r}")
     if completion.usage is not None:
         details = completion.usage.prompt_tokens_details
         cached = (details.cached_tokens or 0) if details else 0

@@ -365,3 +365,14 @@ async def test_task_resumes_only_sessions_this_agent_started(workspace: Path, tm
     assert c.of("tool_result", c.session_id)[0].output == refused.output.replace(
         child.session_id, "child_20990101000000_000000000000"
     )
+
+
+async def test_task_names_its_specialists_in_the_schema(workspace: Path, tmp_path: Path) -> None:
+    # grammar-constrained local models only make calls their schema allows: the names are an enum
+    h = Harness(workspace, tmp_path, [turn(PARENT, 1, "done")])
+    await h.run("x")
+    task = next(t for t in h.provider.calls[0].tools if t.name == "Task")
+    name = task.parameters["properties"]["name"]
+    assert name["type"] == "string" and name["enum"] == h.ctx.registry.names()
+    assert {"code-review", "explorer", "planner", "tester", "worker"} <= set(name["enum"])
+    assert task.parameters["required"] == ["name", "prompt"]

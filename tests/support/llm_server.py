@@ -26,6 +26,7 @@ class Reply:
     headers: dict[str, str] = field(default_factory=dict)
     cut_after: int | None = None  # close the connection after this many events
     delay: float = 0.0
+    batch: int = 1  # events a write (a benchmark's long stream is sent in big writes, so the server keeps up)
 
 
 Responder = Callable[[dict[str, Any]], Reply]
@@ -80,14 +81,14 @@ class LLMServer:
                 for k, v in reply.headers.items():
                     self.send_header(k, v)
                 self.end_headers()
-                for i, (name, payload) in enumerate(reply.events):
-                    if reply.cut_after is not None and i >= reply.cut_after:
+                for start in range(0, len(reply.events), reply.batch):
+                    if reply.cut_after is not None and start >= reply.cut_after:
                         self.wfile.flush()
                         self.connection.shutdown(socket.SHUT_RDWR)
                         self.close_connection = True
                         return
-                    frame = (f"event: {name}\n" if name else "") + f"data: {payload}\n\n"
-                    raw = frame.encode()
+                    frames = reply.events[start : start + reply.batch]
+                    raw = "".join((f"event: {n}\n" if n else "") + f"data: {p}\n\n" for n, p in frames).encode()
                     self.wfile.write(f"{len(raw):x}\r\n".encode() + raw + b"\r\n")
                     self.wfile.flush()
                 self.wfile.write(b"0\r\n\r\n")

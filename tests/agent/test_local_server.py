@@ -1,0 +1,178 @@
+"""The agent against an OpenAI-compatible server as rude as the local ones (llama-cpp-python, vLLM):
+the real ``openai`` SDK over real HTTP, each misbehaviour switched on in ``LocalModel``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from support.llm_server import LLMServer, Reply, error_reply
+from support.local_server import Answer, LocalModel, turns
+
+from zero.agent import AgentConfig, AgentRun, Event, Message, RetryPolicy, RunResult
+from zero.agent.providers.openai import OpenAIProvider
+from zero.tools import ToolRegistry, Workspace, builtin_tools
+
+pytestmark = pytest.mark.anyio
+
+READ = Answer("", [("read_file", {"path": "README.md"})])
+DONE = Answer("The answer is 42.")
+
+
+async def run_against(
+    model: LocalModel, workspace: Path, prompt: str = "What is the answer?", **config: Any
+) -> tuple[RunResult, list[Event], list[dict[str, Any]]]:
+    events: list[Event] = []
+    config.setdefault("tools", ToolRegistry(builtin_tools()))
+    with LLMServer(model) as server:
+        provider = OpenAIProvider(api_key=None, base_url=server.url + "/v1", name="openai-compatible")
+        run = AgentRun(
+            AgentConfig(
+                provider=provider,
+                model="local-llm",
+                workspace=Workspace([workspace]),
+                retry=RetryPolicy(3, 0.001, 0.002),
+                **config,
+            ),
+            "s1",
+            [Message("system", "You are a test agent.")],
+            events.append,
+        )
+        result = await run.run(prompt)
+        await provider.aclose()
+        return result, events, server.requests
+
+
+def kinds(events: list[Event], kind: str) -> list[Any]:
+    return [e for e in events if e.kind == kind]
+
+
+async def test_a_tool_call_without_text_is_sent_back_without_content_null(workspace: Path) -> None:
+    # llama-cpp-python answers 500 to "content": null; Zero used to send it after every tool call
+    result, events, requests = await run_against(LocalModel(turns(READ, DONE)), workspace)
+    assert result.status == "completed" and result.output == "The answer is 42."
+    assistant = next(m for m in requests[1]["messages"] if m["role"] == "assistant")
+    assert "content" not in assistant and assistant["tool_calls"][0]["function"]["name"] == "read_file"
+    assert len(requests) == 2 and not kinds(events, "retry")
+
+
+async def test_tools_are_offered_with_tool_choice_auto(workspace: Path) -> None:
+    # llama-cpp-python ignores tools that come without tool_choice
+    result, _, requests = await run_against(LocalModel(turns(READ, DONE)), workspace)
+    assert requests[0]["tool_choice"] == "auto" and result.output == "The answer is 42."
+
+
+async def test_missing_usage_is_estimated_and_marked(workspace: Path) -> None:
+    result, events, _ = await run_against(LocalModel(turns(READ, DONE), usage=False), workspace)
+    usages = kinds(events, "usage")
+    assert len(usages) == 2 and all(u.estimated and u.prompt_tokens > 10 for u in usages)  # never 0
+    assert result.usage.estimated and result.usage.total_tokens > 20
+    assert result.usage.cost_usd is None  # and an unpriced model's cost is unknown, not $0
+
+
+async def test_reported_usage_is_not_marked_estimated(workspace: Path) -> None:
+    result, events, _ = await run_against(LocalModel(turns(DONE), usage=True), workspace)
+    assert not result.usage.estimated and not kinds(events, "usage")[0].estimated
+
+
+async def test_a_long_answer_is_cut_at_the_output_cap_and_ends_output_capped(workspace: Path) -> None:
+    long = Answer("word " * 400)
+    result, events, requests = await run_against(LocalModel(turns(long)), workspace, max_output_tokens=20)
+    assert requests[0]["max_tokens"] == 20  # the cap reaches the server
+    assert result.status == "output_capped" and len(result.output) == 80
+    assert "output cap of 20 tokens" in (result.error or "")
+    assert [w.code for w in kinds(events, "warning")] == ["output_capped"]
+
+
+async def test_a_tool_call_cut_at_the_output_cap_is_reported_as_cut_not_run(workspace: Path) -> None:
+    write = Answer("", [("write_file", {"path": "big.txt", "content": "x" * 400})])
+    result, events, requests = await run_against(LocalModel(turns(write, DONE)), workspace, max_output_tokens=30)
+    assert not (workspace / "big.txt").exists()  # never run with half its arguments
+    told = next(m for m in requests[1]["messages"] if m["role"] == "tool")["content"]
+    assert "cut at the output cap (30 tokens)" in told and "was not run" in told
+    assert result.status == "completed"
+
+
+async def test_a_stream_that_closes_before_its_first_chunk_is_retried_once_and_suggests_context(
+    workspace: Path,
+) -> None:
+    model = LocalModel(turns(DONE), context_chars=10)
+    result, events, requests = await run_against(model, workspace, tools=ToolRegistry([]))
+    assert len(requests) == 2  # one retry, not three (each one re-reads the whole prompt)
+    assert result.status == "failed" and result.error_code == "empty_response"
+    assert "context" in (result.error or "")
+    # with tools, the empty stream is first taken for the tool mode: unstreamed, the server says why
+    result, events, requests = await run_against(LocalModel(turns(DONE), context_chars=10), workspace)
+    assert [r["stream"] for r in requests] == [True, False]
+    assert result.error_code == "context_too_long" and "exceed context window" in (result.error or "")
+
+
+class FailsFirst(LocalModel):
+    """Answers its first request with an HTTP error, then like a server."""
+
+    status: int = 400
+
+    def __call__(self, request: dict[str, Any]) -> Reply:
+        if not getattr(self, "failed", False):
+            self.failed = True
+            return error_reply(self.status, "the request is wrong", "invalid_request_error")
+        return super().__call__(request)
+
+
+@pytest.mark.parametrize(("status", "requests_made"), [(400, 1), (404, 1), (422, 1), (409, 2), (408, 2)])
+async def test_a_client_error_other_than_408_409_429_is_never_retried(
+    workspace: Path, status: int, requests_made: int
+) -> None:
+    model = FailsFirst(turns(DONE))
+    model.status = status
+    result, _, requests = await run_against(model, workspace)
+    assert len(requests) == requests_made
+    assert result.status == ("failed" if requests_made == 1 else "completed")
+
+
+async def test_an_empty_stream_for_tools_falls_back_to_unstreamed_and_keeps_it(workspace: Path) -> None:
+    # llama-cpp-python: a streamed request with tool_choice "auto" gets a 200 and an empty stream
+    result, events, requests = await run_against(LocalModel(turns(READ, DONE), auto_stream_empty=True), workspace)
+    assert result.status == "completed" and result.output == "The answer is 42."
+    assert [r["stream"] for r in requests] == [True, False, False]  # tried once, then kept for the model
+    warnings = [w for w in kinds(events, "warning") if w.code == "tool_mode"]
+    assert len(warnings) == 1 and "stream_tools = false" in warnings[0].message
+    assert '[servers."http://127.0.0.1:' in warnings[0].message
+
+
+async def test_a_server_refusing_tool_choice_is_asked_without_it(workspace: Path) -> None:
+    # vLLM without --enable-auto-tool-choice refuses "auto" with a 400
+    model = LocalModel(turns(READ, DONE), reject_tool_choice=True, tools_need_choice=False)
+    result, events, requests = await run_against(model, workspace)
+    assert result.status == "completed"
+    assert ["tool_choice" in r for r in requests] == [True, False, False]
+    assert 'tool_choice = "omit"' in next(w for w in kinds(events, "warning") if w.code == "tool_mode").message
+
+
+async def test_a_malformed_stream_line_is_a_dropped_stream_retried(workspace: Path) -> None:
+    result, events, requests = await run_against(LocalModel(turns(DONE), malformed=1), workspace)
+    assert result.status == "completed" and result.output == "The answer is 42."
+    assert [r.code for r in kinds(events, "retry")] == ["stream_dropped"] and len(requests) == 2
+
+
+async def test_a_stream_that_stays_malformed_fails_the_run_cleanly(workspace: Path) -> None:
+    result, events, _ = await run_against(LocalModel(turns(DONE), malformed=99), workspace)
+    assert result.status == "failed" and result.error_code == "stream_dropped"
+    assert "malformed" in (result.error or "") and events[-1].kind == "run_end"
+
+
+async def test_a_retry_after_a_drop_shows_the_second_answer_whole(workspace: Path) -> None:
+    result, events, _ = await run_against(LocalModel(turns(DONE), drop_first=True), workspace)
+    deltas = [e.kind == "text" and e.delta or e.kind for e in events if e.kind in ("text", "warning")]
+    restart = deltas.index("warning")
+    assert "".join(d for d in deltas[restart + 1 :] if d != "warning") == result.output == "The answer is 42."
+
+
+def test_the_loopback_model_cuts_like_a_server() -> None:
+    from support.local_server import _capped
+
+    assert _capped("abcdefgh", [], 1) == ("abcd", [], "length")
+    text, calls, finish = _capped("ab", [("f", {"a": "xxxxxxxx"})], 3)
+    assert finish == "length" and calls[0][1] == json.dumps({"a": "xxxxxxxx"})[:10]
