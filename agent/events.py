@@ -10,6 +10,7 @@ Every event names the session it belongs to, so the events of many agents share 
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal
 
@@ -321,6 +322,8 @@ class TeamStarted:
     cwd: str = ""
     provider: str = ""
     model: str = ""
+    spec: dict[str, Any] = field(default_factory=dict)  # the resolved team file, to resume from
+    resumed: int = 0  # 0 for the first run of the team, then 1, 2, ... for each resume
     kind: Literal["team_start"] = "team_start"
 
 
@@ -408,13 +411,18 @@ STORED = frozenset(
 )
 """The kinds a session log keeps (everything but the streaming deltas)."""
 
-EVENTS: TypeAdapter[Event] = TypeAdapter(Annotated[Event, Field(discriminator="kind")])
+
+@functools.cache
+def _events() -> TypeAdapter[Event]:
+    """The union's validator and serializer, built on first use (building it costs ~60 ms of start-up
+    that commands reading no event, such as ``sessions list``, need not pay)."""
+    return TypeAdapter(Annotated[Event, Field(discriminator="kind")])
 
 
 def event_payload(event: Event) -> dict[str, Any]:
     """The event as a log record's ``payload``: its fields but ``session_id`` and ``kind``, camelCase,
     defaults left out."""
-    payload: dict[str, Any] = EVENTS.dump_python(
+    payload: dict[str, Any] = _events().dump_python(
         event, mode="json", by_alias=True, exclude_defaults=True, exclude={"session_id"}
     )
     return payload
@@ -429,7 +437,7 @@ def decode_event(kind: str, session_id: str, payload: dict[str, Any]) -> Event |
     if kind not in KINDS:
         return None
     try:
-        return EVENTS.validate_python({**payload, "kind": kind, "sessionId": session_id})
+        return _events().validate_python({**payload, "kind": kind, "sessionId": session_id})
     except ValidationError as e:
         problem = e.errors()[0]
         where = ".".join(str(p) for p in problem["loc"][1:]) or "type"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import traceback
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TextIO
 
@@ -28,11 +29,15 @@ from zero.cli.config import RunSettings
 from zero.cli.progress import TextProgress
 from zero.cli.streamjson import StreamJsonWriter, new_run_id, read_input
 from zero.errors import UsageError, ZeroError
-from zero.specialists import open_agent
+from zero.specialists import AgentContext, AgentSession, open_agent
 from zero.tools import Redactor, redact_values
 from zero.tools.describe import printable
 
 __all__ = ["run_exec"]
+
+
+Opener = Callable[[AgentContext], Awaitable[AgentSession]]
+"""Opens the session a command runs: a new agent (``exec``) or a recorded one (``sessions resume``)."""
 
 
 def _read_prompt(args: argparse.Namespace, stdin: TextIO) -> str:
@@ -56,10 +61,8 @@ def _read_prompt(args: argparse.Namespace, stdin: TextIO) -> str:
         except UnicodeDecodeError as e:
             raise UsageError(f"the prompt on stdin is not UTF-8 text (byte {e.start})") from None
     else:
-        raise UsageError(
-            'no prompt: pass it as an argument (zero exec "fix the failing test"), with --file, or on stdin'
-        )
-    if args.input_format == "stream-json":
+        raise UsageError("no prompt: pass it as an argument, with --file, or on stdin")
+    if getattr(args, "input_format", "text") == "stream-json":
         return read_input(text.splitlines(), source)
     if not text.strip():
         raise UsageError(f"the prompt from {source} is empty")
@@ -67,17 +70,40 @@ def _read_prompt(args: argparse.Namespace, stdin: TextIO) -> str:
 
 
 def run_exec(args: argparse.Namespace, streams: Streams) -> int:
+    """``zero exec``: a new agent on the prompt."""
+
+    def prepare(workspace: Path, settings: RunSettings, prompt: str) -> Opener:
+        return lambda ctx: open_agent(
+            ctx,
+            title=prompt.strip().splitlines()[0],
+            system_prompt=default_system_prompt(str(workspace)),
+            permission_mode=settings.permission_mode,
+            max_turns=settings.max_turns,
+        )
+
+    return _run(args, streams, prepare)
+
+
+def run_resume(args: argparse.Namespace, streams: Streams) -> int:
+    """``zero sessions resume ID PROMPT``: a recorded session continued, headless, as ``exec`` runs."""
+    from zero.cli.resume import resumed
+
+    return _run(args, streams, lambda workspace, settings, prompt: resumed(args, workspace, settings))
+
+
+def _run(args: argparse.Namespace, streams: Streams, prepare: Callable[[Path, RunSettings, str], Opener]) -> int:
     run_id = new_run_id()
     try:
         workspace = workspace_from_args(args)
         prompt = _read_prompt(args, streams.stdin)
         settings = settings_from_args(args, workspace)
+        opener = prepare(workspace, settings, prompt)
     except ZeroError as e:
         return _fail_early(args.output_format, streams, run_id, e)
     print_warnings(settings.warnings, streams.stderr)
     with streams.unblocked() as out:
         try:
-            return anyio.run(_execute, workspace, prompt, settings, args, out, run_id)
+            return anyio.run(_execute, workspace, prompt, settings, args, out, run_id, opener)
         except Exception as group:  # the provider or the session store failed: nothing was half-written
             error = unwrap(group)
             if not isinstance(error, ZeroError):
@@ -100,16 +126,16 @@ def _fail_early(fmt: str, streams: Streams, run_id: str, e: ZeroError) -> int:
 
 
 async def _execute(
-    workspace: Path, prompt: str, settings: RunSettings, args: argparse.Namespace, streams: Streams, run_id: str
+    workspace: Path,
+    prompt: str,
+    settings: RunSettings,
+    args: argparse.Namespace,
+    streams: Streams,
+    run_id: str,
+    opener: Opener,
 ) -> int:
     async with open_context(args, settings, workspace, streams) as ctx:
-        session = await open_agent(
-            ctx,
-            title=prompt.strip().splitlines()[0],
-            system_prompt=default_system_prompt(str(workspace)),
-            permission_mode=settings.permission_mode,
-            max_turns=settings.max_turns,
-        )
+        session = await opener(ctx)
         freeze_startup_heap(streams)
         async with anyio.create_task_group() as consumers:
             if args.output_format == "stream-json":

@@ -155,8 +155,19 @@ def build_parser() -> argparse.ArgumentParser:
         description="Run the members of a team file as their dependencies complete, under the team's shared budget.",
     )
     sw_validate = sw.add_parser("validate", help="check a team file and print its plan (exit 2 if invalid)")
+    sw_resume = sw.add_parser(
+        "resume",
+        help="run a stopped team again: completed members keep their work, the others go on",
+        description="Run a team again in its own sessions, with the team it recorded when it first ran. "
+        "Members that completed keep their output; the others continue their history; tokens, cost, model "
+        "calls and retries already spent count against the same budget (wall time is per run).",
+    )
+    sw_resume.add_argument("session_id", metavar="TEAM_ID", help="the team session (an id, a prefix, or last)")
+    sw_resume.add_argument("--team", metavar="FILE", help="an edited team file with the same members")
+    sw_resume.add_argument("--here", action="store_true", help="'last' means the newest team of this folder")
     for sub in (sw_run, sw_validate):
         sub.add_argument("team", metavar="TEAM.toml")
+    for sub in (sw_run, sw_validate, sw_resume):
         sub.add_argument(
             "--max-concurrency", type=_count(10_000), help="members running at once (overrides [scheduler])"
         )
@@ -171,29 +182,69 @@ def build_parser() -> argparse.ArgumentParser:
         )
         sub.add_argument("--goal", help="replace the team's goal")
         _common(sub)
-    sw_run.add_argument("--output-format", choices=("text", "json", "stream-json"), default="text")
-    sw_run.add_argument("--no-live", action="store_true", help="plain progress lines instead of the live view")
+    for sub in (sw_run, sw_resume):
+        sub.add_argument("--output-format", choices=("text", "json", "stream-json"), default="text")
+        sub.add_argument("--no-live", action="store_true", help="plain progress lines instead of the live view")
     sw_run.add_argument("--dry-run", action="store_true", help="validate and print the plan; run nothing")
     sw_validate.add_argument("--json", action="store_true", help="print JSON")
     sw_watch = sw.add_parser("watch", help="follow a team run in progress (from another terminal)")
     sw_watch.add_argument("session_id", metavar="ID", help="the team session id (zero sessions list)")
 
-    sessions = commands.add_parser("sessions", help="inspect recorded sessions")
+    sessions = commands.add_parser(
+        "sessions",
+        help="read, resume, fork, export and remove recorded sessions",
+        description="Every run is a session on disk. ID is a session id, a unique prefix of it or of its "
+        "last part (as the tree shows it), or 'last' (the newest top-level session; of this folder with --here).",
+    )
     ss = sessions.add_subparsers(dest="sessions_command", metavar="ACTION", required=True)
-    ss_list = ss.add_parser("list", help="all sessions, newest first")
-    subs = [ss_list]
-    for action, text in (
-        ("show", "a session's metadata, usage and messages"),
-        ("tree", "a session and its children, with own and subtree usage"),
-        ("lineage", "the chain from the root session to this one"),
-    ):
-        sub = ss.add_parser(action, help=text)
-        sub.add_argument("session_id", metavar="ID")
-        subs.append(sub)
-        if action == "tree":
-            sub.add_argument("--svg", metavar="FILE", help="also save the tree as an SVG picture")
-    for sub in subs:
+    ss_list = ss.add_parser("list", help="sessions, newest first, each under its root")
+    ss_list.add_argument("--kind", choices=("root", "team", "member", "child"), help="only sessions of this kind")
+    ss_list.add_argument("--status", help="only sessions with this status (e.g. interrupted)")
+    ss_list.add_argument("--root", metavar="ID", help="only this session and its descendants")
+    ss_list.add_argument("--here", action="store_true", help="only sessions of this folder (or --cwd)")
+    ss_list.add_argument("--tree", action="store_true", help="indent children under their parent")
+    ss_list.add_argument("--limit", type=_count(10**9, low=0), default=50, help="rows to show (0: all; default 50)")
+    ss_list.add_argument("--cwd", help="the folder --here means (default: the current folder)")
+    ss_show = ss.add_parser("show", help="a session's transcript: messages, tool calls and results, usage")
+    ss_show.add_argument("session_id", metavar="ID")
+    ss_show.add_argument("--children", action="store_true", help="nest the transcripts of its children")
+    ss_show.add_argument("--full", action="store_true", help="tool results and messages whole, not trimmed")
+    ss_tree = ss.add_parser("tree", help="a session and its children, with own and subtree usage")
+    ss_tree.add_argument("session_id", metavar="ID")
+    ss_tree.add_argument("--svg", metavar="FILE", help="also save the tree as an SVG picture")
+    ss_lineage = ss.add_parser("lineage", help="the chain from the root session to this one")
+    ss_lineage.add_argument("session_id", metavar="ID")
+    ss_resume = ss.add_parser(
+        "resume",
+        help="continue a session (root or child) with its history",
+        description="Continue a session with its whole history, as the agent it was (a specialist keeps its "
+        "tools and prompt). The session's workspace must be this folder, or the one --cwd names.",
+    )
+    ss_resume.add_argument("session_id", metavar="ID")
+    ss_resume.add_argument("prompt", nargs="?", help="what to do next (default: --file, or standard input)")
+    ss_resume.add_argument("--file", "-f", help="read the prompt from this file")
+    ss_resume.add_argument("--output-format", choices=("text", "json", "stream-json"), default="text")
+    ss_resume.add_argument("--max-turns", type=_count(10_000), help="stop after this many model calls (default 50)")
+    _common(ss_resume)
+    ss_fork = ss.add_parser("fork", help="a new session with the history of ID (up to --at), to resume apart")
+    ss_fork.add_argument("session_id", metavar="ID")
+    ss_fork.add_argument("--at", type=_count(10**9), metavar="SEQ", help="keep the events up to this sequence")
+    ss_export = ss.add_parser("export", help="a session as Markdown or as its JSONL log")
+    ss_export.add_argument("session_id", metavar="ID")
+    ss_export.add_argument("--format", choices=("md", "jsonl"), default="md")
+    ss_export.add_argument("--children", action="store_true", help="with its children")
+    ss_rm = ss.add_parser("rm", help="remove a session and its subtree (asks first in a terminal)")
+    ss_rm.add_argument("session_id", metavar="ID")
+    ss_rm.add_argument("--yes", "-y", action="store_true", help="do not ask")
+    ss_prune = ss.add_parser("prune", help="remove finished sessions older than a given age")
+    ss_prune.add_argument("--older-than", required=True, metavar="AGE", help="e.g. 30d, 12h, 90m")
+    ss_prune.add_argument("--dry-run", action="store_true", help="say what would go; remove nothing")
+    for sub in (ss_list, ss_show, ss_tree, ss_lineage, ss_fork, ss_rm, ss_prune):
         sub.add_argument("--json", action="store_true", help="print JSON")
+    for sub in (ss_show, ss_tree, ss_lineage, ss_resume, ss_fork, ss_export, ss_rm):
+        sub.add_argument("--here", action="store_true", help="'last' means the newest session of this folder")
+    for sub in (ss_show, ss_tree, ss_lineage, ss_fork, ss_export, ss_rm):
+        sub.add_argument("--cwd", help="the folder --here means (default: the current folder)")
     return parser
 
 

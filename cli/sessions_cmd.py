@@ -1,103 +1,179 @@
-"""``zero sessions list | show ID | tree ID | lineage ID``"""
+"""``zero sessions list | show | tree | lineage | resume | fork | export | rm | prune``"""
 
 from __future__ import annotations
 
 import argparse
 import json
-from collections import Counter
+import re
+import shutil
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TextIO
 
 from rich.console import Console
 
 from zero.agent import Usage, format_cost
-from zero.cli.common import Streams, print_error, session_store
-from zero.errors import ZeroError
+from zero.cli.common import Streams, print_error, session_store, workspace_from_args
+from zero.cli.session_ids import resolve_session_id
+from zero.cli.transcript import Transcript
+from zero.errors import SessionError, UsageError, ZeroError
 from zero.sessions import (
     FileSessionStore,
-    SessionMetadata,
     SessionStore,
+    fork_session,
     lineage,
     records_json,
+    same_folder,
     session_tree,
-    validate_session_id,
+    short_id,
 )
+from zero.sessions.index import Row
+from zero.sessions.models import UsageTotals
 from zero.tools.describe import printable
 
 __all__ = ["run_sessions"]
 
 
 def run_sessions(args: argparse.Namespace, streams: Streams) -> int:
+    action = args.sessions_command
+    if action == "resume":
+        from zero.cli.exec import run_resume
+
+        return run_resume(args, streams)
     out = streams.stdout
     try:
         store = session_store()
-        action = args.sessions_command
         if action == "list":
-            return _list(store, args.json, out)
-        session_id = validate_session_id(args.session_id)
+            return _list(store, args, out)
+        if action == "prune":
+            return _prune(store, args, out)
+        here = workspace_from_args(args) if getattr(args, "here", False) else None
+        session_id = resolve_session_id(store, args.session_id, here=here)
         if action == "show":
-            return _show(store, session_id, args.json, out)
+            return _show(store, session_id, args, out)
         if action == "tree":
             return _tree(store, session_id, args.json, out, args.svg)
-        return _lineage(store, session_id, args.json, out)
+        if action == "lineage":
+            return _lineage(store, session_id, args.json, out)
+        if action == "fork":
+            return _fork(store, session_id, args, out)
+        if action == "export":
+            return _export(store, session_id, args, out)
+        return _remove(store, session_id, args, streams)
     except ZeroError as e:
         print_error(str(e), streams.stderr)
-        return 2 if "not found" in str(e) else e.exit_code
+        return e.exit_code
 
 
-def _usage_text(usage: Usage) -> str:
-    return f"{usage.total_tokens} tokens, {format_cost(usage)}"
+# -- list ------------------------------------------------------------------------------
 
 
-def _label(meta: SessionMetadata) -> str:
-    who = meta.member_name or meta.specialist or meta.agent_name or meta.session_kind or "session"
-    return f"{who} [{meta.session_kind or 'root'}] {meta.status}"
-
-
-def _list(store: FileSessionStore, as_json: bool, out: TextIO) -> int:
-    sessions = store.list()
-    if as_json:
-        out.write(json.dumps([m.to_json() for m in sessions], indent=2) + "\n")
+def _list(store: FileSessionStore, args: argparse.Namespace, out: TextIO) -> int:
+    rows = store.rows()
+    by_id = {r["sessionId"]: r for r in rows}
+    if args.root:
+        top = resolve_session_id(store, args.root)
+        rows = [r for r in rows if top in _ancestry(r, by_id)]
+    if args.here:
+        here = workspace_from_args(args)
+        rows = [r for r in rows if same_folder(str(r.get("cwd") or ""), here)]
+    if args.kind:
+        rows = [r for r in rows if (r.get("sessionKind") or "root") == args.kind]
+    if args.status:
+        rows = [r for r in rows if r.get("status") == args.status]
+    ordered = _grouped(rows)
+    shown = ordered if args.limit == 0 else ordered[: args.limit]
+    if args.json:
+        out.write(json.dumps([row for row, _ in shown], indent=None if args.limit == 0 else 2) + "\n")
         return 0
-    for m in sessions:
-        kind = m.session_kind or "root"
-        out.write(f"{m.session_id}  {m.updated_at}  {kind:<6} {m.status:<16} {printable(m.title[:60])}\n")
-    if not sessions:
-        out.write(f"no sessions in {store.root}\n")
+    if not shown:
+        filtered = args.root or args.here or args.kind or args.status
+        out.write(f"no sessions{' match' if filtered else ''} in {store.root}\n")
+        return 0
+    now = datetime.now(UTC)
+    header = f"{'ID':<9} {'KIND':<6} {'STATUS':<16} {'AGENT':<18} {'TOKENS own/all':>15} {'COST':>10} {'AGE':>5}  TITLE"
+    out.write(header + "\n")
+    for row, depth in shown:
+        indent = "  " * depth if args.tree else ""
+        own, subtree = _usages(row)
+        agent = indent + str(row.get("memberName") or row.get("specialist") or row.get("agentName") or "zero")
+        tokens = f"{_short(own.total_tokens)}/{_short(subtree.total_tokens)}"
+        out.write(
+            f"{short_id(row['sessionId']):<9} {(row.get('sessionKind') or 'root'):<6} {row.get('status', ''):<16} "
+            f"{printable(agent[:18]):<18} {tokens:>15} {format_cost(subtree):>10} {_age(row, now):>5}  "
+            f"{printable(str(row.get('title', ''))[:60])}\n"
+        )
+    if args.limit and len(ordered) > args.limit:
+        out.write(f"({len(ordered) - args.limit} more: --limit 0 shows all, or filter with --kind, --status, --here)\n")
     return 0
 
 
-def _show(store: SessionStore, session_id: str, as_json: bool, out: TextIO) -> int:
-    meta = store.metadata(session_id)
-    events = store.events(session_id)
-    if as_json:
-        records = records_json(events, session_id)
+def _ancestry(row: Row, by_id: dict[str, Row]) -> set[str]:
+    found = {row["sessionId"]}
+    parent = row.get("parentSessionId")
+    while parent and parent not in found and parent in by_id:
+        found.add(parent)
+        parent = by_id[parent].get("parentSessionId")
+    return found
+
+
+def _grouped(rows: list[Row]) -> list[tuple[Row, int]]:
+    """Each root's sessions together (the root first, its descendants below it, oldest first), the
+    roots newest first; a session whose parent is not in ``rows`` stands as a root."""
+    ids = {r["sessionId"] for r in rows}
+    kids: dict[str, list[Row]] = {}
+    tops: list[Row] = []
+    for row in rows:
+        parent = row.get("parentSessionId")
+        if parent and parent in ids:
+            kids.setdefault(parent, []).append(row)
+        else:
+            tops.append(row)
+    out: list[tuple[Row, int]] = []
+
+    def walk(row: Row, depth: int) -> None:
+        out.append((row, depth))
+        for kid in sorted(kids.get(row["sessionId"], []), key=lambda r: (r.get("createdAt", ""), r["sessionId"])):
+            walk(kid, depth + 1)
+
+    for top in tops:  # rows come newest first
+        walk(top, 0)
+    return out
+
+
+def _usages(row: Row) -> tuple[Usage, Usage]:
+    own = UsageTotals.model_validate(row.get("usage") or {}).to_usage()
+    children = UsageTotals.model_validate(row.get("childrenUsage") or {}).to_usage()
+    return own, own + children
+
+
+def _short(n: int) -> str:
+    return f"{n / 1_000_000:.1f}M" if n >= 1_000_000 else f"{n / 1000:.1f}k" if n >= 10_000 else str(n)
+
+
+def _age(row: Row, now: datetime) -> str:
+    try:
+        then = datetime.fromisoformat(str(row.get("updatedAt", "")).replace("Z", "+00:00"))
+    except ValueError:
+        return "?"
+    seconds = max(0, int((now - then).total_seconds()))
+    for unit, size in (("d", 86_400), ("h", 3_600), ("m", 60)):
+        if seconds >= size:
+            return f"{seconds // size}{unit}"
+    return f"{seconds}s"
+
+
+# -- show, tree, lineage -------------------------------------------------------------
+
+
+def _show(store: SessionStore, session_id: str, args: argparse.Namespace, out: TextIO) -> int:
+    if args.json:
+        meta = store.metadata(session_id)
+        records = records_json(store.events(session_id), session_id)
         out.write(json.dumps({"metadata": meta.to_json(), "events": records}, indent=2) + "\n")
         return 0
-    out.write(f"session {meta.session_id}: {_label(meta)}\n")
-    for key in (
-        "title",
-        "cwd",
-        "provider",
-        "model_id",
-        "parent_session_id",
-        "root_session_id",
-        "depth",
-        "created_at",
-        "updated_at",
-    ):
-        value = getattr(meta, key)
-        if value not in ("", None):
-            out.write(f"  {key}: {printable(str(value))}\n")
-    out.write(f"  own usage: {_usage_text(meta.usage.to_usage())}\n")
-    out.write(f"  with children: {_usage_text(meta.subtree_usage)}\n")
-    counts = Counter(e.event.kind for e in events)
-    out.write(f"  events: {len(events)} ({', '.join(f'{k} {v}' for k, v in sorted(counts.items()))})\n")
-    for e in events:
-        event = e.event
-        if event.kind == "message" and event.role in ("user", "assistant") and event.content:
-            text = " ".join(event.content.split())
-            out.write(f"  #{e.sequence} {event.role}: {printable(text[:200])}\n")
+    for line in Transcript(store, children=args.children, full=args.full).lines(session_id):
+        out.write(line + "\n")
     return 0
 
 
@@ -110,7 +186,7 @@ def _tree(store: SessionStore, session_id: str, as_json: bool, out: TextIO, svg:
 
     tree = tree_from_store(store, session_id)
     console = Console(file=out, highlight=False, record=svg is not None, width=None if out.isatty() else 120)
-    console.print(render_tree(tree, budget=tree.budget()))
+    console.print(render_tree(tree, budget=tree.budget(), ids=True))
     if svg:
         picture = console.export_svg(title=f"zero sessions tree {session_id}")
         # Keep the spaces between coloured runs: without this, SVG renderers collapse them.
@@ -127,3 +203,98 @@ def _lineage(store: SessionStore, session_id: str, as_json: bool, out: TextIO) -
     else:
         out.write(" -> ".join(m.session_id for m in chain) + "\n")
     return 0
+
+
+# -- fork, export, rm, prune ------------------------------------------------------------
+
+
+def _fork(store: SessionStore, session_id: str, args: argparse.Namespace, out: TextIO) -> int:
+    meta, history = fork_session(store, session_id, at_sequence=args.at)
+    if args.json:
+        out.write(json.dumps(meta.to_json(), indent=2) + "\n")
+    else:
+        out.write(
+            f"forked {session_id} at event {meta.forked_at_sequence} into {meta.session_id} "
+            f'({len(history)} messages)\ncontinue it with: zero sessions resume {meta.session_id} "..."\n'
+        )
+    return 0
+
+
+def _export(store: SessionStore, session_id: str, args: argparse.Namespace, out: TextIO) -> int:
+    ids = [n.meta.session_id for n in session_tree(store, session_id).walk()] if args.children else [session_id]
+    if args.format == "jsonl":
+        for sid in ids:
+            for record in records_json(store.events(sid), sid):
+                out.write(json.dumps(record, ensure_ascii=False, separators=(",", ":")) + "\n")
+        return 0
+    out.write(f"# Session {session_id}\n")
+    for line in Transcript(store, children=args.children, full=True, markdown=True).lines(session_id):
+        out.write(line + "\n")
+    return 0
+
+
+def _remove(store: FileSessionStore, session_id: str, args: argparse.Namespace, streams: Streams) -> int:
+    nodes = session_tree(store, session_id).walk()
+    running = [n.meta.session_id for n in nodes if not n.meta.finished]
+    if running:
+        raise UsageError(f"{', '.join(running)} is still running; stop it first (or wait for it to end)")
+    if not args.yes:
+        if not streams.stdin.isatty():
+            raise UsageError(f"removing {len(nodes)} sessions needs --yes when there is no terminal to ask")
+        streams.stderr.write(f"remove {session_id} and its {len(nodes) - 1} descendants? [y/N] ")
+        streams.stderr.flush()
+        if streams.stdin.readline().strip().lower() not in ("y", "yes"):
+            streams.stderr.write("nothing removed\n")
+            return 1
+    removed = _delete(store, [n.meta.session_id for n in nodes])
+    if args.json:
+        streams.stdout.write(json.dumps({"removed": removed}) + "\n")
+    else:
+        streams.stdout.write(f"removed {len(removed)} session{'' if len(removed) == 1 else 's'}\n")
+    return 0
+
+
+def _prune(store: FileSessionStore, args: argparse.Namespace, out: TextIO) -> int:
+    age = _parse_age(args.older_than)
+    cutoff = (datetime.now(UTC) - age).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    rows = store.rows()
+    by_root: dict[str, list[Row]] = {}
+    for row in rows:
+        by_root.setdefault(str(row.get("rootSessionId") or row["sessionId"]), []).append(row)
+    # A whole run goes, or none of it: every session of the root finished, and the newest is old.
+    doomed = [
+        str(r["sessionId"])
+        for group in by_root.values()
+        if all(r.get("status") not in ("pending", "running") for r in group)
+        and max(str(r.get("updatedAt", "")) for r in group) < cutoff
+        for r in group
+    ]
+    removed = doomed if args.dry_run else _delete(store, doomed)
+    if args.json:
+        out.write(json.dumps({"removed": removed, "dryRun": args.dry_run}) + "\n")
+    else:
+        verb = "would remove" if args.dry_run else "removed"
+        out.write(f"{verb} {len(removed)} session{'' if len(removed) == 1 else 's'} older than {args.older_than}\n")
+    return 0
+
+
+def _delete(store: FileSessionStore, ids: list[str]) -> list[str]:
+    removed = []
+    for sid in ids:
+        folder = store.path(sid)
+        try:
+            shutil.rmtree(folder)
+        except FileNotFoundError:
+            continue
+        except OSError as e:
+            raise SessionError(f"cannot remove {folder}: {e.strerror}") from e
+        removed.append(sid)
+    return removed
+
+
+def _parse_age(text: str) -> timedelta:
+    match = re.fullmatch(r"\s*(\d+)\s*([dhms]?)\s*", text)
+    if not match or int(match.group(1)) <= 0:
+        raise UsageError(f"--older-than {text!r}: give a number and a unit, e.g. 30d, 12h, 90m or 45s")
+    seconds = {"d": 86_400, "h": 3_600, "m": 60, "s": 1, "": 86_400}[match.group(2)]
+    return timedelta(seconds=int(match.group(1)) * seconds)

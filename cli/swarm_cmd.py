@@ -26,13 +26,15 @@ from zero.cli.common import (
 )
 from zero.cli.config import RunSettings, load_config, permission_ceiling, resolve_settings
 from zero.cli.main import NO_LIMIT
+from zero.cli.session_ids import resolve_session_id
 from zero.cli.streamjson import StreamJsonWriter, new_run_id
 from zero.cli.swarm_progress import PlainProgress
-from zero.errors import ConfigError, ZeroError
+from zero.errors import ConfigError, UsageError, ZeroError
 from zero.orchestrator import TeamBudget, TeamError, TeamPlan, TeamResult, TeamRunner, build_plan, load_team
 from zero.orchestrator.live import draw_live, follow_run
+from zero.orchestrator.resume import RecordedTeam, read_team
 from zero.orchestrator.view import TeamTree, TreeNode
-from zero.sessions import validate_session_id
+from zero.sessions import session_workspace, validate_session_id
 from zero.specialists import SpecialistRegistry
 from zero.tools import Redactor, redact_values, within
 from zero.tools.describe import printable
@@ -45,11 +47,13 @@ def run_swarm(args: argparse.Namespace, streams: Streams) -> int:
         return _watch(args.session_id, streams)
     run_id = new_run_id()
     out = streams.stdout
+    recorded: RecordedTeam | None = None
     try:
         workspace = workspace_from_args(args)
-        plan, settings, registry = _plan(
-            args, workspace, streams, need_provider=args.swarm_command == "run" and not args.dry_run
-        )
+        if args.swarm_command == "resume":
+            recorded = _recorded(args, workspace)
+        running = args.swarm_command in ("run", "resume") and not getattr(args, "dry_run", False)
+        plan, settings, registry = _plan(args, workspace, streams, need_provider=running, recorded=recorded)
     except TeamError as e:
         return _report_invalid(args, streams, e)
     except ZeroError as e:
@@ -64,7 +68,7 @@ def run_swarm(args: argparse.Namespace, streams: Streams) -> int:
     assert settings is not None
     with streams.unblocked() as unblocked:
         try:
-            return anyio.run(_run, plan, settings, registry, workspace, args, unblocked, run_id)
+            return anyio.run(_run, plan, settings, registry, workspace, args, unblocked, run_id, recorded)
         except Exception as group:
             error = unwrap(group)
             if not isinstance(error, ZeroError):
@@ -76,11 +80,35 @@ def run_swarm(args: argparse.Namespace, streams: Streams) -> int:
             return error.exit_code
 
 
+def _recorded(args: argparse.Namespace, workspace: Path) -> RecordedTeam:
+    """The team run ``swarm resume`` continues, in this workspace; with ``--team``, an edited file
+    that has the same members."""
+    store = session_store()
+    team_id = resolve_session_id(store, args.session_id, here=workspace if args.here else None)
+    session_workspace(store.metadata(team_id), workspace)
+    recorded = read_team(store, team_id)
+    if args.team:
+        edited, _, _ = load_team(Path(args.team))
+        names, before = [m.name for m in edited.members], list(recorded.members)
+        if sorted(names) != sorted(before):
+            raise UsageError(
+                f"{args.team} has members {', '.join(names)}, but the run {team_id} had {', '.join(before)}: "
+                "a resumed team keeps its members (start a new run with zero swarm run instead)"
+            )
+    return recorded
+
+
 def _plan(
-    args: argparse.Namespace, workspace: Path, streams: Streams, *, need_provider: bool
+    args: argparse.Namespace,
+    workspace: Path,
+    streams: Streams,
+    *,
+    need_provider: bool,
+    recorded: RecordedTeam | None = None,
 ) -> tuple[TeamPlan, RunSettings | None, SpecialistRegistry]:
-    path = Path(args.team)
-    team, _, _ = load_team(path)  # a broken shape stops here, with every problem listed
+    from_file = recorded is None or args.team
+    path = Path(args.team if from_file else recorded.file or "(recorded team)")  # type: ignore[union-attr]
+    team = load_team(path)[0] if from_file else recorded.team  # type: ignore[union-attr]
     configs = load_config(workspace)
     # The flag (else the user's config) is the ceiling; the project's config and the team file may only narrow it.
     ceiling = permission_ceiling(args.permission_mode, configs)
@@ -101,7 +129,8 @@ def _plan(
         if need_provider:
             raise
     registry = SpecialistRegistry.load(workspace)
-    limits = team.budget.model_copy(
+    base = recorded.budget if recorded is not None and not args.team else team.budget
+    limits = base.model_copy(
         update={
             k: None if v == NO_LIMIT else v  # "none" lifts the file's limit
             for k, v in (
@@ -123,6 +152,7 @@ def _plan(
         budget=TeamBudget.model_validate(limits.model_dump()),
         max_concurrency=getattr(args, "max_concurrency", None),
         goal=getattr(args, "goal", None),
+        recorded=None if from_file else team,
     )
     warnings = [
         *configs.warnings,
@@ -228,10 +258,12 @@ async def _run(
     args: argparse.Namespace,
     streams: Streams,
     run_id: str,
+    recorded: RecordedTeam | None = None,
 ) -> int:
     out = streams.stdout
     async with open_context(args, settings, workspace, streams, registry) as ctx:
-        runner = TeamRunner(plan, ctx, retries=args.retries)  # --retries overrides [scheduler] retries
+        # --retries overrides [scheduler] retries
+        runner = TeamRunner(plan, ctx, retries=args.retries, resume=recorded)
         freeze_startup_heap(streams)
         async with anyio.create_task_group() as consumers:
             if args.output_format == "stream-json":

@@ -35,6 +35,7 @@ class MemberTask:
     role: str
     ledger: Ledger
     tools: Sequence[Tool] = ()  # the team's own tools for it (messaging)
+    resume: bool = False  # continue the member's recorded conversation (a resumed team run)
 
 
 @dataclass(frozen=True)
@@ -130,7 +131,8 @@ class _InProcessRun:
             plan.specialist,
             placement,
             session_id=task.session_id,
-            created=True,
+            created=not task.resume,
+            resume=task.resume,
             permission_mode=plan.permission_mode,
             caller_tools={t.name for t in builtin_tools()},
             provider=plan.provider,

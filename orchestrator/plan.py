@@ -21,6 +21,7 @@ from zero.orchestrator.team import (
     template_refs,
 )
 from zero.specialists import Specialist, SpecialistRegistry
+from zero.strictfile import KeyLines
 from zero.tools import PermissionMode, within
 
 __all__ = ["MemberPlan", "TeamPlan", "build_plan", "render_prompt"]
@@ -68,6 +69,7 @@ def build_plan(
     budget: TeamBudget | None = None,
     max_concurrency: int | None = None,
     goal: str | None = None,
+    recorded: TeamFile | None = None,
 ) -> TeamPlan:
     """Validate everything that can be checked without a model; raise ``TeamError`` listing every problem.
 
@@ -75,7 +77,11 @@ def build_plan(
     config already applied); a member's or its manifest's own model wins over them. ``permission_mode``
     is the ceiling: a member (or ``[defaults]``) that asks for a wider mode gets this one.
     """
-    team, lines, problems = load_team(path)
+    if recorded is not None:  # the team a run recorded, resumed (``path`` names where it came from)
+        problems: list[TeamProblem] = []
+        team, lines = recorded, KeyLines("")
+    else:
+        team, lines, problems = load_team(path)
     if goal is not None:
         team = team.model_copy(update={"goal": goal})
     where = str(path)

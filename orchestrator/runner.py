@@ -36,6 +36,7 @@ from zero.orchestrator.executor import InProcessExecutor, MemberExecutor, Member
 from zero.orchestrator.ledger import Ledger, Trip
 from zero.orchestrator.mailbox import Mailbox, ReadInbox, SendMessage
 from zero.orchestrator.plan import MemberPlan, TeamPlan, render_prompt
+from zero.orchestrator.resume import RecordedTeam, charge
 from zero.sessions import SessionMetadata, SessionRecorder, new_session_id
 from zero.specialists import AgentContext
 
@@ -55,6 +56,7 @@ class MemberState:
     finished: float | None = None
     run: MemberRun | None = None
     done: anyio.Event = field(default_factory=anyio.Event)
+    kept: bool = False  # a resumed run keeps this member's completed work: it does not run again
 
     @property
     def name(self) -> str:
@@ -155,7 +157,10 @@ class TeamRunner:
         executor: MemberExecutor | None = None,
         retries: int | None = None,
         retry_delay: float = 1.0,
+        resume: RecordedTeam | None = None,
     ):
+        """``resume``: run a recorded team again in its own sessions: completed members keep their
+        output, the others continue their history, and the ledger starts with what was spent."""
         self.plan = plan
         self.retry = RetryPolicy(
             retries=plan.team.scheduler.retries if retries is None else retries,
@@ -164,12 +169,26 @@ class TeamRunner:
         )
         self.ctx = replace(ctx, retry=self.retry)
         self.store = ctx.store
-        self.session_id = new_session_id("team")
+        self.resume = resume
+        self.session_id = resume.session_id if resume else new_session_id("team")
         self.hub = EventHub()
         self.hub.listen(SessionRecorder(self.store, self.session_id))  # the recorder first
         self.executor = executor or InProcessExecutor(self.ctx, self.hub.emit)
         self.ledger = Ledger(plan.budget, name="team", on_trip=self._tripped)
         self.members = {name: MemberState(m, new_session_id("member")) for name, m in plan.members.items()}
+        if resume is not None:
+            charge(self.ledger, resume)
+            for name, state in self.members.items():
+                record = resume.members[name]
+                state.session_id = record.session_id
+                if record.status == "completed":  # its work stands: dependents get its output as before
+                    state.status, state.output, state.usage, state.turns = (
+                        "completed",
+                        record.output,
+                        record.usage,
+                        record.turns,
+                    )
+                    state.kept = True
         self.mailbox = Mailbox(self.store, self.session_id, list(plan.members))
         self._stopping: RunStatus | None = None  # why unfinished members end, once the team is stopping
         self._scope: anyio.CancelScope | None = None
@@ -183,7 +202,7 @@ class TeamRunner:
 
     async def run(self) -> TeamResult:
         started = time.monotonic()
-        await anyio.to_thread.run_sync(self._create_sessions)
+        await anyio.to_thread.run_sync(self._take_sessions if self.resume else self._create_sessions)
         self.hub.emit(self._team_started())
         try:
             with anyio.CancelScope() as scope:
@@ -238,6 +257,9 @@ class TeamRunner:
     # -- members ---------------------------------------------------------------
 
     async def _member(self, state: MemberState) -> None:
+        if state.kept:
+            state.done.set()
+            return
         deps = [self.members[d] for d in state.plan.spec.depends_on]
         for dep in deps:
             await dep.done.wait()
@@ -274,13 +296,21 @@ class TeamRunner:
         )
         goal = self.plan.team.goal
         task = render_prompt(plan.spec.prompt, goal, {n: m.output for n, m in self.members.items()})
+        prompt = f"Team goal:\n{goal.strip()}\n\nYour task:\n{task}" if goal else task
+        resumed = self.resume is not None and self.resume.members[plan.name].has_history
+        if resumed:
+            prompt = (
+                "The team's run stopped before you finished, and it is resumed now. Continue your task from "
+                "where you left off (check what is already done first), then end with your report."
+            )
         return MemberTask(
             plan=plan,
             session_id=state.session_id,
             team_session_id=self.session_id,
             team_name=self.plan.name,
-            prompt=f"Team goal:\n{goal.strip()}\n\nYour task:\n{task}" if goal else task,
+            prompt=prompt,
             role=role,
+            resume=resumed,
             ledger=member_ledger,
             tools=(SendMessage(self.mailbox, plan.name), ReadInbox(self.mailbox, plan.name)),
         )
@@ -393,6 +423,13 @@ class TeamRunner:
                 )
             )
 
+    def _take_sessions(self) -> None:
+        """A resumed run holds its team's sessions (repairing what a dead run left ``running``)."""
+        self.store.acquire(self.session_id)
+        for state in self.members.values():
+            if not state.kept:
+                self.store.acquire(state.session_id)
+
     def _team_started(self) -> TeamStarted:
         first = self._first()
         return TeamStarted(
@@ -414,6 +451,8 @@ class TeamRunner:
             cwd=str(self.ctx.workspace.root),
             provider=first.provider,
             model=first.model,
+            spec=self.plan.team.model_dump(mode="json", exclude_defaults=True),
+            resumed=self.resume.resumed + 1 if self.resume else 0,
         )
 
     async def _finish(self, started: float) -> TeamResult:

@@ -50,6 +50,7 @@ from zero.agent import (
     WarningRaised,
     format_cost,
 )
+from zero.sessions import short_id
 from zero.tools.describe import describe_call, printable
 
 __all__ = ["BudgetLine", "TeamTree", "TreeNode", "epoch", "render_tree"]
@@ -294,7 +295,7 @@ def _duration(seconds: float) -> str:
     return f"{minutes}m{secs:02d}s" if minutes < 60 else f"{minutes // 60}h{minutes % 60:02d}m"
 
 
-def _label(tree: TeamTree, node: TreeNode, now: float) -> Text:
+def _label(tree: TeamTree, node: TreeNode, now: float, ids: bool = False) -> Text:
     status = tree.display_status(node, now)
     glyph, style = GLYPHS.get(status, ("?", ""))
     if status == "running":
@@ -302,6 +303,8 @@ def _label(tree: TeamTree, node: TreeNode, now: float) -> Text:
     text = Text()
     text.append(f"{glyph} ", style=style)
     text.append(printable(node.name), style="bold" if node.kind in ("team", "root") else "")
+    if ids:
+        text.append(f" {short_id(node.session_id)}", style="dim")
     for detail in (node.specialist if node.specialist != node.name else "", node.model):
         if detail:
             text.append(" · ")
@@ -344,13 +347,15 @@ def render_tree(
     now: float | None = None,
     budget: Iterable[BudgetLine] = (),
     max_lines: int | None = None,
+    ids: bool = False,
 ) -> RenderableType:
-    """The tree and its footer. Past ``max_lines``, finished siblings fold into one line per level."""
+    """The tree and its footer. Past ``max_lines``, finished siblings fold into one line per level;
+    ``ids``: each node shows its session's short id (what the command line takes)."""
     now = tree.clock() if now is None else now
     footer = 6
     collapse = max_lines is not None and len(tree.nodes) + footer > max_lines
     room = [max(3, (max_lines or 0) - footer)]  # lines left for nodes, when collapsing
-    top = Tree(_label(tree, tree.root, now), guide_style="dim")
+    top = Tree(_label(tree, tree.root, now, ids), guide_style="dim")
 
     def grow(branch: Tree, node: TreeNode) -> None:
         kids = [tree.nodes[c] for c in node.children]
@@ -362,7 +367,7 @@ def render_tree(
                 hidden.append(kid)
                 continue
             room[0] -= 1
-            grow(branch.add(_label(tree, kid, now)), kid)
+            grow(branch.add(_label(tree, kid, now, ids)), kid)
         if done:
             tally = Counter(k.status for k in done)
             summary = ", ".join(f"{n} {s}" for s, n in sorted(tally.items()))

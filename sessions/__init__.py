@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from zero.sessions.ids import new_session_id, validate_session_id
+from zero.sessions.fork import fork_session
+from zero.sessions.ids import new_session_id, short_id, validate_session_id
 from zero.sessions.lineage import SessionNode, lineage, session_tree
 from zero.sessions.memory import MemorySessionStore
 from zero.sessions.models import (
@@ -17,6 +18,7 @@ from zero.sessions.models import (
 from zero.sessions.recorder import SessionRecorder
 from zero.sessions.replay import messages_from_events
 from zero.sessions.store import FileSessionStore, SessionStore, default_data_dir, parse_log, records_json
+from zero.sessions.workspace import same_folder, session_workspace
 
 __all__ = [
     "FileSessionStore",
@@ -30,6 +32,7 @@ __all__ = [
     "UsageTotals",
     "apply_event",
     "default_data_dir",
+    "fork_session",
     "lineage",
     "messages_from_events",
     "new_session_id",
@@ -37,6 +40,9 @@ __all__ = [
     "parse_log",
     "record_of",
     "records_json",
+    "same_folder",
     "session_tree",
+    "session_workspace",
+    "short_id",
     "validate_session_id",
 ]

@@ -36,9 +36,10 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from zero.agent import Event
-from zero.errors import ConfigError, SessionError, ZeroError
+from zero.errors import ConfigError, SessionError
 from zero.sessions._writer import Request, Writer, copy_metadata, parse_log, read_metadata
 from zero.sessions.ids import validate_session_id
+from zero.sessions.index import Row, read_index
 from zero.sessions.models import SessionMetadata, StoredEvent, now_iso, record_of
 from zero.tools import Redactor
 
@@ -206,20 +207,23 @@ class FileSessionStore:
         end = data.rfind(b"\n") + 1  # what follows the last newline is a write cut short (or under way)
         return list(parse_log(data[:end], log, first_line=_line_at(log, cursor))), cursor + end
 
+    def rows(self) -> list[Row]:
+        """All readable sessions as their ``metadata.json`` holds them, newest first: from the index,
+        checked against every session's file (fast for many sessions; validate only what you show)."""
+        if not self.root.is_dir():
+            return []
+        self.flush()
+
+        def fresh(session_id: str) -> SessionMetadata:
+            meta = read_metadata(self.root / session_id)
+            return self.metadata(session_id) if meta.status in ("pending", "running") else meta
+
+        found = read_index(self.root, fresh)
+        return sorted(found, key=lambda m: (m.get("updatedAt", ""), m.get("sessionId", "")), reverse=True)
+
     def list(self) -> list[SessionMetadata]:
         """All readable sessions, newest first."""
-        found = []
-        if self.root.is_dir():
-            self.flush()
-            for folder in self.root.iterdir():
-                try:
-                    meta = read_metadata(folder)
-                    if meta.status in ("pending", "running"):
-                        meta = self.metadata(meta.session_id)
-                    found.append(meta)
-                except (ZeroError, ValueError, OSError):
-                    continue
-        return sorted(found, key=lambda m: (m.updated_at, m.session_id), reverse=True)
+        return [SessionMetadata.model_validate(row) for row in self.rows()]
 
 
 def _unheld(folder: Path) -> bool:

@@ -21,7 +21,7 @@ from anyio.abc import TaskGroup
 
 from zero.agent import ChildFinished, ChildStarted, Event, RunStatus, ToolCallStarted, ToolFinished
 from zero.errors import ToolError, UsageError, ZeroError
-from zero.sessions import SessionMetadata, lineage, new_session_id, validate_session_id
+from zero.sessions import SessionMetadata, lineage, new_session_id, same_folder, validate_session_id
 from zero.specialists._context import AgentContext
 from zero.specialists.envelope import envelope
 from zero.specialists.registry import Specialist
@@ -214,6 +214,8 @@ class Delegator:
             )
         if meta.session_kind != "child" or not meta.specialist:
             raise ToolError(f"session {session_id} is not a specialist's session, so Task cannot resume it")
+        if not same_folder(meta.cwd, self.ctx.workspace.root):  # the one workspace check every resume makes
+            raise ToolError(f"session {session_id} worked in another folder ({meta.cwd}); start a new task")
         if name and name != meta.specialist:
             raise ToolError(f"session {session_id} belongs to specialist {meta.specialist!r}, not {name!r}")
         spec = self.ctx.registry.specialists.get(meta.specialist)

@@ -12,6 +12,7 @@ root session sees the whole tree.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from contextlib import AbstractAsyncContextManager, AsyncExitStack
 from dataclasses import dataclass, field
@@ -39,8 +40,8 @@ from zero.sessions import (
     SessionMetadata,
     SessionRecorder,
     SessionStore,
+    fork_session,
     messages_from_events,
-    new_session_id,
 )
 from zero.tools import Tool
 
@@ -144,40 +145,10 @@ class AgentSession:
     ) -> AgentSession:
         """A new session holding ``origin``'s conversation up to event ``at_sequence`` (all of it if None),
         linked to its origin."""
-        meta = await anyio.to_thread.run_sync(store.metadata, origin)
-        events = await anyio.to_thread.run_sync(store.events, origin)
-        if at_sequence is not None and not any(e.sequence == at_sequence for e in events):
-            raise SessionError(f"session {origin} has no event {at_sequence} (it has {len(events)})")
-        kept = [e.event for e in events if at_sequence is None or e.sequence <= at_sequence]
-        history = messages_from_events(kept)
-        if not history:
-            raise SessionError(f"session {origin} has no conversation up to event {at_sequence} to fork")
-        new_id = session_id or new_session_id("fork")
-        fork = meta.model_copy(
-            update={
-                "session_id": new_id,
-                "session_kind": "fork",
-                "title": f"{meta.title} (fork)"[:120],
-                "parent_session_id": "",
-                "root_session_id": new_id,
-                "depth": 0,
-                "status": "pending",
-                "usage": type(meta.usage)(),
-                "children_usage": type(meta.usage)(),
-                "event_count": 0,
-                "last_event_type": "",
-                "forked_from": origin,
-                "forked_at_sequence": at_sequence
-                if at_sequence is not None
-                else (events[-1].sequence if events else 0),
-            }
+        fork, history = await anyio.to_thread.run_sync(
+            functools.partial(fork_session, store, origin, at_sequence=at_sequence, session_id=session_id)
         )
-
-        def write() -> None:
-            store.create(fork)
-            store.append(new_id, [e for e in kept if e.kind in ("message", "tool_call", "tool_result")])
-
-        await anyio.to_thread.run_sync(write)
+        new_id = fork.session_id
         return cls(store, new_id, config, history, recorded=len(history), toolsets=toolsets, relay=relay)
 
     def add_toolset(self, toolset: ToolSet, stoppable: Stoppable | None = None) -> None:

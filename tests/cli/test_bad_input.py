@@ -94,7 +94,7 @@ def test_damaged_sessions_are_named_and_stray_files_ignored(workspace: Path, tmp
     root = Path(os.environ["ZERO_HOME"]) / "sessions"
     (root / ".DS_Store").write_bytes(b"\x00\x01junk")  # a stray file in the sessions folder
     [meta] = FileSessionStore(root).list()
-    listed = zero("sessions", "list")
+    listed = zero("sessions", "list", "--json")
     assert listed.returncode == 0 and meta.session_id in listed.stdout
     assert zero("sessions", "tree", meta.session_id).returncode == 0
     log = root / meta.session_id / "events.jsonl"
@@ -111,7 +111,7 @@ def test_damaged_sessions_are_named_and_stray_files_ignored(workspace: Path, tmp
     done = zero("sessions", "show", copied.name)
     assert done.returncode == 1
     one_error_line(done.stderr, f"names session {meta.session_id!r}, not {copied.name!r}")
-    assert meta.session_id in zero("sessions", "list").stdout  # the copy is skipped, the rest still listed
+    assert meta.session_id in zero("sessions", "list", "--json").stdout  # the copy is skipped, the rest listed
 
 
 def test_escape_codes_from_a_model_or_a_title_never_reach_the_terminal(workspace: Path, tmp_path: Path) -> None:
@@ -128,7 +128,7 @@ def test_a_closed_pipe_ends_quietly(workspace: Path, tmp_path: Path) -> None:
     for i in range(400):
         store.create(SessionMetadata(session_id=f"zero_20260101000000_{i:012x}", title="x" * 60, status="completed"))
     store.flush()
-    proc = subprocess.Popen([ZERO, "sessions", "list"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = subprocess.Popen([ZERO, "sessions", "list", "--limit", "0"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     assert proc.stdout is not None and proc.stderr is not None
     proc.stdout.readline()
     proc.stdout.close()  # like `| head -1`

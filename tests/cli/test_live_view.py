@@ -101,8 +101,11 @@ def test_the_tree_from_disk_as_text_and_svg(tmp_path: Path) -> None:
     team_id = re.search(r'"sessionId": "(team_[^"]+)"', done.stdout)
     assert team_id is not None
     text = zero("sessions", "tree", team_id.group(1)).stdout
-    assert text.splitlines()[0].startswith("✓ repo-review · gpt-4.1-mini · ")
-    assert re.findall(r"── ✓ ([a-z]+) · ", text) == ["mapper", "reviewer", "tester", "reporter"]
+    # the tree from disk shows each session's short id, which the command line takes
+    assert re.match(r"✓ repo-review [0-9a-f]{8} · gpt-4.1-mini · ", text.splitlines()[0])
+    assert re.findall(r"── ✓ ([a-z]+) [0-9a-f]{8} · ", text) == ["mapper", "reviewer", "tester", "reporter"]
+    short = re.search(r"── ✓ mapper ([0-9a-f]{8}) · ", text)
+    assert short and zero("sessions", "show", short.group(1)).returncode == 0
     assert "turns  " in text and "4 completed" in text
     out = tmp_path / "tree.svg"
     saved = zero("sessions", "tree", team_id.group(1), "--svg", str(out))
@@ -115,7 +118,7 @@ def test_the_tree_from_disk_as_text_and_svg(tmp_path: Path) -> None:
 
 def summary(text: str) -> list[tuple[str, str, str]]:
     """(member, tokens, cost) of each member line of a drawn tree, and its status glyph."""
-    return re.findall(r"── ([✓✗■$↷]) ([a-z]+) · .*?(\d+ tok \$[\d.]+|\d+ tok unknown)", text)
+    return re.findall(r"── ([✓✗■$↷]) ([a-z]+)(?: [0-9a-f]{8})? · .*?(\d+ tok \$[\d.]+|\d+ tok unknown)", text)
 
 
 def test_watch_shows_what_the_run_and_the_tree_from_disk_show(tmp_path: Path) -> None:
@@ -137,11 +140,15 @@ def test_watch_shows_what_the_run_and_the_tree_from_disk_show(tmp_path: Path) ->
         assert done.returncode == 0, done.stderr
         assert "stalled" not in done.stdout
         last = done.stdout.split("repo-review")[-1]
-        assert re.findall(r"── ✓ ([a-z]+) · ", last) == ["mapper", "reviewer", "tester", "reporter"], done.stdout
+        members = re.findall(r"── ✓ ([a-z]+)(?: [0-9a-f]{8})? · ", last)
+        assert members == ["mapper", "reviewer", "tester", "reporter"], done.stdout
         assert "4 completed" in last
     assert summary(running.stdout.split("repo-review")[-1]) == summary(tree.stdout) == summary(finished.stdout)
     assert len(summary(tree.stdout)) == 4
-    totals = [re.search(r"repo-review · [^\n]*?(\d+ tok \$[\d.]+)", t.stdout) for t in (running, finished, tree)]
+    totals = [
+        re.search(r"repo-review(?: [0-9a-f]{8})? · [^\n]*?(\d+ tok \$[\d.]+)", t.stdout)
+        for t in (running, finished, tree)
+    ]
     assert len({m.group(1) for m in totals if m}) == 1 and all(totals)  # the team's total too
     store = FileSessionStore(Path(os.environ["ZERO_HOME"]) / "sessions")
     member = next(m for m in store.list() if m.session_kind == "member")

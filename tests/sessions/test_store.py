@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 import threading
@@ -194,7 +195,22 @@ def test_list_returns_sessions_newest_first_and_skips_damaged_ones(store: Sessio
     old.write_text(old.read_text().replace(store.metadata(first).updated_at, "2020-01-01T00:00:00.000Z"))
     (store.root / "broken").mkdir()
     (store.root / "broken" / "metadata.json").write_text("{")
-    assert [m.session_id for m in store.list()] == [second, first]
+    reader = SessionStore(store.root)  # another process's view: it has nothing of its own to write
+    assert [m.session_id for m in reader.list()] == [second, first]
+
+
+def test_the_index_follows_every_session_file_and_is_rebuilt_when_lost(store: SessionStore) -> None:
+    ids = [make(store, title=f"s{i}") for i in range(3)]
+    assert {m.session_id for m in store.list()} == set(ids)
+    index = store.root / ".index.json"
+    assert index.is_file()  # the listing left the index
+    store.append(ids[0], [say(ids[0], "more")])  # replaced metadata: re-read
+    shutil.rmtree(store.root / ids[1])  # gone: dropped
+    listed = {m.session_id: m for m in SessionStore(store.root).list()}
+    assert set(listed) == {ids[0], ids[2]} and listed[ids[0]].event_count == 1
+    index.write_text("{not json")  # damaged: rebuilt from the sessions
+    assert {m.session_id for m in SessionStore(store.root).list()} == {ids[0], ids[2]}
+    assert json.loads(index.read_text())["version"] == 1
 
 
 def test_metadata_is_replaced_whole_and_readers_never_see_a_partial_file(store: SessionStore) -> None:

@@ -1,0 +1,85 @@
+"""What a team's sessions say about its run, to resume it: the team it ran (as recorded when it
+started), each member's session and how it ended, and what the run spent against its budget."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from zero.agent import RunFinished, TeamStarted, Usage
+from zero.errors import UsageError
+from zero.orchestrator.ledger import Ledger
+from zero.orchestrator.team import TeamBudget, TeamFile
+from zero.sessions import SessionStore, session_tree
+
+__all__ = ["MemberRecord", "RecordedTeam", "charge", "read_team"]
+
+
+@dataclass(frozen=True)
+class MemberRecord:
+    session_id: str
+    status: str
+    output: str = ""
+    usage: Usage = field(default_factory=Usage)
+    turns: int = 0
+    has_history: bool = False  # it ran, so its conversation continues
+
+
+@dataclass(frozen=True)
+class RecordedTeam:
+    session_id: str
+    team: TeamFile
+    file: str
+    budget: TeamBudget
+    members: dict[str, MemberRecord]
+    spent: Usage  # what every session of the run spent so far
+    retries: int
+    resumed: int  # how many times it was resumed already
+
+
+def read_team(store: SessionStore, team_id: str) -> RecordedTeam:
+    """The run recorded in team session ``team_id``; ``UsageError`` if it is not a team, or ran with a
+    version of Zero that did not record its team."""
+    meta = store.metadata(team_id)
+    if meta.session_kind != "team":
+        raise UsageError(f"session {team_id} is not a team run; resume it with: zero sessions resume {team_id}")
+    starts = [e.event for e in store.events(team_id) if isinstance(e.event, TeamStarted)]
+    if not starts or not starts[0].spec:
+        raise UsageError(f"team session {team_id} did not record its team file, so it cannot be resumed")
+    first = starts[0]
+    members = {}
+    for member in first.members:
+        member_meta = store.metadata(member.session_id)
+        events = [e.event for e in store.events(member.session_id)]
+        end = next((e for e in reversed(events) if isinstance(e, RunFinished)), None)
+        members[member.name] = MemberRecord(
+            member.session_id,
+            member_meta.status,
+            end.output if end is not None else "",
+            member_meta.subtree_usage,
+            end.turns if end is not None else 0,
+            any(e.kind == "run_start" for e in events),
+        )
+    spent, retries = Usage(), 0
+    for node in session_tree(store, team_id).walk():  # every session of the run, its own usage once
+        spent = spent + node.meta.usage.to_usage()
+        if node.meta.session_id != team_id:
+            retries += sum(1 for e in store.events(node.meta.session_id) if e.event.kind == "retry")
+    return RecordedTeam(
+        team_id,
+        TeamFile.model_validate(first.spec),
+        first.file,
+        TeamBudget.model_validate(first.budget),
+        members,
+        spent,
+        retries,
+        len(starts) - 1,
+    )
+
+
+def charge(ledger: Ledger, recorded: RecordedTeam) -> Ledger:
+    """``ledger`` charged with what the recorded run spent (its wall time starts again)."""
+    ledger.used.tokens = recorded.spent.total_tokens
+    ledger.used.cost_usd = recorded.spent.cost_usd or 0.0
+    ledger.used.turns = recorded.spent.calls
+    ledger.used.retries = recorded.retries
+    return ledger
