@@ -62,7 +62,7 @@ def run_swarm(args: argparse.Namespace, streams: Streams) -> int:
         else:
             print_error(str(e), streams.stderr)
         return e.exit_code
-    if args.swarm_command == "validate" or args.dry_run:
+    if args.swarm_command == "validate" or getattr(args, "dry_run", False):
         _print_plan(plan, settings, out, args.json if args.swarm_command == "validate" else False)
         return 0
     assert settings is not None

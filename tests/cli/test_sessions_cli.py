@@ -1,0 +1,295 @@
+"""Reading, resuming and forking sessions from the command line, and resuming a stopped team."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+from support.cli import ZERO, write_script, zero
+
+from zero.sessions import FileSessionStore, SessionMetadata, short_id
+
+DELEGATING_TEAM = """
+name = "crew"
+[[members]]
+name = "lead"
+specialist = "lead"
+prompt = "Plan the work."
+"""
+LEAD = """
+name = "lead"
+description = "Plans, and delegates the looking."
+tools = ["read-only", "delegate"]
+prompt = "You lead."
+"""
+
+DELEGATING_SCRIPT = """
+[[turns]]
+match = { system = 'You are "lead"', turn = 1 }
+text = "Listing first."
+tool_calls = [{ name = "list_directory", arguments = { path = "." } }]
+[[turns]]
+match = { system = 'You are "lead"', turn = 2 }
+text = "Asking an explorer."
+tool_calls = [{ name = "Task", arguments = { name = "explorer", description = "find todo", prompt = "Find TODOs." } }]
+[[turns]]
+match = { system = 'You are "lead"', turn = 3 }
+text = "The plan: explain the TODO."
+[[turns]]
+match = { system = "You are the explorer", turn = 1 }
+tool_calls = [{ name = "grep", arguments = { pattern = "TODO" } }]
+[[turns]]
+match = { system = "You are the explorer", turn = 2 }
+text = "One TODO in src/app.py."
+"""
+
+
+def store() -> FileSessionStore:
+    return FileSessionStore(Path(os.environ["ZERO_HOME"]) / "sessions")
+
+
+def run_team(workspace: Path, tmp_path: Path, team: str, script: str, *extra: str) -> dict[str, Any]:
+    (workspace / ".zero" / "specialists").mkdir(parents=True, exist_ok=True)
+    write_script(workspace / ".zero" / "specialists" / "lead.toml", LEAD)
+    done = zero(
+        "swarm", "run", str(write_script(tmp_path / "team.toml", team)), "--provider", "scripted",
+        "--script", str(write_script(tmp_path / "script.toml", script)), "--cwd", str(workspace),
+        "--output-format", "json", *extra,
+    )  # fmt: skip
+    assert done.stdout, done.stderr
+    result: dict[str, Any] = json.loads(done.stdout)
+    return result
+
+
+def test_show_prints_a_members_tool_calls_and_names_its_child(workspace: Path, tmp_path: Path) -> None:
+    result = run_team(workspace, tmp_path, DELEGATING_TEAM, DELEGATING_SCRIPT)
+    assert result["status"] == "completed"
+    member = result["members"][0]["sessionId"]
+    shown = zero("sessions", "show", member)
+    assert shown.returncode == 0
+    text = shown.stdout
+    assert '→ list_directory {"path": "."}' in text and "← ok" in text and "README.md" in text  # call, result
+    child = next(m for m in store().list() if m.session_kind == "child")
+    assert f"⇢ explorer {child.session_id} (foreground): find todo" in text
+    assert f"⇠ explorer {child.session_id} completed" in text and "model call:" in text
+    assert "→ grep" not in text  # the child's own calls are in its transcript...
+    nested = zero("sessions", "show", member, "--children").stdout
+    assert '→ grep {"pattern": "TODO"}' in nested and "    #" in nested  # ...nested with --children
+    # the tree's totals are the sum of every session's own usage
+    tree = json.loads(zero("sessions", "tree", result["sessionId"], "--json").stdout)
+
+    def own(node: dict[str, Any]) -> int:
+        return int(node["usage"]["totalTokens"]) + sum(own(c) for c in node["children"])
+
+    assert tree["subtreeUsage"]["totalTokens"] == own(tree) > 0
+    # a short id works, and so does last
+    assert zero("sessions", "show", short_id(member)).stdout == text
+    assert result["sessionId"] in zero("sessions", "show", "last").stdout
+
+
+def test_list_has_a_header_filters_and_children_under_their_team(workspace: Path, tmp_path: Path) -> None:
+    result = run_team(workspace, tmp_path, DELEGATING_TEAM, DELEGATING_SCRIPT)
+    listed = zero("sessions", "list", "--tree").stdout.splitlines()
+    assert listed[0].split()[:4] == ["ID", "KIND", "STATUS", "AGENT"]
+    kinds = [line.split()[1] for line in listed[1:]]
+    assert kinds == ["team", "member", "child"]  # a team first, its member under it, the child under that
+    assert listed[2].split()[3] == "lead" and listed[3].split()[3] == "explorer"  # indented in AGENT
+    members = json.loads(zero("sessions", "list", "--kind", "member", "--json").stdout)
+    assert [m["memberName"] for m in members] == ["lead"]
+    rooted = json.loads(zero("sessions", "list", "--root", result["sessionId"], "--json").stdout)
+    assert len(rooted) == 3
+    assert json.loads(zero("sessions", "list", "--status", "failed", "--json").stdout) == []
+    here = zero("sessions", "list", "--here", "--cwd", str(workspace), "--json").stdout
+    assert len(json.loads(here)) == 3
+    elsewhere = zero("sessions", "list", "--here", "--cwd", str(tmp_path), "--json").stdout
+    assert json.loads(elsewhere) == []
+
+
+def test_ids_by_prefix_are_unique_or_listed(tmp_path: Path) -> None:
+    s = store()
+    for suffix in ("abc111111111", "abc222222222", "def333333333"):
+        s.create(SessionMetadata(session_id=f"zero_20260101000000_{suffix}", cwd=str(tmp_path), status="completed"))
+    s.flush()
+    both = zero("sessions", "show", "abc")
+    assert both.returncode == 2 and "'abc' matches 2 sessions" in both.stderr
+    assert "zero_20260101000000_abc111111111" in both.stderr and "zero_20260101000000_abc222222222" in both.stderr
+    assert zero("sessions", "show", "def").returncode == 0
+    unknown = zero("sessions", "show", "zero_20260101000000_abc11111111x")
+    assert unknown.returncode == 2 and "no session zero_20260101000000_abc11111111x" in unknown.stderr
+    assert "the closest: zero_20260101000000_abc111111111" in unknown.stderr
+
+
+def test_resume_checks_the_workspace_by_identity(workspace: Path, tmp_path: Path) -> None:
+    script = write_script(
+        tmp_path / "s.toml",
+        '[[turns]]\nmatch = { last = "hi" }\ntext = "first"\n[[turns]]\nmatch = { last = "more" }\ntext = "second"\n',
+    )
+    first = zero("exec", "hi", "--provider", "scripted", "--script", str(script), "--cwd", str(workspace))
+    assert first.returncode == 0
+    session_id = store().list()[0].session_id
+    args = ["--provider", "scripted", "--script", str(script)]
+    elsewhere = zero("sessions", "resume", session_id, "more", *args, "--cwd", str(tmp_path))
+    assert elsewhere.returncode == 2 and f"belongs to the workspace {workspace}" in elsewhere.stderr
+    alias = tmp_path / "alias"
+    alias.symlink_to(workspace)  # another spelling of the same folder is the same workspace
+    again = zero("sessions", "resume", session_id, "more", *args, "--cwd", str(alias / ".." / "alias"))
+    assert again.returncode == 0, again.stderr
+    assert again.stdout == "second\n"
+    path = store().path(session_id) / "metadata.json"
+    original = path.read_text()
+    for cwd, why in ((".", "a relative path"), (str(tmp_path / "gone"), "no longer exists")):
+        path.write_text(original.replace(json.dumps(str(workspace)), json.dumps(cwd)))
+        refused = zero("sessions", "resume", session_id, "more", *args, "--cwd", str(workspace))
+        assert refused.returncode == 2 and why in refused.stderr, refused.stderr
+
+
+def test_a_member_stopped_by_sigint_resumes_alone_and_a_fork_stops_at_its_event(
+    workspace: Path, tmp_path: Path
+) -> None:
+    team = write_script(
+        tmp_path / "team.toml", 'name = "solo"\n[[members]]\nname = "m"\nspecialist = "explorer"\nprompt = "Look."\n'
+    )
+    slow = write_script(
+        tmp_path / "slow.toml",
+        """
+[[turns]]
+match = { turn = 1 }
+text = "Looking around."
+tool_calls = [{ name = "list_directory" }]
+[[turns]]
+match = { turn = 2 }
+delay = 30
+text = "never"
+""",
+    )
+    proc = subprocess.Popen(
+        [ZERO, "swarm", "run", str(team), "--provider", "scripted", "--script", str(slow), "--cwd", str(workspace)]
+        + ["--output-format", "stream-json"],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None
+    for line in proc.stdout:  # wait until the member's first turn is done and its second call waits
+        if json.loads(line)["type"] == "tool_result":
+            break
+    time.sleep(0.2)
+    proc.send_signal(signal.SIGINT)
+    assert proc.wait(timeout=20) == 130
+    proc.stdout.close()
+    member = next(m for m in store().list() if m.session_kind == "member")
+    assert member.status == "interrupted"
+    finish = write_script(tmp_path / "finish.toml", '[[turns]]\nmatch = { last = "finish" }\ntext = "All done."\n')
+    done = zero(
+        "sessions", "resume", member.session_id, "finish", "--provider", "scripted", "--script", str(finish),
+        "--cwd", str(workspace), "--output-format", "json",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["result"] == "All done."
+    assert store().metadata(member.session_id).status == "completed"
+    sent = [e.event for e in store().events(member.session_id) if e.event.kind == "message"]
+    assert [m.content for m in sent if m.role == "user"] == ["Look.", "finish"]  # it had its history
+    # a fork stops where asked
+    events = store().events(member.session_id)
+    at = next(e.sequence for e in events if e.event.kind == "tool_result")
+    forked = json.loads(zero("sessions", "fork", member.session_id, "--at", str(at), "--json").stdout)
+    assert forked["forkedFrom"] == member.session_id and forked["forkedAtSequence"] == at
+    kept = store().events(forked["sessionId"])
+    assert [e.event.kind for e in kept][-1] == "tool_result" and all(
+        "finish" not in getattr(e.event, "content", "") for e in kept
+    )
+
+
+def test_export_rm_and_prune(workspace: Path, tmp_path: Path) -> None:
+    result = run_team(workspace, tmp_path, DELEGATING_TEAM, DELEGATING_SCRIPT)
+    team = result["sessionId"]
+    md = zero("sessions", "export", team, "--children").stdout
+    assert md.startswith(f"# Session {team}") and "**assistant**:" in md and "```" in md
+    jsonl = zero("sessions", "export", team, "--children", "--format", "jsonl").stdout.splitlines()
+    assert {json.loads(line)["sessionId"] for line in jsonl} == {m.session_id for m in store().list()}
+    refused = zero("sessions", "rm", team)  # no terminal to ask
+    assert refused.returncode == 2 and "--yes" in refused.stderr
+    assert zero("sessions", "prune", "--older-than", "1d").stdout.startswith("removed 0 sessions")
+    assert zero("sessions", "rm", team, "--yes").stdout == "removed 3 sessions\n"
+    assert store().list() == []
+    bad = zero("sessions", "prune", "--older-than", "soon")
+    assert bad.returncode == 2 and "e.g. 30d" in bad.stderr
+
+
+STOPPABLE_TEAM = 'name = "crew"\n[budget]\ntokens = 1_000_000\n' + "".join(
+    f'[[members]]\nname = "{n}"\nspecialist = "tester"\nprompt = "Work, {n}."\n' for n in ("fast", "a", "b", "c")
+)
+STOPPABLE_SCRIPT = """
+[[turns]]
+match = { system = 'You are "fast"' }
+text = "fast is done"
+""" + "".join(
+    f"""
+[[turns]]
+match = {{ system = 'You are "{n}"', turn = 1 }}
+text = "Running the long job."
+tool_calls = [{{ name = "bash", arguments = {{ command = "touch started-{n} && sleep 30" }} }}]
+"""
+    for n in ("a", "b", "c")
+)
+RESUMED_SCRIPT = "".join(
+    f"""
+[[turns]]
+match = {{ system = 'You are "{n}"', last = "resumed now" }}
+text = "{n} finished after the resume"
+"""
+    for n in ("a", "b", "c")
+)
+
+
+def test_a_killed_team_resumes_where_it_stopped(workspace: Path, tmp_path: Path) -> None:
+    team = write_script(tmp_path / "team.toml", STOPPABLE_TEAM)
+    script = write_script(tmp_path / "s.toml", STOPPABLE_SCRIPT)
+    with subprocess.Popen(
+        [ZERO, "swarm", "run", str(team), "--provider", "scripted", "--script", str(script), "--cwd", str(workspace)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    ) as proc:
+        deadline = time.monotonic() + 20
+        while not (  # until the fast member is done and the three others are at work
+            all((workspace / f"started-{n}").exists() for n in "abc")
+            and any(m.member_name == "fast" and m.status == "completed" for m in store().list())
+        ):
+            assert proc.poll() is None and time.monotonic() < deadline, "the kill point never came"
+            time.sleep(0.02)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    listed = {m["memberName"] or "team": m for m in json.loads(zero("sessions", "list", "--json").stdout)}
+    assert {k: v["status"] for k, v in listed.items()} == {
+        "team": "interrupted", "fast": "completed", "a": "interrupted", "b": "interrupted", "c": "interrupted"
+    }  # fmt: skip
+    for name in "abc":  # usage rebuilt from each log
+        calls = [e for e in store().events(listed[name]["sessionId"]) if e.event.kind == "usage"]
+        assert listed[name]["usage"]["calls"] == len(calls) == 1
+    fast_events = len(store().events(listed["fast"]["sessionId"]))
+    spent = sum(m["usage"]["totalTokens"] for m in listed.values())
+    resumed = write_script(tmp_path / "resumed.toml", RESUMED_SCRIPT)
+    done = zero(
+        "swarm", "resume", listed["team"]["sessionId"][-12:], "--provider", "scripted", "--script", str(resumed),
+        "--cwd", str(workspace), "--output-format", "json",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert result["status"] == "completed" and result["sessionId"] == listed["team"]["sessionId"]
+    outputs = {m["name"]: m["output"] for m in result["members"]}
+    assert outputs == {
+        "fast": "fast is done",
+        "a": "a finished after the resume",
+        "b": "b finished after the resume",
+        "c": "c finished after the resume",
+    }
+    assert len(store().events(listed["fast"]["sessionId"])) == fast_events  # no new model call for it
+    after = json.loads(zero("sessions", "list", "--json").stdout)
+    total = sum(m["usage"]["totalTokens"] for m in after)
+    assert result["budget"]["used"]["tokens"] == total > spent  # the ledger holds both runs
+    team_log = [e.event for e in store().events(listed["team"]["sessionId"])]
+    assert [e.resumed for e in team_log if e.kind == "team_start"] == [0, 1]  # the resume is on record
