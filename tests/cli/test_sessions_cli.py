@@ -293,3 +293,25 @@ def test_a_killed_team_resumes_where_it_stopped(workspace: Path, tmp_path: Path)
     assert result["budget"]["used"]["tokens"] == total > spent  # the ledger holds both runs
     team_log = [e.event for e in store().events(listed["team"]["sessionId"])]
     assert [e.resumed for e in team_log if e.kind == "team_start"] == [0, 1]  # the resume is on record
+
+
+def test_a_member_resumed_alone_spends_what_its_team_has_left(workspace: Path, tmp_path: Path) -> None:
+    team = (
+        'name = "tight"\n[defaults]\nmax_output_tokens = 200\n[budget]\ntokens = 3_000\n'
+        '[[members]]\nname = "m"\nspecialist = "explorer"\nprompt = "Look."\n'
+    )
+    result = run_team(workspace, tmp_path, team, '[[turns]]\ntext = "looked"\ntimes = 0\n')
+    assert result["status"] == "completed" and 0 < result["budget"]["used"]["tokens"] < 3_000
+    member = result["members"][0]["sessionId"]
+    script = write_script(tmp_path / "more.toml", '[[turns]]\ntext = "more"\ntimes = 0\n')
+    done = zero(
+        "sessions", "resume", member, "look again", "--provider", "scripted", "--script", str(script),
+        "--cwd", str(workspace),
+    )  # fmt: skip
+    # the call needs its prompt and its output cap, and the team has less than that left
+    assert done.returncode == 4 and "team budget exhausted: tokens limit reached" in done.stderr, done.stderr
+    unlimited = zero(
+        "sessions", "resume", member, "look again", "--provider", "scripted", "--script", str(script),
+        "--cwd", str(workspace), "--max-output-tokens", "100",
+    )  # fmt: skip
+    assert unlimited.returncode == 0 and unlimited.stdout == "more\n"
