@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from zero.agent.events import (
+    COMPACTED_PREFIX,
     STORED,
     AssistantText,
     BudgetTripped,
     ChildFinished,
     ChildStarted,
+    Compacted,
     ErrorRaised,
     Event,
     MessageAdded,
@@ -27,11 +29,12 @@ from zero.agent.events import (
     ToolFinished,
     UsageUpdated,
     WarningRaised,
+    compact_history,
     decode_event,
     event_payload,
 )
 from zero.agent.hub import EventHub, Listener
-from zero.agent.loop import AgentConfig, AgentRun, Approver, CallGuard, CallPermit, Emit
+from zero.agent.loop import AgentConfig, AgentRun, Approval, Approver, CallGuard, CallPermit, Emit
 from zero.agent.messages import Message, ModelRequest, ToolCall, ToolSpec, Usage, estimate_tokens, format_cost
 from zero.agent.pricing import Price, PriceTable, smallest_cap
 from zero.agent.provider import Provider
@@ -40,12 +43,16 @@ from zero.agent.retry import RetryPolicy
 from zero.agent.status import RUN_STATUSES, STATUSES, TERMINAL, RunStatus, Status, exit_code, incomplete_message
 
 __all__ = [
+    "COMPACTED_PREFIX",
+    "Compacted",
+    "compact_history",
     "RUN_STATUSES",
     "STATUSES",
     "STORED",
     "TERMINAL",
     "AgentConfig",
     "AgentRun",
+    "Approval",
     "Approver",
     "AssistantText",
     "BudgetTripped",

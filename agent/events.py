@@ -11,6 +11,7 @@ Every event names the session it belongs to, so the events of many agents share 
 from __future__ import annotations
 
 import functools
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal
 
@@ -22,9 +23,12 @@ from zero.agent.status import RunStatus, Status
 __all__ = [
     "STORED",
     "AssistantText",
+    "COMPACTED_PREFIX",
     "BudgetTripped",
     "ChildFinished",
     "ChildStarted",
+    "Compacted",
+    "compact_history",
     "ErrorRaised",
     "Event",
     "MessageAdded",
@@ -126,6 +130,7 @@ class PermissionRequested:
     side_effect: str
     permission_mode: str
     reason: str
+    arguments: dict[str, Any] = field(default_factory=dict)  # the call's, redacted (to show the user)
     kind: Literal["permission_request"] = "permission_request"
 
 
@@ -205,6 +210,27 @@ class RetryScheduled:
     code: str
     message: str
     kind: Literal["retry"] = "retry"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Compacted:
+    """The conversation so far was replaced by a summary (``replaced`` messages, the system prompt
+    kept): a resumed or replayed session continues from the summary, as the live one does."""
+
+    __pydantic_config__ = CAMEL
+    session_id: str
+    summary: str
+    replaced: int = 0
+    kind: Literal["compaction"] = "compaction"
+
+
+COMPACTED_PREFIX = "[The conversation so far, summarized to fit the context window]\n\n"
+"""How the summary of a compacted conversation reaches the model (as a user message)."""
+
+
+def compact_history(messages: Sequence[Message], summary: str) -> list[Message]:
+    """The conversation after a compaction: its system prompt, then the summary of everything else."""
+    return [*(m for m in messages[:1] if m.role == "system"), Message("user", COMPACTED_PREFIX + summary)]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -376,6 +402,7 @@ Event = (
     | UsageUpdated
     | RetryScheduled
     | WarningRaised
+    | Compacted
     | ErrorRaised
     | RunFinished
     | StatusChanged
@@ -398,6 +425,7 @@ STORED = frozenset(
         "usage",
         "retry",
         "warning",
+        "compaction",
         "error",
         "run_end",
         "status",

@@ -12,6 +12,7 @@ import anyio
 
 from zero.agent.events import (
     AssistantText,
+    Compacted,
     ErrorRaised,
     Event,
     MessageAdded,
@@ -26,6 +27,7 @@ from zero.agent.events import (
     ToolFinished,
     UsageUpdated,
     WarningRaised,
+    compact_history,
 )
 from zero.agent.messages import Message, ModelRequest, ToolCall, ToolSpec, Usage
 from zero.agent.pricing import PriceTable
@@ -57,7 +59,16 @@ from zero.tools import (
 from zero.tools.base import current_call_id, side_effect_of
 from zero.tools.permissions import REASONS
 
-__all__ = ["RESTARTED", "AgentConfig", "AgentRun", "Approver", "CallGuard", "CallPermit", "Emit"]
+__all__ = ["RESTARTED", "AgentConfig", "AgentRun", "Approval", "Approver", "CallGuard", "CallPermit", "Emit"]
+
+COMPACT_AT = 0.8
+"""Past this share of the model's context window, older turns are compacted into a summary."""
+SUMMARIZE = (
+    "Summarize this conversation so far for yourself, so that you can continue the work from the summary "
+    "alone: the task and the user's requests, what has been done (files read and changed, commands run and "
+    "their results), decisions taken and why, and what is left to do. Be complete on facts (paths, names, "
+    "numbers, errors) and brief on prose. Answer with the summary only."
+)
 
 RESTARTED = "stream_restarted"
 """The code of the warning that marks a model's answer starting over (after a retry): the text deltas
@@ -90,7 +101,15 @@ class CallGuard(Protocol):
     async def after_call(self, permit: CallPermit | None, usage: Usage | None) -> None: ...
 
 
-Approver = Callable[[PermissionRequested], Awaitable[bool]]
+@dataclass(frozen=True, slots=True)
+class Approval:
+    """A user's answer to a permission request; ``note`` reaches the model with it."""
+
+    granted: bool
+    note: str = ""
+
+
+Approver = Callable[[PermissionRequested], Awaitable[Approval]]
 ToolStatus = Literal["ok", "error", "denied"]
 
 
@@ -217,6 +236,8 @@ class AgentRun:
             status: RunStatus = "max_turns"
             while config.max_turns is None or self.turns < config.max_turns:
                 turn = _Turn()
+                if self._request().estimated_prompt_tokens() > COMPACT_AT * config.prices.context_window(config.model):
+                    await self.compact(automatic=True)
                 request = await self._permitted_request(turn)
                 self.turns += 1
                 try:
@@ -345,6 +366,56 @@ class AgentRun:
                 self._add(Message("user", permit.note))
                 noted = True
         return self._request() if noted else request
+
+    async def compact(self, *, automatic: bool = False) -> bool:
+        """Replace the conversation so far (but the system prompt) with a summary the model writes, and
+        record it, so a resumed session continues from it too. False if there was nothing to compact."""
+        if sum(1 for m in self.messages if m.role != "system") < 2:
+            return False
+        request = ModelRequest(
+            model=self.config.model,
+            messages=(*self.messages, Message("user", SUMMARIZE)),
+            max_output_tokens=self._output_cap,
+            metadata={"session_id": self.session_id},
+        )
+        permits: list[tuple[CallGuard, CallPermit | None]] = []
+        for guard in self.config.guards:  # a summary is a model call like any other: budgets see it
+            permits.append((guard, await guard.before_call(request, self.usage)))
+        parts: list[str] = []
+        usage: Usage | None = None
+        try:
+            async for event in self.config.provider.stream(request):
+                if event.kind == "text":
+                    parts.append(event.text)
+                elif event.kind == "usage":
+                    usage = event.usage
+        finally:
+            with anyio.CancelScope(shield=True):
+                for guard, permit in permits:
+                    await guard.after_call(permit, usage)
+        summary = self.config.redactor("".join(parts).strip())
+        if usage is not None:
+            priced = self.config.prices.priced(self.config.model, replace(usage, calls=1))
+            self.usage = self.usage + priced
+            self.emit(UsageUpdated.of(self.session_id, self.config.model, priced))
+        if not summary:
+            self.emit(
+                WarningRaised(session_id=self.session_id, code="compaction", message="the summary came back empty")
+            )
+            return False
+        replaced = len(self.messages) - 1
+        self.messages = compact_history(self.messages, summary)
+        self._recorded = len(self.messages)
+        why = "the conversation neared the context window" if automatic else "asked for"
+        self.emit(Compacted(session_id=self.session_id, summary=summary, replaced=replaced))
+        self.emit(
+            WarningRaised(
+                session_id=self.session_id,
+                code="compacted",
+                message=f"{replaced} messages were summarized ({why})",
+            )
+        )
+        return True
 
     def _capped(self) -> str:
         return (
@@ -537,6 +608,7 @@ class AgentRun:
                 side_effect=side_effect,
                 permission_mode=mode,
                 reason=REASONS[side_effect],
+                arguments=redact_values(self.config.redactor, call.arguments),
             )
             self.emit(request)
             if self.config.approver is None:
@@ -544,15 +616,18 @@ class AgentRun:
                     f"Permission denied: {call.name} needs approval in {mode} mode and this run has "
                     "no one to approve it. Continue without it, or say what you would have done."
                 )
-            granted = await self.config.approver(request)
-            reason = "approved" if granted else "denied by the user"
+            approval = await self.config.approver(request)
+            reason = ("approved" if approval.granted else "denied by the user") + (
+                f": {approval.note}" if approval.note else ""
+            )
             self.emit(
                 PermissionDecided(
-                    session_id=self.session_id, id=call.id, name=call.name, granted=granted, reason=reason
+                    session_id=self.session_id, id=call.id, name=call.name, granted=approval.granted, reason=reason
                 )
             )
-            if not granted:
-                return "denied", ToolOutput(f"Permission denied: the user refused {call.name}.")
+            if not approval.granted:
+                note = f" The user said: {approval.note}" if approval.note else ""
+                return "denied", ToolOutput(f"Permission denied: the user refused {call.name}.{note}")
         try:
             output = await tool.call(call.arguments, self.ctx)
         except ToolError as e:

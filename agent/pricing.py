@@ -14,6 +14,8 @@ __all__ = ["DEFAULT_OUTPUT_CAP", "Price", "PriceTable", "smallest_cap"]
 
 DEFAULT_OUTPUT_CAP = 4096
 """The output cap a call of a model Zero knows nothing about (a local one, say)."""
+DEFAULT_CONTEXT = 32_768
+"""The context window taken for a model Zero knows nothing about."""
 
 # A dated or `-latest` snapshot of a known model costs what the model costs.
 _SNAPSHOT = re.compile(r"^-(\d{4}-?\d{2}-?\d{2}|latest)$")
@@ -32,6 +34,7 @@ class Price:
     output: float
     cached_input: float | None = None
     max_output: int | None = None  # the model's default output cap a call, in tokens
+    context: int | None = None  # its context window, in tokens
 
     def cost(self, usage: Usage) -> float:
         cached = usage.cached_tokens if self.cached_input is not None else 0
@@ -67,6 +70,11 @@ class PriceTable:
         """The default output cap a call of ``model``: its ``max_output``, else ``DEFAULT_OUTPUT_CAP``."""
         price = self.price(model)
         return price.max_output if price is not None and price.max_output else DEFAULT_OUTPUT_CAP
+
+    def context_window(self, model: str) -> int:
+        """The context window of ``model``, in tokens: its ``context``, else ``DEFAULT_CONTEXT``."""
+        price = self.price(model)
+        return price.context if price is not None and price.context else DEFAULT_CONTEXT
 
     def priced(self, model: str, usage: Usage) -> Usage:
         """``usage`` with its cost filled in, or ``None`` (unknown) when the model has no price."""

@@ -48,6 +48,7 @@ class PriceEntry(BaseModel):
     output: float = Field(ge=0)
     cached_input: float | None = Field(None, ge=0)
     max_output: int | None = Field(None, ge=1)
+    context: int | None = Field(None, ge=1)
 
 
 class ServerEntry(BaseModel):
@@ -221,7 +222,7 @@ def resolve_settings(
         raise ConfigError(f"the {name} provider has no default model: pass --model NAME (or set ZERO_MODEL)")
     ceiling = permission_ceiling(permission_mode, configs)
     mode, note = within(ceiling, configs.project.permission_mode, "the project's .zero/config.toml")
-    prices = {m: Price(p.input, p.output, p.cached_input, p.max_output) for m, p in config.prices.items()}
+    prices = {m: Price(p.input, p.output, p.cached_input, p.max_output, p.context) for m, p in config.prices.items()}
     flags = network or Network()
     default_retry, default_options = RetryPolicy(), ProviderOptions()
     server = config.servers.get(url.rstrip("/"), ServerEntry()) if url else ServerEntry()

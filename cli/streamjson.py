@@ -20,6 +20,7 @@ from zero.agent import (
     BudgetTripped,
     ChildFinished,
     ChildStarted,
+    Compacted,
     ErrorRaised,
     Event,
     MessageAdded,
@@ -216,8 +217,8 @@ class StreamJsonWriter:
             case TeamFinished():
                 if root:
                     self._end(event.status, event.reason or event.status)
-            case MessageAdded() | StatusChanged() | TeamMessageSent():
-                pass
+            case MessageAdded() | StatusChanged() | TeamMessageSent() | Compacted():
+                pass  # a compaction is announced by its "compacted" warning
             case _:
                 assert_never(event)
 

@@ -16,6 +16,7 @@ from zero.agent import (
     BudgetTripped,
     ChildFinished,
     ChildStarted,
+    Compacted,
     ErrorRaised,
     Event,
     MessageAdded,
@@ -109,6 +110,9 @@ class Transcript:
                 return [f"{at}↻ retry {e.attempt} in {e.delay_seconds:.1f} s: {e.code}: {printable(e.message)}"]
             case WarningRaised():
                 return [f"{at}! {e.code}: {printable(e.message)}"]
+            case Compacted():
+                summary = printable(self._trim(e.summary, MESSAGE_CHARS)).splitlines() or [""]
+                return [f"{at}── compacted: {e.replaced} messages became this summary:", *(f"    {s}" for s in summary)]
             case ErrorRaised():
                 return [f"{at}✗ {e.code}: {printable(e.message)}"]
             case RunFinished():

@@ -30,6 +30,7 @@ from zero.agent import (
     BudgetTripped,
     ChildFinished,
     ChildStarted,
+    Compacted,
     ErrorRaised,
     Event,
     MessageAdded,
@@ -205,6 +206,7 @@ class TeamTree:
                 | PermissionRequested()
                 | PermissionDecided()
                 | WarningRaised()
+                | Compacted()
                 | ErrorRaised()
                 | TeamMessageSent()
                 | BudgetTripped()

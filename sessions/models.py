@@ -19,6 +19,7 @@ from zero.agent import (
     BudgetTripped,
     ChildFinished,
     ChildStarted,
+    Compacted,
     ErrorRaised,
     Event,
     MessageAdded,
@@ -147,6 +148,7 @@ def apply_event(meta: SessionMetadata, event: Event) -> None:
             | ToolFinished()
             | RetryScheduled()
             | WarningRaised()
+            | Compacted()
             | ErrorRaised()
             | ChildStarted()
             | TeamMessageSent()

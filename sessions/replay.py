@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from zero.agent import Event, Message, ToolCall
+from zero.agent import Event, Message, ToolCall, compact_history
 
 __all__ = ["messages_from_events"]
 
@@ -32,7 +32,10 @@ def messages_from_events(events: Iterable[Event]) -> list[Message]:
         results.clear()
 
     for event in events:
-        if event.kind == "message":
+        if event.kind == "compaction":  # what came before is the summary now (the system prompt stays)
+            close_open()
+            messages[:] = compact_history(messages, event.summary)
+        elif event.kind == "message":
             close_open()
             messages.append(event.message)
             open_calls.extend(event.tool_calls)

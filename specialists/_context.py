@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from zero.agent import CallGuard, CallPermit, ModelRequest, PriceTable, Provider, RetryPolicy, Usage
+from zero.agent import Approver, CallGuard, CallPermit, ModelRequest, PriceTable, Provider, RetryPolicy, Usage
+from zero.agent.prompts import project_instructions
 from zero.errors import BudgetExhaustedError
 from zero.sessions import SessionStore
 from zero.specialists.registry import Specialist, SpecialistRegistry
@@ -37,6 +38,7 @@ class AgentContext:
     default_max_turns: int = 30
     max_output_tokens: int | None = None  # the run's output cap a call (flag, config); the smallest set wins
     guards: tuple[CallGuard, ...] = ()
+    approver: Approver | None = None  # who answers permission requests (the shell's user), for every agent
     redactor: Callable[[str], str] = field(default_factory=Redactor)  # secrets of this run's environment
 
 
@@ -87,5 +89,5 @@ def child_system_prompt(
         "Work only on the task you are given. Your final message is your report to that agent: "
         "lead with the answer, then the evidence. It cannot ask you follow-up questions."
     )
-    prompt = f"{spec.prompt}\n\n{role}\nWorkspace: {cwd}."
+    prompt = f"{spec.prompt}\n\n{role}\nWorkspace: {cwd}." + project_instructions(cwd)
     return f"{prompt}\n\n{specialists_prompt(registry)}" if can_delegate else prompt

@@ -78,6 +78,7 @@ def _top_config(ctx: AgentContext, permission_mode: PermissionMode, max_turns: i
         prices=ctx.prices,
         retry=ctx.retry,
         guards=ctx.guards,
+        approver=ctx.approver,
         redactor=ctx.redactor,
     )
 
@@ -191,6 +192,7 @@ async def open_specialist(
         prices=ctx.prices,
         retry=ctx.retry,
         guards=guards,
+        approver=ctx.approver,
         unavailable=unavailable,
         redactor=ctx.redactor,
     )

@@ -9,11 +9,15 @@ import anyio
 import pytest
 
 from zero.agent import (
+    STORED,
     AgentConfig,
     AgentRun,
+    Approval,
     Event,
     Message,
     PermissionRequested,
+    Price,
+    PriceTable,
     RetryPolicy,
     ScriptedProvider,
     ScriptMatch,
@@ -22,6 +26,7 @@ from zero.agent import (
 )
 from zero.agent.loop import RESTARTED
 from zero.agent.providers.scripted import ScriptError
+from zero.sessions import messages_from_events
 from zero.tools import (
     ArgsModel,
     BuiltinTool,
@@ -205,23 +210,29 @@ async def test_headless_ask_mode_denies_writes_and_tells_the_model(workspace: Pa
 async def test_an_approver_grants_and_the_decision_is_an_event(workspace: Path) -> None:
     asked: list[PermissionRequested] = []
 
-    async def approve(request: PermissionRequested) -> bool:
+    async def approve(request: PermissionRequested) -> Approval:
         asked.append(request)
-        return True
+        return Approval(granted=request.arguments.get("path") == "x.txt", note="only x.txt, please")
 
     run, rec, _ = make_run(
         workspace,
         [
             turn(1, "", ("write_file", {"path": "x.txt", "content": "hello"})),
-            turn(2, "Written."),
+            turn(2, "", ("write_file", {"path": "y.txt", "content": "no"})),
+            turn(3, "Written."),
         ],
         mode="ask",
         approver=approve,
     )
     await run.run("write x")
-    assert (workspace / "x.txt").read_text() == "hello"
+    assert (workspace / "x.txt").read_text() == "hello" and not (workspace / "y.txt").exists()
     assert asked[0].name == "write_file" and asked[0].side_effect == "write"
-    assert rec.of("permission_decision")[0].granted is True
+    assert asked[0].arguments == {"path": "x.txt", "content": "hello"}  # the user sees what it would do
+    decisions = rec.of("permission_decision")
+    assert [d.granted for d in decisions] == [True, False]
+    assert decisions[1].reason == "denied by the user: only x.txt, please"
+    told = [r.output for r in rec.of("tool_result")][1]
+    assert told == "Permission denied: the user refused write_file. The user said: only x.txt, please"
 
 
 async def test_read_only_mode_hides_write_and_shell_tools(workspace: Path) -> None:
@@ -391,3 +402,28 @@ async def test_an_unpriced_models_run_costs_unknown_on_every_path(workspace: Pat
     result = await run.run("x")
     assert result.status == "failed" and result.usage.cost_usd is None  # no call completed: still unknown, not $0
     assert rec.of("run_end")[0].usage.cost_usd is None
+
+
+async def test_a_conversation_near_the_context_window_is_compacted_and_recorded(workspace: Path) -> None:
+    (workspace / "big.txt").write_text("data " * 3000)  # ~5,000 tokens as Zero estimates them
+    prices = PriceTable.builtin().with_overrides({"small-model": Price(1.0, 1.0, context=6_000)})
+    run, rec, provider = make_run(
+        workspace,
+        [
+            turn(1, "Reading.", ("read_file", {"path": "big.txt"})),
+            ScriptTurn(match=ScriptMatch(last="Summarize this conversation"), text="Read big.txt: it is all data."),
+            ScriptTurn(match=ScriptMatch(last="all data"), text="It holds nothing but data."),
+        ],
+        model="small-model",
+        prices=prices,
+    )
+    result = await run.run("What is in big.txt?")
+    assert result.status == "completed" and result.output == "It holds nothing but data."
+    after = provider.calls[-1].messages  # the call after the compaction saw the summary, not the file
+    assert [m.role for m in after] == ["system", "user"] and after[1].content.endswith("it is all data.")
+    compacted = rec.of("compaction")
+    assert len(compacted) == 1 and compacted[0].replaced == 3  # the prompt, the answer, the tool result
+    assert [w.code for w in rec.of("warning")] == ["compacted"]
+    # a resumed session continues from the same history
+    stored = [e for e in rec.events if e.kind in STORED]
+    assert messages_from_events(stored)[:2] == list(after)

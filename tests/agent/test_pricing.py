@@ -10,7 +10,7 @@ def test_known_models_and_their_dated_snapshots_are_priced() -> None:
     usage = Usage(prompt_tokens=1_000_000, completion_tokens=1_000_000, cached_tokens=400_000)
     assert table.priced("gpt-4.1-mini", usage).cost_usd == pytest.approx(0.6 * 0.40 + 0.4 * 0.10 + 1.60)
     assert table.priced("gpt-4.1-mini-2025-04-14", usage).cost_usd == table.priced("gpt-4.1-mini", usage).cost_usd
-    assert table.price("claude-sonnet-4-6") == Price(3.0, 15.0, 0.30, 8192)
+    assert table.price("claude-sonnet-4-6") == Price(3.0, 15.0, 0.30, 8192, 200000)
     assert table.price("openai/gpt-4o") == table.price("gpt-4o")
 
 

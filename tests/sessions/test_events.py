@@ -12,10 +12,12 @@ from pathlib import Path
 import pytest
 
 from zero.agent import (
+    COMPACTED_PREFIX,
     AssistantText,
     BudgetTripped,
     ChildFinished,
     ChildStarted,
+    Compacted,
     ErrorRaised,
     Event,
     Message,
@@ -113,6 +115,7 @@ def every_kind() -> dict[str, list[Event]]:
             ToolFinished(session_id=M, tool_call_id="call_1", name="Task", status="error", output="child failed"),
             RetryScheduled(session_id=M, attempt=1, delay_seconds=0.5, code="overloaded", message="529"),
             WarningRaised(session_id=M, code="output_capped", message="cut at 20 tokens"),
+            Compacted(session_id=M, summary="We read README.md; the answer is 42.", replaced=6),
             MessageAdded(session_id=M, role="assistant", content="Mapped."),
             UsageUpdated.of(M, "gpt-4.1-mini", Usage(400, 10, 100, None, 1)),
             RunFinished(session_id=M, status="completed", turns=2, duration_ms=8, usage=usage, output="Mapped."),
@@ -228,12 +231,11 @@ def test_stream_json_replay_and_the_tree_agree_with_what_was_emitted(tmp_path: P
     assert by_type["subagent_start"]["sessionId"] == C and by_type["subagent_start"]["parentSessionId"] == M
     assert by_type["warning"]["code"] in ("retry", "output_capped", "budget_exhausted")
     assert by_type["run_end"] == {"schemaVersion": 2, "type": "run_end", "status": "success", "exitCode": 0}
-    # replay: the conversation the member's log records is the one it had
+    # replay: the conversation the member's log records is the one it had: what came before the
+    # compaction is its summary now
     assert messages_from_events(s.event for s in store.events(M)) == [
         Message("system", "You map code."),
-        Message("user", "Map the repo."),
-        Message("assistant", "Delegating.", (ToolCall("call_1", "Task", {"name": "explorer", "prompt": "Map src."}),)),
-        Message("tool", "child failed", tool_call_id="call_1", name="Task", is_error=True),
+        Message("user", COMPACTED_PREFIX + "We read README.md; the answer is 42."),
         Message("assistant", "Mapped."),
     ]
     # the tree: fed live, and read from disk, shows the same statuses, turns, tokens and cost
