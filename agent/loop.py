@@ -367,6 +367,16 @@ class AgentRun:
                 noted = True
         return self._request() if noted else request
 
+    def switch_model(self, model: str) -> None:
+        """Use ``model`` from the next call on (its output cap too, unless one was set)."""
+        self.config.model = model
+        self._output_cap = self.config.max_output_tokens or self.config.prices.output_cap(model)
+
+    def set_permission_mode(self, mode: PermissionMode) -> None:
+        """Use ``mode`` from the next run on (the caller keeps it within the ceiling)."""
+        self.config.permission_mode = mode
+        self.ctx.permission_mode = mode
+
     async def compact(self, *, automatic: bool = False) -> bool:
         """Replace the conversation so far (but the system prompt) with a summary the model writes, and
         record it, so a resumed session continues from it too. False if there was nothing to compact."""

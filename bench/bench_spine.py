@@ -1,4 +1,5 @@
-"""Spine benchmarks: `zero --help` start-up time, and session appends per second.
+"""Spine benchmarks: `zero --help` start-up time, the interactive shell's time to its prompt, and
+session appends per second.
 
 python bench/bench_spine.py
 """
@@ -26,6 +27,27 @@ def help_wall_time(runs: int = 10) -> float:
         subprocess.run([ZERO, "--help"], capture_output=True, check=True)
         times.append(time.perf_counter() - started)
     return statistics.median(times)
+
+
+def shell_to_prompt(runs: int = 10) -> float:
+    """From starting `zero` in a terminal (an OpenAI-compatible server configured) to its prompt."""
+    import os
+
+    import pexpect
+
+    times = []
+    with tempfile.TemporaryDirectory() as home:
+        env = {**os.environ, "ZERO_HOME": home, "TERM": "xterm", "PROMPT_TOOLKIT_NO_CPR": "1"}
+        args = ["--base-url", "http://127.0.0.1:9/v1", "--model", "local", "--cwd", home]
+        for _ in range(runs + 1):
+            started = time.perf_counter()
+            child = pexpect.spawn(ZERO, args, env=env, dimensions=(40, 120))
+            child.expect("›".encode(), timeout=20)
+            times.append(time.perf_counter() - started)
+            child.sendcontrol("d")
+            child.expect(pexpect.EOF, timeout=20)
+            child.close()
+    return statistics.median(times[1:])  # the first warms the file cache
 
 
 def python_start(runs: int = 10) -> float:
@@ -62,6 +84,7 @@ def appends_per_second(batch: int, seconds: float = 2.0, *, submit: bool = False
 def main() -> None:
     print(f"python -c pass          median of 10: {python_start() * 1000:6.1f} ms")
     print(f"zero --help             median of 10: {help_wall_time() * 1000:6.1f} ms   (target < 150 ms)")
+    print(f"zero (shell) to prompt  median of 10: {shell_to_prompt() * 1000:6.1f} ms   (target < 500 ms)")
     for batch in (1, 10, 100):
         batches, events = appends_per_second(batch)
         print(

@@ -98,10 +98,32 @@ def _common(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--debug", action="store_true", help="show tracebacks")
 
 
+COMMANDS = ("exec", "specialists", "swarm", "sessions")
+
+
+def build_shell_parser() -> argparse.ArgumentParser:
+    """``zero [PROMPT]``: the interactive shell (no command given)."""
+    parser = argparse.ArgumentParser(
+        prog="zero",
+        description="Zero's interactive shell: chat with an agent in this folder; it delegates to specialists. "
+        "Commands (zero exec, swarm, sessions, specialists) run headless: zero --help lists them.",
+    )
+    parser.add_argument("prompt", nargs="?", help="a first message to send")
+    which = parser.add_mutually_exclusive_group()
+    which.add_argument(
+        "--continue", "-c", dest="continue_", action="store_true", help="reopen this folder's latest session"
+    )
+    which.add_argument("--resume", "-r", metavar="ID", help="reopen a session (an id, a unique prefix, or last)")
+    parser.add_argument("--max-turns", type=_count(10_000), help="model calls a message may take (default 50)")
+    _common(parser)
+    return parser
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="zero",
-        description="Zero: a terminal coding agent built around multi-agent orchestration.",
+        description="Zero: a terminal coding agent built around multi-agent orchestration. "
+        "Without a command, zero [PROMPT] opens the interactive shell (--continue, --resume ID).",
         epilog="Exit codes: 0 success, 1 run failed, 2 usage or configuration error, 3 provider error, "
         "4 incomplete (budget or max turns), 130 interrupted.",
     )
@@ -261,7 +283,9 @@ def main(
     and their own streams.
     """
     streams = Streams(stdout or sys.stdout, stderr or sys.stderr, stdin or sys.stdin, real=argv is None)
-    parser = build_parser()
+    words = list(sys.argv[1:] if argv is None else argv)
+    shell = not words or (words[0] not in COMMANDS and words[0] not in ("-h", "--help", "--version"))
+    parser = build_shell_parser() if shell else build_parser()
     saved = sys.stdout, sys.stderr
     sys.stdout, sys.stderr = streams.stdout, streams.stderr  # where argparse prints help and usage errors
     try:
@@ -270,9 +294,6 @@ def main(
         return int(e.code or 0)
     finally:
         sys.stdout, sys.stderr = saved
-    if args.command is None:
-        parser.print_help(streams.stdout)
-        return 0
     try:
         return _dispatch(args, streams)
     except KeyboardInterrupt:  # Ctrl-C (or SIGTERM) before a run could take it over: quietly
@@ -291,6 +312,10 @@ def main(
 
 
 def _dispatch(args: argparse.Namespace, streams: Streams) -> int:
+    if getattr(args, "command", None) is None:
+        from zero.cli.shell import run_shell
+
+        return run_shell(args, streams)
     if args.command == "exec":
         from zero.cli.exec import run_exec
 

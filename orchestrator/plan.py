@@ -6,8 +6,6 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-import networkx as nx
-
 from zero.agent import PriceTable, smallest_cap
 from zero.errors import did_you_mean
 from zero.orchestrator.team import (
@@ -90,6 +88,8 @@ def build_plan(
         member = team.members[index].name
         line = lines.line_of(("members", index, *key.split(".")))
         problems.append(TeamProblem(where, message, line, f"members.{key}", f"member {member!r}"))
+
+    import networkx as nx  # here: it costs ~50 ms of start-up that commands not planning a team need not pay
 
     graph: nx.DiGraph[str] = nx.DiGraph()
     seen: set[str] = set()

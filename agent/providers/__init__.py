@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import threading
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from zero.agent.messages import ModelRequest
 from zero.agent.provider import Provider
+from zero.agent.stream import StreamEvent
 from zero.errors import ConfigError, did_you_mean
 
 __all__ = [
     "DEFAULT_MODELS",
+    "LazyProvider",
     "PROVIDERS",
     "PROVIDER_INFO",
     "ProviderInfo",
@@ -69,20 +73,28 @@ def create_provider(
     if name == "openai" or name == "openai-compatible":
         if name == "openai-compatible" and not base_url:
             raise ConfigError("the openai-compatible provider needs --base-url (e.g. http://localhost:11434/v1)")
-        from zero.agent.providers.openai import OpenAIProvider
 
-        return OpenAIProvider(
-            api_key=api_key,
-            base_url=base_url,
-            name=name,
-            tool_choice=options.tool_choice,
-            stream_tools=options.stream_tools,
-            **timeouts,
-        )
+        def openai() -> Provider:
+            from zero.agent.providers.openai import OpenAIProvider
+
+            return OpenAIProvider(
+                api_key=api_key,
+                base_url=base_url,
+                name=name,
+                tool_choice=options.tool_choice,
+                stream_tools=options.stream_tools,
+                **timeouts,
+            )
+
+        return LazyProvider(name, openai)
     if name == "anthropic":
-        from zero.agent.providers.anthropic import AnthropicProvider
 
-        return AnthropicProvider(api_key=api_key, base_url=base_url, **timeouts)
+        def anthropic() -> Provider:
+            from zero.agent.providers.anthropic import AnthropicProvider
+
+            return AnthropicProvider(api_key=api_key, base_url=base_url, **timeouts)
+
+        return LazyProvider(name, anthropic)
     if name == "scripted":
         if script is None:
             raise ConfigError("the scripted provider needs --script FILE (a TOML or JSON list of [[turns]])")
@@ -90,6 +102,30 @@ def create_provider(
 
         return ScriptedProvider.from_file(script)
     raise ConfigError(f"unknown provider {name!r}{did_you_mean(name, PROVIDERS)}; choose one of {', '.join(PROVIDERS)}")
+
+
+class LazyProvider:
+    """A provider made on its first call, so that its SDK (~0.3 s to import) is not paid for at start-up:
+    the shell shows its prompt first, and ``warm`` makes it in a thread while the user types."""
+
+    def __init__(self, name: str, make: Callable[[], Provider]):
+        self.name = name
+        self._make = make
+        self._real: Provider | None = None
+        self._lock = threading.Lock()
+
+    def warm(self) -> Provider:
+        with self._lock:
+            if self._real is None:
+                self._real = self._make()
+            return self._real
+
+    def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
+        return (self._real or self.warm()).stream(request)
+
+    async def aclose(self) -> None:
+        if self._real is not None:
+            await self._real.aclose()
 
 
 class ProviderPool:

@@ -18,7 +18,7 @@ REPO = Path(__file__).resolve().parents[2]
 TEAM = str(REPO / "manifests/teams/repo-review.toml")
 
 
-def slow_script(tmp_path: Path, delay: float = 0.25) -> str:
+def slow_script(tmp_path: Path, delay: float = 0.15) -> str:
     text = (REPO / "manifests/teams/repo-review.script.toml").read_text()
     slow = re.sub(r"^(match = .*)$", rf"\1\ndelay = {delay}", text, flags=re.MULTILINE)
     path = tmp_path / "slow.toml"
@@ -34,7 +34,8 @@ def test_the_live_tree_in_a_terminal(tmp_path: Path) -> None:
         ZERO,
         ["swarm", "run", TEAM, "--provider", "scripted", "--script", slow_script(tmp_path)],
         cwd=str(REPO),
-        env=dict(os.environ),
+        # the terminal's own size: a COLUMNS left in the environment (pytest-xdist sets one) would win
+        env={k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")},
         dimensions=(rows, cols),
     )
     frames: list[str] = []
@@ -43,7 +44,11 @@ def test_the_live_tree_in_a_terminal(tmp_path: Path) -> None:
             data = child.read_nonblocking(65536, timeout=10)
         except pexpect.EOF:
             break
-        stream.feed(data)
+        # Under load one read can hold several redraws: look at the screen after each line drawn.
+        for piece in re.split(rb"(?<=\n)", data):
+            stream.feed(piece)
+            if b"reviewer" in piece or b"model calls" in piece:
+                frames.append("\n".join(screen.display))
         frames.append("\n".join(screen.display))
     child.close()
     assert child.exitstatus == 0
@@ -123,7 +128,7 @@ def summary(text: str) -> list[tuple[str, str, str]]:
 
 def test_watch_shows_what_the_run_and_the_tree_from_disk_show(tmp_path: Path) -> None:
     run = subprocess.Popen(
-        [ZERO, "swarm", "run", TEAM, "--provider", "scripted", "--script", slow_script(tmp_path, 0.3), "--no-live"],
+        [ZERO, "swarm", "run", TEAM, "--provider", "scripted", "--script", slow_script(tmp_path, 0.2), "--no-live"],
         cwd=REPO,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,

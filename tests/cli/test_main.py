@@ -37,6 +37,8 @@ def test_one_exit_code_per_status() -> None:
 
 def test_version_help_and_usage_errors() -> None:
     assert zero("--version").stdout == f"zero {__version__}\n"
-    assert "exec" in zero().stdout and zero().returncode == 0
+    assert "exec" in zero("--help").stdout and zero("--help").returncode == 0
+    headless = zero()  # the shell needs a terminal: without one, zero says what to use
+    assert headless.returncode == 2 and 'use zero exec "PROMPT"' in headless.stderr
     bad = zero("exec", "--output-format", "xml")
     assert bad.returncode == 2 and "invalid choice: 'xml'" in bad.stderr

@@ -27,6 +27,7 @@ class Reply:
     cut_after: int | None = None  # close the connection after this many events
     delay: float = 0.0
     batch: int = 1  # events a write (a benchmark's long stream is sent in big writes, so the server keeps up)
+    pace: float = 0.0  # seconds between writes (a server that streams slowly)
 
 
 Responder = Callable[[dict[str, Any]], Reply]
@@ -87,6 +88,8 @@ class LLMServer:
                         self.connection.shutdown(socket.SHUT_RDWR)
                         self.close_connection = True
                         return
+                    if reply.pace and start:
+                        time.sleep(reply.pace)
                     frames = reply.events[start : start + reply.batch]
                     raw = "".join((f"event: {n}\n" if n else "") + f"data: {p}\n\n" for n, p in frames).encode()
                     self.wfile.write(f"{len(raw):x}\r\n".encode() + raw + b"\r\n")

@@ -1,0 +1,547 @@
+"""Interactive ``zero``: a chat in the terminal, on one ``AgentSession``, that delegates to specialists.
+
+``zero`` opens a session in this folder (``zero "PROMPT"`` sends a first prompt; ``--continue``
+reopens the folder's latest session, ``--resume ID`` any). Each message is a turn: its events are
+drawn by ``TurnView`` as they happen; Ctrl-C cancels the turn and comes back to the prompt; Ctrl-C
+twice at an empty prompt, or Ctrl-D, leaves (the session stays resumable). Permission requests of
+the agent and of its children are asked here. ``/help`` lists the slash commands.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import difflib
+import os
+import re
+import shlex
+import signal
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import anyio
+from prompt_toolkit import PromptSession
+from prompt_toolkit.completion import Completer, Completion, PathCompleter
+from prompt_toolkit.document import Document
+from prompt_toolkit.history import FileHistory
+from prompt_toolkit.key_binding import KeyBindings
+from rich.console import Console
+from rich.markdown import Markdown
+from rich.text import Text
+
+from zero.agent import Approval, PermissionRequested, Usage, format_cost
+from zero.agent.prompts import default_system_prompt
+from zero.agent.providers import LazyProvider
+from zero.cli.common import Streams, open_context, print_error, session_store, settings_from_args, workspace_from_args
+from zero.cli.config import RunSettings
+from zero.cli.session_ids import resolve_session_id
+from zero.cli.shell_view import TurnView
+from zero.errors import UsageError, ZeroError
+from zero.sessions import default_data_dir, same_folder, session_workspace, short_id
+from zero.specialists import AgentSession, Delegator, open_agent, resume_agent
+from zero.tools import PERMISSION_MODES, PermissionMode, within
+from zero.tools.describe import printable
+
+__all__ = ["run_shell"]
+
+COMMANDS = {
+    "help": "this list",
+    "specialists": "the specialists you can delegate to (@name at the start of a message sends it to one)",
+    "agents": "this session's children: status, tokens, cost and id",
+    "tree": "this session and its children as a tree",
+    "sessions": "the sessions of this folder",
+    "resume": "/resume ID: continue another session of this folder",
+    "model": "/model NAME: the model of the next turns",
+    "permission": "/permission MODE: read-only, ask, auto or unsafe (never above the mode zero started with)",
+    "cost": "tokens and cost of this session, own and with its children",
+    "compact": "summarize the conversation so far, to free the context window",
+    "init": "draft an AGENTS.md for this repository",
+    "clear": "start a new session",
+    "exit": "leave (the session stays resumable: zero --continue)",
+}
+ATTACH_BYTES = 200_000  # of a file attached with @path
+INIT_PROMPT = (
+    "Draft an AGENTS.md at the workspace root for coding agents working in this repository: what the project "
+    "is, how it is laid out, how to build and test it (the exact commands), and the conventions its code "
+    "follows. Read the README, the build files and a few source files first; keep it short and factual."
+)
+
+
+def run_shell(args: argparse.Namespace, streams: Streams) -> int:
+    if not (streams.stdin.isatty() and streams.stdout.isatty()):
+        print_error(
+            'zero without a command is an interactive shell and needs a terminal; headless, use zero exec "PROMPT" '
+            "(it reads the prompt from standard input too)",
+            streams.stderr,
+        )
+        return 2
+    try:
+        workspace = workspace_from_args(args)
+        settings = settings_from_args(args, workspace)
+        resume = _session_to_open(args, workspace)
+    except ZeroError as e:
+        print_error(str(e), streams.stderr)
+        return e.exit_code
+    return anyio.run(Shell(args, streams, workspace, settings, resume).main)
+
+
+def _session_to_open(args: argparse.Namespace, workspace: Path) -> str | None:
+    if args.resume and args.continue_:
+        raise UsageError("give --continue or --resume ID, not both")
+    if not (args.resume or args.continue_):
+        return None
+    store = session_store()
+    session_id = resolve_session_id(store, args.resume or "last", here=workspace)
+    session_workspace(store.metadata(session_id), workspace)
+    return session_id
+
+
+@dataclass
+class Shell:
+    args: argparse.Namespace
+    streams: Streams
+    workspace: Path
+    settings: RunSettings
+    resume_id: str | None
+    console: Console = field(init=False)
+    session: AgentSession | None = None
+    view: TurnView | None = None
+    mode: PermissionMode = "auto"
+    allowed: set[str] = field(default_factory=set)  # "allow for this session" answers
+    spent: Usage = field(default_factory=Usage)  # the session's usage, children included
+    interrupts: int = 0
+
+    def __post_init__(self) -> None:
+        self.console = Console(file=self.streams.stdout, highlight=False)
+        self.mode = self.settings.permission_mode
+        self._asking = anyio.Lock()
+        history = default_data_dir() / "history"
+        history.parent.mkdir(parents=True, exist_ok=True)
+        self.prompt: PromptSession[str] = PromptSession(
+            history=FileHistory(str(history)),
+            completer=_Completer(self),
+            key_bindings=_keys(),
+            bottom_toolbar=self._toolbar,
+            complete_while_typing=False,
+        )
+
+    # -- the loop --------------------------------------------------------------
+
+    async def main(self) -> int:
+        async with open_context(self.args, self.settings, self.workspace, self.streams) as ctx:
+            self.ctx = replace(ctx, approver=self._approve)
+            async with anyio.create_task_group() as tg:
+                await self._open(self.resume_id)
+                tg.start_soon(self._warm)
+                try:
+                    await self._loop()
+                finally:
+                    await self._close()  # (not under a shield: it leaves the scope the session's tools entered)
+                    tg.cancel_scope.cancel()
+        return 0
+
+    async def _warm(self) -> None:
+        """Make the provider (import its SDK) while the user types the first message."""
+        provider = self.ctx.provider
+        if isinstance(provider, LazyProvider):
+            with contextlib.suppress(Exception):  # a failure shows on the first call, with its message
+                await anyio.to_thread.run_sync(provider.warm)
+
+    async def _loop(self) -> None:
+        first = self.args.prompt
+        while True:
+            text = first if first is not None else await self._read()
+            first = None
+            if text is None:
+                return
+            if not text.strip():
+                continue
+            if text.strip().startswith("/"):
+                if not await self._command(text.strip()):
+                    return
+                continue
+            await self._turn(text)
+
+    async def _read(self) -> str | None:
+        while True:
+            try:
+                text = await self.prompt.prompt_async("› ")
+            except KeyboardInterrupt:
+                self.interrupts += 1
+                if self.interrupts >= 2:
+                    return None
+                self.console.print("[dim](Ctrl-C again, or Ctrl-D, to leave)[/dim]")
+                continue
+            except EOFError:
+                return None
+            self.interrupts = 0
+            return text
+
+    async def _turn(self, text: str) -> None:
+        assert self.session is not None
+        session = self.session
+        message, specialist = self._message(text)
+        self.view = view = TurnView(self.console, session.session_id)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(view.consume, session.events())
+
+            async def watch() -> None:
+                with anyio.open_signal_receiver(signal.SIGINT) as signals:
+                    async for _ in signals:
+                        session.cancel("cancelled")  # the turn ends, its children too; back to the prompt
+                        return
+
+            tg.start_soon(watch)
+            if specialist is not None:
+                await self._delegate(specialist, message)
+                view.done.set()  # no run of this session ends it
+            else:
+                result = await session.send(message)
+                with anyio.move_on_after(5):
+                    await view.done.wait()  # everything the turn did is on the screen
+                if result.status not in ("completed", "cancelled"):
+                    reason = result.error or result.status
+                    self.console.print(Text(f"[{result.status}] {printable(reason)}", style="red"))
+                elif result.status == "cancelled":
+                    self.console.print(Text("[cancelled] the turn was stopped; what it did is kept", style="yellow"))
+            tg.cancel_scope.cancel()
+        self.view = None
+        self.spent = self.spent + session.run_usage
+
+    async def _delegate(self, name: str, task: str) -> None:
+        """``@name task``: the task straight to the specialist, as a Task call of this session."""
+        assert self.session is not None
+        delegator = next((s for s in self.session.stoppables if isinstance(s, Delegator)), None)
+        if delegator is None:
+            self.console.print("[red]this session cannot delegate (no specialists, or max_depth is 0)[/red]")
+            return
+        output = await delegator.task(
+            name=name, prompt=task, description=task[:60], background=False, resume=None, call_id="user"
+        )
+        self.console.print(Markdown(printable(output.text)))
+
+    def _message(self, text: str) -> tuple[str, str | None]:
+        """The message to send, with the files its ``@path`` words name attached, and the specialist its
+        leading ``@name`` names (if any)."""
+        specialist = None
+        match = re.match(r"@([A-Za-z0-9][\w-]*)\s+(.*)", text.strip(), re.DOTALL)
+        if match and match.group(1) in self.ctx.registry.specialists:
+            specialist, text = match.group(1), match.group(2)
+        attached = []
+        for word in re.findall(r"(?<!\S)@([^\s@]+)", text):
+            if not (self.workspace / word).is_file():
+                continue
+            try:  # through the workspace: a path (or link) that leads outside it is not read
+                fd = self.ctx.workspace.open(word)
+                with os.fdopen(fd, "rb") as f:
+                    content = f.read(ATTACH_BYTES).decode("utf-8", errors="replace")
+            except (OSError, ZeroError) as e:
+                self.console.print(f"[yellow]@{printable(word)} not attached: {printable(str(e))}[/yellow]")
+                continue
+            attached.append(f'<file path="{word}">\n{content}\n</file>')
+        return ("\n\n".join([text, *attached]) if attached else text), specialist
+
+    # -- sessions ----------------------------------------------------------------
+
+    async def _open(self, session_id: str | None) -> None:
+        if session_id is None:
+            self.session = await open_agent(
+                self.ctx,
+                title="interactive",
+                system_prompt=default_system_prompt(str(self.workspace)),
+                permission_mode=self.mode,
+                max_turns=self.settings.max_turns,
+            )
+            priced = self.ctx.prices.price(self.session.agent.config.model) is not None
+            self.spent = Usage() if priced else Usage(cost_usd=None)  # never $0 for a model without a price
+        else:
+            self.session = await resume_agent(
+                self.ctx, session_id, permission_mode=self.mode, max_turns=self.settings.max_turns
+            )
+            meta = await anyio.to_thread.run_sync(self.ctx.store.metadata, session_id)
+            self.spent = meta.subtree_usage
+        await self.session.__aenter__()
+        self._header(resumed=session_id is not None)
+
+    async def _close(self) -> None:
+        if self.session is not None:
+            session, self.session = self.session, None
+            await session.aclose()
+            self.console.print(f"[dim]session {session.session_id} · resume it with: zero --continue[/dim]")
+
+    def _header(self, *, resumed: bool) -> None:
+        assert self.session is not None
+        s = self.settings
+        what = "resumed" if resumed else "new"
+        self.console.print(
+            Text.assemble(
+                ("zero", "bold"),
+                f" · {printable(str(self.workspace))} · {s.provider}/{self.session.agent.config.model} · ",
+                (self.mode, "cyan"),
+                f" · {what} session {self.session.session_id}",
+            )
+        )
+        self.console.print("[dim]/help for commands, @name to delegate, Ctrl-C stops a turn, Ctrl-D leaves[/dim]")
+
+    def _toolbar(self) -> str:
+        if self.session is None:
+            return ""
+        model = self.session.agent.config.model
+        return (
+            f" {model} · {self.mode} · {short_id(self.session.session_id)} · "
+            f"{self.spent.total_tokens:,} tokens · {format_cost(self.spent)} "
+        )
+
+    # -- approvals ---------------------------------------------------------------
+
+    async def _approve(self, request: PermissionRequested) -> Approval:
+        rule = _rule(request)
+        if rule in self.allowed:
+            return Approval(True, "allowed for this session")
+        async with self._asking:  # children ask one at a time
+            view = self.view
+            if view is not None:
+                view.pause()
+            try:
+                return await self._ask(request, rule)
+            finally:
+                if view is not None:
+                    view.resume()
+
+    async def _ask(self, request: PermissionRequested, rule: str) -> Approval:
+        assert self.session is not None
+        who = "" if request.session_id == self.session.session_id else f" ({self._child_name(request.session_id)})"
+        self.console.print(Text(f"? {request.name}{who} needs approval: {request.reason}", style="bold yellow"))
+        for line in _preview(request, self.ctx.workspace.root):
+            self.console.print(line)
+        scope = rule.split(":", 1)[1] if ":" in rule else request.name
+        question = f"allow? [y] once  [a] always for {scope} this session  [n] no: "
+        while True:
+            try:
+                answer = (await self.prompt.prompt_async(question)).strip().lower()
+            except (KeyboardInterrupt, EOFError):
+                answer = "n"
+            if answer in ("y", "yes"):
+                return Approval(True)
+            if answer in ("a", "always"):
+                self.allowed.add(rule)
+                return Approval(True, "allowed for this session")
+            if answer in ("n", "no"):
+                try:
+                    note = await self.prompt.prompt_async("a note for the model (Enter for none): ")
+                except (KeyboardInterrupt, EOFError):
+                    note = ""
+                return Approval(False, note.strip())
+
+    def _child_name(self, session_id: str) -> str:
+        if self.view is not None and session_id in self.view.names:
+            return self.view.names[session_id]
+        return short_id(session_id)
+
+    # -- slash commands --------------------------------------------------------
+
+    async def _command(self, line: str) -> bool:
+        """Run a slash command; False to leave."""
+        name, _, rest = line[1:].partition(" ")
+        rest = rest.strip()
+        if name not in COMMANDS:
+            close = difflib.get_close_matches(name, COMMANDS, n=1)
+            hint = f" (did you mean /{close[0]}?)" if close else ""
+            self.console.print(f"[red]no command /{printable(name)}{hint}; /help lists them[/red]")
+            return True
+        assert self.session is not None
+        match name:
+            case "exit":
+                return False
+            case "help":
+                for command, text in COMMANDS.items():
+                    self.console.print(f"  /{command:<12} {text}")
+            case "specialists":
+                for spec in self.ctx.registry.specialists.values():
+                    self.console.print(f"  @{spec.name:<14} {printable(spec.description)}")
+            case "agents":
+                await self._agents()
+            case "tree":
+                await self._tree()
+            case "sessions":
+                await self._sessions()
+            case "resume":
+                await self._switch(rest)
+            case "clear":
+                await self._close()
+                await self._open(None)
+            case "model":
+                if not rest:
+                    self.console.print(f"model: {self.session.agent.config.model}")
+                else:
+                    self.session.agent.switch_model(rest)
+                    self.console.print(f"model: {printable(rest)} from the next turn")
+            case "permission":
+                self._permission(rest)
+            case "cost":
+                await self._cost()
+            case "compact":
+                done = await self.session.agent.compact()
+                self.console.print("compacted" if done else "nothing to compact yet")
+            case "init":
+                await self._turn(INIT_PROMPT)
+        return True
+
+    def _permission(self, wanted: str) -> None:
+        assert self.session is not None
+        if wanted not in PERMISSION_MODES:
+            self.console.print(f"permission mode: {self.mode} (at most {self.settings.ceiling}); /permission MODE")
+            return
+        mode, narrowed = within(self.settings.ceiling, wanted, "/permission")
+        self.mode = mode
+        self.session.agent.set_permission_mode(mode)
+        for stoppable in self.session.stoppables:
+            if isinstance(stoppable, Delegator):
+                stoppable.permission_mode = mode
+        self.console.print(f"[yellow]{narrowed}[/yellow]" if narrowed else f"permission mode: {mode}")
+
+    async def _agents(self) -> None:
+        assert self.session is not None
+        from zero.sessions import session_tree
+
+        store = self.ctx.store
+        await anyio.to_thread.run_sync(store.flush)
+        tree = await anyio.to_thread.run_sync(session_tree, store, self.session.session_id)
+        if not tree.children:
+            self.console.print("no children yet")
+        for node in tree.walk()[1:]:
+            m = node.meta
+            usage = m.subtree_usage
+            self.console.print(
+                f"  {'  ' * (m.depth - 1)}{m.specialist or m.agent_name:<14} {m.status:<10} "
+                f"{usage.total_tokens:>8,} tokens {format_cost(usage):>10}  {m.session_id}"
+            )
+
+    async def _tree(self) -> None:
+        assert self.session is not None
+        from zero.orchestrator.live import tree_from_store
+        from zero.orchestrator.view import render_tree
+
+        store = self.ctx.store
+        await anyio.to_thread.run_sync(store.flush)
+        tree = await anyio.to_thread.run_sync(tree_from_store, store, self.session.session_id)
+        self.console.print(render_tree(tree, ids=True))
+
+    async def _cost(self) -> None:
+        assert self.session is not None
+        store = self.ctx.store
+        await anyio.to_thread.run_sync(store.flush)
+        meta = await anyio.to_thread.run_sync(store.metadata, self.session.session_id)
+        own, total = meta.usage.to_usage(), meta.subtree_usage
+        self.console.print(
+            f"own {own.total_tokens:,} tokens, {format_cost(own)} · "
+            f"with children {total.total_tokens:,} tokens, {format_cost(total)}"
+        )
+
+    async def _sessions(self) -> None:
+        rows = await anyio.to_thread.run_sync(session_store().rows)
+        mine = [
+            r for r in rows if not r.get("parentSessionId") and same_folder(str(r.get("cwd") or ""), self.workspace)
+        ]
+        for row in mine[:20]:
+            self.console.print(
+                f"  {short_id(row['sessionId'])}  {row.get('status', ''):<12} {row.get('updatedAt', '')[:19]}  "
+                f"{printable(str(row.get('title', ''))[:60])}"
+            )
+        if not mine:
+            self.console.print("no sessions in this folder yet")
+
+    async def _switch(self, text: str) -> None:
+        if not text:
+            self.console.print("/resume ID (see /sessions)")
+            return
+        try:
+            store = session_store()
+            session_id = resolve_session_id(store, text, here=self.workspace)
+            session_workspace(store.metadata(session_id), self.workspace)
+        except ZeroError as e:
+            self.console.print(f"[red]{printable(str(e))}[/red]")
+            return
+        await self._close()
+        await self._open(session_id)
+
+
+def _rule(request: PermissionRequested) -> str:
+    """What "allow for this session" covers: a shell command's first words (``git status``), else the tool."""
+    if request.name == "bash" and isinstance(command := request.arguments.get("command"), str):
+        try:
+            words = shlex.split(command)
+        except ValueError:
+            words = command.split()
+        return f"bash:{' '.join(words[:2])}"
+    return request.name
+
+
+def _preview(request: PermissionRequested, root: Path) -> list[Text]:
+    """The call as the user should judge it: an edit as a diff, a command as it would run."""
+    args = request.arguments
+    if request.name in ("write_file", "edit_file") and isinstance(path := args.get("path"), str):
+        target = root / path
+        try:
+            before = target.read_text("utf-8") if target.is_file() else ""
+        except (OSError, UnicodeDecodeError):
+            before = ""
+        if request.name == "write_file":
+            after = str(args.get("content", ""))
+        else:
+            after = before.replace(str(args.get("old_text", "")), str(args.get("new_text", "")), 1)
+        diff = difflib.unified_diff(before.splitlines(), after.splitlines(), f"a/{path}", f"b/{path}", lineterm="")
+        lines = list(diff)[:80]
+        styles = {"+": "green", "-": "red", "@": "cyan"}
+        return [Text(printable(line), style=styles.get(line[:1], "")) for line in lines] or [Text("  (no change)")]
+    if request.name == "bash":
+        return [Text(f"  $ {printable(str(args.get('command', '')))}")]
+    return [Text(f"  {printable(str(args))[:400]}", style="dim")]
+
+
+class _Completer(Completer):
+    """``/commands``, ``@specialists`` at the start of a message, and ``@paths`` of the workspace."""
+
+    def __init__(self, shell: Shell):
+        self.shell = shell
+        self.paths = PathCompleter(get_paths=lambda: [str(shell.workspace)])
+
+    def get_completions(self, document: Document, complete_event: object):  # type: ignore[no-untyped-def]
+        text = document.text_before_cursor
+        if text.startswith("/") and " " not in text:
+            for name in COMMANDS:
+                if name.startswith(text[1:]):
+                    yield Completion(f"/{name}", start_position=-len(text), display_meta=COMMANDS[name][:50])
+            return
+        word = text.split()[-1] if text.split() and not text.endswith(" ") else ""
+        if not word.startswith("@"):
+            return
+        if text.strip() == word:  # the first word: a specialist
+            ctx = getattr(self.shell, "ctx", None)
+            names = list(ctx.registry.specialists) if ctx is not None else []
+            for name in names:
+                if name.startswith(word[1:]):
+                    yield Completion(f"@{name}", start_position=-len(word), display_meta="specialist")
+        inner = Document(word[1:], len(word) - 1)
+        yield from self.paths.get_completions(inner, complete_event)  # type: ignore[arg-type]
+
+
+def _keys() -> KeyBindings:
+    keys = KeyBindings()
+
+    @keys.add("escape", "enter")
+    def _newline(event) -> None:  # type: ignore[no-untyped-def]
+        """Esc+Enter: a new line in the message."""
+        event.current_buffer.insert_text("\n")
+
+    @keys.add("enter")
+    def _submit(event) -> None:  # type: ignore[no-untyped-def]
+        """Enter sends the message; after a trailing backslash it continues on the next line."""
+        buffer = event.current_buffer
+        if buffer.text.endswith("\\"):
+            buffer.delete_before_cursor(1)
+            buffer.insert_text("\n")
+        else:
+            buffer.validate_and_handle()
+
+    return keys

@@ -1,0 +1,124 @@
+"""What the interactive shell shows of a turn as it happens.
+
+The model's text streams into a live region (rendered as Markdown) and is printed for good when the
+message completes; each tool call becomes one line, its result summarised on the next (an error in
+full); each ``Task`` child is a live sub-tree under the turn (the team tree's renderer) while it runs,
+and one line with its status, duration, tokens, cost and session id when it ends.
+"""
+
+from __future__ import annotations
+
+import anyio
+from anyio.streams.memory import MemoryObjectReceiveStream
+from rich.console import Console, Group, RenderableType
+from rich.live import Live
+from rich.markdown import Markdown
+from rich.text import Text
+
+from zero.agent import (
+    AssistantText,
+    ChildFinished,
+    ChildStarted,
+    ErrorRaised,
+    Event,
+    MessageAdded,
+    RetryScheduled,
+    RunFinished,
+    ToolCallStarted,
+    ToolFinished,
+    WarningRaised,
+    format_cost,
+)
+from zero.orchestrator.view import TeamTree, TreeNode, render_tree
+from zero.tools.describe import describe_call, printable
+
+__all__ = ["TurnView"]
+
+
+class TurnView:
+    """Draws one turn of the session ``session_id`` from its events (and its children's)."""
+
+    def __init__(self, console: Console, session_id: str):
+        self.console = console
+        self.session_id = session_id
+        self.text = ""
+        self.names: dict[str, str] = {}  # child session id -> its specialist's name
+        self.tree = TeamTree(TreeNode(session_id, "delegated", "root", status="running"))
+        self.live = Live(console=console, transient=True, auto_refresh=True, refresh_per_second=8)
+        self.live.update(self._render())
+        self.done = anyio.Event()  # the turn's last event is shown
+
+    async def consume(self, events: MemoryObjectReceiveStream[Event]) -> None:
+        """Show the turn's events until its run ends."""
+        try:
+            with self.live:
+                async with events:
+                    async for event in events:
+                        self.apply(event)
+                        if isinstance(event, RunFinished) and event.session_id == self.session_id:
+                            break
+        finally:
+            self.done.set()
+
+    def pause(self) -> None:
+        """Stop drawing while the user answers a question (an approval)."""
+        self.live.stop()
+
+    def resume(self) -> None:
+        self.live.start()
+
+    def apply(self, event: Event) -> None:
+        self.tree.apply(event)
+        if event.session_id != self.session_id:  # a child's: its sub-tree shows it
+            self.live.update(self._render())
+            return
+        print_ = self.live.console.print
+        match event:
+            case AssistantText():
+                self.text += event.delta
+            case MessageAdded(role="assistant"):
+                if event.content.strip():
+                    print_(Markdown(printable(event.content)))
+                self.text = ""
+            case ToolCallStarted() if event.name != "Task":
+                print_(Text(f"→ {describe_call(event.name, event.arguments, width=100)}", style="dim"))
+            case ToolFinished() if event.name != "Task":
+                print_(_result_line(event))
+            case ChildStarted():
+                self.names[event.child_session_id] = event.name
+                label = f": {printable(event.description)}" if event.description else ""
+                print_(Text(f"⇢ {event.name}{label}", style="cyan"))
+            case ChildFinished():
+                name = self.names.get(event.child_session_id, event.specialist)
+                style = "green" if event.status == "completed" else "red"
+                usage = event.usage
+                line = (
+                    f"⇠ {name} {event.status} · {event.duration_ms / 1000:.1f} s · {usage.total_tokens:,} tokens "
+                    f"· {format_cost(usage)} · {event.child_session_id}"
+                )
+                print_(Text(line + (f" ({printable(event.reason)})" if event.reason else ""), style=style))
+            case RetryScheduled():
+                print_(Text(f"↻ {event.code}: retrying in {event.delay_seconds:.0f} s", style="yellow"))
+            case WarningRaised():
+                print_(Text(f"! {printable(event.message)}", style="yellow"))
+            case ErrorRaised():
+                print_(Text(f"✗ {event.code}: {printable(event.message)}", style="red"))
+        self.live.update(self._render())
+
+    def _render(self) -> RenderableType:
+        parts: list[RenderableType] = []
+        if self.text:
+            parts.append(Markdown(printable(self.text)))
+        if any(n.status == "running" for sid, n in self.tree.nodes.items() if sid != self.session_id):
+            parts.append(render_tree(self.tree))
+        return Group(*parts)
+
+
+def _result_line(event: ToolFinished) -> Text:
+    lines = event.output.splitlines()
+    if event.status == "ok":
+        first = printable(lines[0][:100]) if lines else "(no output)"
+        more = f" (+{len(lines) - 1} lines)" if len(lines) > 1 else ""
+        changed = f" · changed {', '.join(event.changed_files)}" if event.changed_files else ""
+        return Text(f"  ← {first}{more}{changed}", style="dim")
+    return Text(f"  ← {event.status}: {printable(event.output)}", style="red")  # errors in full

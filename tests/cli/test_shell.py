@@ -1,0 +1,178 @@
+"""The interactive shell, driven as a user drives it: ``zero`` in a pseudo-terminal, read through a
+screen emulator."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import time
+from pathlib import Path
+
+from support.cli import write_script, zero
+from support.llm_server import LLMServer, Reply, _chunk
+from support.terminal import Terminal
+
+from zero.sessions import FileSessionStore
+
+SCRIPT = """
+[[turns]]
+match = { last = "What is the answer", turn = 1 }
+text = "Let me read the README."
+tool_calls = [{ name = "read_file", arguments = { path = "README.md" } }]
+[[turns]]
+match = { last = "The answer is 42", turn = 2 }
+text = "The answer is **42**."
+
+[[turns]]
+match = { last = "Review and map", turn = 1 }
+text = "Two specialists at once."
+tool_calls = [
+  { name = "Task", arguments = { name = "explorer", description = "map src", prompt = "Map src." } },
+  { name = "Task", arguments = { name = "code-review", description = "review src", prompt = "Review src." } },
+]
+[[turns]]
+match = { system = "You are the explorer" }
+delay = 0.6
+text = "src holds app.py."
+[[turns]]
+match = { system = "You are the code reviewer" }
+delay = 0.6
+text = "One TODO in app.py."
+[[turns]]
+match = { last = "One TODO", turn = 2 }
+text = "Both reported."
+
+[[turns]]
+match = { last = "Write the files", turn = 1 }
+tool_calls = [{ name = "write_file", arguments = { path = "a.txt", content = "alpha" } }]
+[[turns]]
+match = { last = "a.txt", turn = 2 }
+tool_calls = [{ name = "write_file", arguments = { path = "b.txt", content = "beta" } }]
+[[turns]]
+match = { last = "not b, please", turn = 3 }
+text = "I wrote a.txt only."
+
+[[turns]]
+match = { last = "Run the long job", turn = 1 }
+text = "Starting it."
+tool_calls = [{ name = "bash", arguments = { command = "sleep 31.7" } }]
+
+[[turns]]
+match = { user = "What is the answer", last = "Do you remember" }
+text = "You asked about the answer: 42."
+"""
+
+
+def store() -> FileSessionStore:
+    return FileSessionStore(Path(os.environ["ZERO_HOME"]) / "sessions")
+
+
+def shell(workspace: Path, script: Path, *args: str) -> Terminal:
+    return Terminal("--provider", "scripted", "--script", str(script), *args, cwd=workspace)
+
+
+def test_a_session_in_the_shell(workspace: Path, tmp_path: Path) -> None:
+    script = write_script(tmp_path / "s.toml", SCRIPT)
+    term = shell(workspace, script)
+    try:
+        header = term.wait_prompt().replace("\n", "")
+        assert re.search(r"scripted/scripted · auto · new session\s*zero_", header) and "unknown" in header
+        # a question answered after a file read; the text between tool calls shows too
+        term.type("What is the answer?")
+        screen = term.wait_for("The answer is 42.")
+        assert "Let me read the README." in screen and "→ read_file README.md" in screen
+        assert "**42**" not in screen  # Markdown, rendered
+        # two Task children in one turn: both on screen at once while they run, then one line each
+        term.type("Review and map the code")
+        spinning = [re.compile(rf"[⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏] {name} · ") for name in ("explorer", "code-review")]
+        deadline = time.monotonic() + 5
+        live = term.screen()
+        while not all(p.search(live) for p in spinning):  # both children running, drawn at the same time
+            assert time.monotonic() < deadline and "⇠" not in live, live
+            term.pump(0.05)
+            live = term.screen()
+        done = term.wait_for("Both reported.", timeout=15)
+        ends = re.findall(r"⇠ (explorer|code-review) completed · [\d.]+ s · [\d,]+ tokens · unknown · child_\w+", done)
+        assert sorted(ends) == ["code-review", "explorer"]
+        # ask mode: one write approved, one denied with a note the model reads
+        term.type("/permission ask")
+        term.wait_for("permission mode: ask")
+        term.type("Write the files")
+        term.wait_for("allow? [y] once")
+        assert "+alpha" in term.screen()  # the write shown as a diff
+        term.type("y")
+        term.wait_for("b/b.txt")
+        term.type("n")
+        term.wait_for("a note for the model")
+        term.type("not b, please")
+        term.wait_for("I wrote a.txt only.")
+        assert (workspace / "a.txt").read_text() == "alpha" and not (workspace / "b.txt").exists()
+        # Ctrl-C during a long command: back at the prompt, the turn cancelled, the command gone
+        term.type("/permission auto")
+        term.type("Run the long job")
+        term.wait_for("→ bash sleep 31.7")
+        term.interrupt()
+        term.wait_for("[cancelled]")
+        term.wait_prompt()
+        assert subprocess.run(["pgrep", "-f", "sleep 31.7"], capture_output=True).stdout == b""
+        session_id = re.search(r"new session\s*(zero_\w+)", term.text()).group(1)  # type: ignore[union-attr]
+        runs = [e.event for e in store().events(session_id) if e.event.kind == "run_end"]
+        assert runs[-1].status == "cancelled" and [r.status for r in runs[:-1]] == ["completed"] * 3
+        # /agents and /cost agree with zero sessions tree
+        term.type("/cost")
+        cost = term.wait_for("with children")
+        own, total = (int(n.replace(",", "")) for n in re.findall(r"([\d,]+) tokens", cost.split("/cost")[-1])[:2])
+        term.type("/agents")
+        agents = term.wait_for("code-review ")
+        tree = json.loads(zero("sessions", "tree", session_id, "--json").stdout)
+        assert tree["usage"]["totalTokens"] == own and tree["subtreeUsage"]["totalTokens"] == total
+        for child in tree["children"]:
+            assert child["sessionId"] in agents
+            assert f"{child['subtreeUsage']['totalTokens']:,} tokens" in agents
+        term.type("/exit")
+        assert term.wait_exit() == 0
+    finally:
+        term.close()
+    # --resume ID continues with the history; --continue picks the same session
+    term = shell(workspace, script, "--resume", session_id[-12:])
+    try:
+        assert f"resumed session {session_id}" in re.sub(r"\s+", " ", term.wait_prompt())
+        term.type("Do you remember?")
+        term.wait_for("You asked about the answer: 42.")
+        term.child.sendcontrol("d")  # Ctrl-D leaves too
+        assert term.wait_exit() == 0
+    finally:
+        term.close()
+    term = shell(workspace, script, "--continue")
+    try:
+        assert f"resumed session {session_id}" in re.sub(r"\s+", " ", term.wait_prompt())
+        term.child.sendcontrol("d")
+        assert term.wait_exit() == 0
+    finally:
+        term.close()
+
+
+def test_text_streams_onto_the_screen_before_the_message_completes(workspace: Path) -> None:
+    words = [f"word{i} " for i in range(20)]
+    events: list[tuple[str | None, str]] = [(None, _chunk({"role": "assistant", "content": ""}))]
+    events += [(None, _chunk({"content": w})) for w in words]
+    events += [(None, _chunk({}, "stop")), (None, "[DONE]")]
+    with LLMServer(lambda request: Reply(events=events, pace=0.03)) as server:
+        term = Terminal("--base-url", server.url + "/v1", "--model", "local", cwd=workspace)
+        try:
+            term.wait_prompt()
+            term.type("Talk slowly")
+            partial = term.wait_for("word5 ")
+            assert "word19" not in partial  # shown while it streams, not at the end
+            term.wait_for("word19", timeout=15)
+            term.type("/exit")
+            assert term.wait_exit() == 0
+        finally:
+            term.close()
+
+
+def test_without_a_terminal_zero_says_to_use_exec(workspace: Path) -> None:
+    done = zero("--cwd", str(workspace), input="hi")
+    assert done.returncode == 2 and 'use zero exec "PROMPT"' in done.stderr

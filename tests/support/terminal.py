@@ -1,0 +1,110 @@
+"""``zero`` in a pseudo-terminal, read through a screen emulator: what a user would see."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from pathlib import Path
+
+import pexpect
+import pyte
+
+from support.cli import ZERO
+
+
+class Terminal:
+    """A terminal of ``rows`` x ``cols`` running ``zero ARGS``; ``screen()`` is its text now."""
+
+    def __init__(self, *args: str, cwd: Path, rows: int = 50, cols: int = 140, env: dict[str, str] | None = None):
+        self.screen_ = pyte.Screen(cols, rows)
+        self.screen_.set_mode(pyte.modes.LNM)
+        self.stream = pyte.ByteStream(self.screen_)
+        self.log = b""  # everything it wrote, to read what scrolled away
+        environ = {**os.environ, "TERM": "xterm-256color", "COLUMNS": str(cols), "LINES": str(rows), **(env or {})}
+        self.child = pexpect.spawn(ZERO, list(args), cwd=str(cwd), env=environ, dimensions=(rows, cols))
+
+    def pump(self, seconds: float = 0.05) -> None:
+        deadline = time.monotonic() + seconds
+        while True:
+            try:
+                data = self.child.read_nonblocking(65536, timeout=max(0.0, min(0.05, deadline - time.monotonic())))
+            except pexpect.TIMEOUT:
+                data = b""
+            except pexpect.EOF:
+                return
+            if data:
+                self._feed(data)
+            if time.monotonic() >= deadline:
+                return
+
+    def _feed(self, data: bytes) -> None:
+        self.log += data
+        self.stream.feed(data)
+        for _ in range(data.count(b"\x1b[6n")):  # a cursor position request: answer as a terminal does
+            cursor = self.screen_.cursor
+            self.child.send(f"\x1b[{cursor.y + 1};{cursor.x + 1}R")
+
+    def screen(self) -> str:
+        return "\n".join(line.rstrip() for line in self.screen_.display)
+
+    def text(self) -> str:
+        """All it wrote, control sequences removed (what scrolled off the screen too)."""
+        screen = pyte.Screen(400, 5000)
+        pyte.ByteStream(screen).feed(self.log)
+        return "\n".join(line.rstrip() for line in screen.display if line.strip())
+
+    def wait_for(self, needle: str, timeout: float = 10.0, *, everything: bool = False) -> str:
+        """Wait until ``needle`` is on the screen (or anywhere in the output, with ``everything``)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            self.pump()
+            seen = self.text() if everything else self.screen()
+            if needle in seen:
+                return seen
+            if time.monotonic() > deadline or not self.child.isalive() and not self._pending():
+                raise AssertionError(f"{needle!r} never appeared; the screen:\n{self.screen()}")
+
+    def wait_prompt(self, timeout: float = 10.0) -> str:
+        """Wait until the cursor sits on an empty prompt: the shell is ready for a message."""
+        deadline = time.monotonic() + timeout
+        while True:
+            self.pump()
+            line = self.screen_.display[self.screen_.cursor.y]
+            if line.startswith("› ") and not line[2:].strip():
+                return self.screen()
+            if time.monotonic() > deadline:
+                raise AssertionError(f"no prompt; the screen:\n{self.screen()}")
+
+    def _pending(self) -> bool:
+        try:
+            data = self.child.read_nonblocking(65536, timeout=0)
+        except (pexpect.TIMEOUT, pexpect.EOF):
+            return False
+        self._feed(data)
+        return bool(data)
+
+    def type(self, text: str, *, enter: bool = True) -> None:
+        self.child.send(text)
+        if enter:
+            self.child.send("\r")
+        self.pump(0.05)
+
+    def interrupt(self) -> None:
+        self.child.sendintr()
+
+    def close(self) -> int:
+        if self.child.isalive():
+            self.child.kill(signal.SIGKILL)
+        self.child.close()
+        return int(self.child.exitstatus if self.child.exitstatus is not None else -(self.child.signalstatus or 0))
+
+    def wait_exit(self, timeout: float = 10.0) -> int:
+        deadline = time.monotonic() + timeout
+        while self.child.isalive():
+            self.pump()
+            if time.monotonic() > deadline:
+                raise AssertionError(f"zero did not exit; the screen:\n{self.screen()}")
+        self.pump()
+        self.child.close()
+        return int(self.child.exitstatus if self.child.exitstatus is not None else 128 + (self.child.signalstatus or 0))
