@@ -85,7 +85,13 @@ def run_exec(args: argparse.Namespace, streams: Streams) -> int:
 
 
 def run_resume(args: argparse.Namespace, streams: Streams) -> int:
-    """``zero sessions resume ID PROMPT``: a recorded session continued, headless, as ``exec`` runs."""
+    """``zero sessions resume ID PROMPT``: a recorded session continued, headless, as ``exec`` runs;
+    without a prompt, in a terminal, in the interactive shell."""
+    if args.prompt is None and not args.file and streams.stdin.isatty():
+        from zero.cli.shell import run_shell
+
+        args.resume, args.continue_ = args.session_id, False
+        return run_shell(args, streams)
     from zero.cli.resume import resumed
 
     return _run(args, streams, lambda workspace, settings, prompt: resumed(args, workspace, settings))

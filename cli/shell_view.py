@@ -44,20 +44,20 @@ class TurnView:
         self.text = ""
         self.names: dict[str, str] = {}  # child session id -> its specialist's name
         self.tree = TeamTree(TreeNode(session_id, "delegated", "root", status="running"))
-        self.live = Live(console=console, transient=True, auto_refresh=True, refresh_per_second=8)
-        self.live.update(self._render())
+        self.live = self._live()
         self.done = anyio.Event()  # the turn's last event is shown
 
     async def consume(self, events: MemoryObjectReceiveStream[Event]) -> None:
         """Show the turn's events until its run ends."""
+        self.live.start()
         try:
-            with self.live:
-                async with events:
-                    async for event in events:
-                        self.apply(event)
-                        if isinstance(event, RunFinished) and event.session_id == self.session_id:
-                            break
+            async with events:
+                async for event in events:
+                    self.apply(event)
+                    if isinstance(event, RunFinished) and event.session_id == self.session_id:
+                        break
         finally:
+            self.live.stop()
             self.done.set()
 
     def pause(self) -> None:
@@ -65,7 +65,14 @@ class TurnView:
         self.live.stop()
 
     def resume(self) -> None:
+        # A new live region below what was printed meanwhile (a restarted one would draw over it).
+        self.live = self._live()
         self.live.start()
+
+    def _live(self) -> Live:
+        live = Live(console=self.console, transient=True, auto_refresh=True, refresh_per_second=8)
+        live.update(self._render())
+        return live
 
     def apply(self, event: Event) -> None:
         self.tree.apply(event)
