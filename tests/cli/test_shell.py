@@ -60,8 +60,50 @@ text = "Starting it."
 tool_calls = [{ name = "bash", arguments = { command = "sleep 31.7" } }]
 
 [[turns]]
-match = { user = "What is the answer", last = "Do you remember" }
+match = { last = "Do you remember" }
 text = "You asked about the answer: 42."
+"""
+
+
+MORE = """
+[[turns]]
+match = { last = "<file path=\\"README.md\\">" }
+text = "I see the README you attached."
+
+[[turns]]
+match = { last = "first line\\nsecond line" }
+text = "Two lines received."
+
+[[turns]]
+match = { last = "Check twice", turn = 1 }
+tool_calls = [{ name = "bash", arguments = { command = "echo checking one" } }]
+[[turns]]
+match = { last = "checking one", turn = 2 }
+tool_calls = [{ name = "bash", arguments = { command = "echo checking two" } }]
+[[turns]]
+match = { last = "checking two", turn = 3 }
+text = "Checked twice."
+
+[[turns]]
+match = { last = "Ask the worker", turn = 1 }
+tool_calls = [{ name = "Task", arguments = { name = "worker", description = "write it", prompt = "Write c.txt." } }]
+[[turns]]
+match = { system = "You are the worker", turn = 1 }
+tool_calls = [{ name = "write_file", arguments = { path = "c.txt", content = "gamma" } }]
+[[turns]]
+match = { system = "You are the worker", turn = 2 }
+text = "c.txt written."
+[[turns]]
+match = { last = "c.txt written", turn = 2 }
+text = "The worker is done."
+
+[[turns]]
+match = { last = "Summarize this conversation" }
+text = "We talked about the README, git and c.txt."
+
+[[turns]]
+match = { last = "Draft an AGENTS.md" }
+text = "Here is a draft."
 """
 
 
@@ -74,7 +116,8 @@ def shell(workspace: Path, script: Path, *args: str) -> Terminal:
 
 
 def test_a_session_in_the_shell(workspace: Path, tmp_path: Path) -> None:
-    script = write_script(tmp_path / "s.toml", SCRIPT)
+    (workspace / "AGENTS.md").write_text("Always answer in English.")
+    script = write_script(tmp_path / "s.toml", SCRIPT + MORE)
     term = shell(workspace, script)
     try:
         header = term.wait_prompt().replace("\n", "")
@@ -131,10 +174,52 @@ def test_a_session_in_the_shell(workspace: Path, tmp_path: Path) -> None:
         for child in tree["children"]:
             assert child["sessionId"] in agents
             assert f"{child['subtreeUsage']['totalTokens']:,} tokens" in agents
+        # attachments, multi-line input, "allow for this session", a child's approval, the ceiling
+        term.type("/permission ask")
+        term.type("Look at @README.md please")
+        term.wait_for("I see the README you attached.")
+        term.type("first line\\")  # a trailing backslash continues the message on the next line
+        term.type("second line")
+        term.wait_for("Two lines received.")
+        asked_before = term.text().count("needs approval")
+        term.type("Check twice")
+        term.wait_for("$ echo checking one")
+        term.type("a")  # always, for `echo checking ...` in this session: the second call is not asked
+        term.wait_for("Checked twice.")
+        assert term.text().count("needs approval") == asked_before + 1
+        term.type("Ask the worker")
+        asked = term.wait_for("write_file (worker) needs approval")
+        assert "+gamma" in asked  # the child's request, named, with its diff
+        term.type("y")
+        term.wait_for("The worker is done.")
+        assert (workspace / "c.txt").read_text() == "gamma"
+        term.type("/permission unsafe")  # never above the mode the shell started with
+        term.wait_for("narrowed to 'auto'")
+        term.type("/compact")
+        term.wait_for("compacted")
+        term.type("/init")
+        term.wait_for("Here is a draft.")
+        for command, shows in (
+            ("/help", "/compact"),
+            ("/specialists", "@code-review"),
+            ("/tree", "worker"),
+            ("/sessions", "completed"),
+            ("/model other-model", "model: other-model from the next turn"),
+            ("/nope", "no command /nope"),
+        ):
+            term.type(command)
+            term.wait_for(shows)
         term.type("/exit")
         assert term.wait_exit() == 0
     finally:
         term.close()
+    log = [e.event for e in store().events(session_id)]
+    system = next(e for e in log if e.kind == "message" and e.role == "system")
+    assert "Always answer in English." in system.content  # AGENTS.md is part of every system prompt
+    decisions = [e for e in log if e.kind == "permission_decision"]
+    assert [d.granted for d in decisions] == [True, False, True, True]  # a.txt, b.txt, echo, the worker's...
+    assert decisions[2].reason == "approved: allowed for this session"
+    assert any(e.kind == "compaction" for e in log)
     # --resume ID continues with the history; --continue picks the same session
     term = shell(workspace, script, "--resume", session_id[-12:])
     try:
@@ -176,100 +261,3 @@ def test_text_streams_onto_the_screen_before_the_message_completes(workspace: Pa
 def test_without_a_terminal_zero_says_to_use_exec(workspace: Path) -> None:
     done = zero("--cwd", str(workspace), input="hi")
     assert done.returncode == 2 and 'use zero exec "PROMPT"' in done.stderr
-
-
-MORE = """
-[[turns]]
-match = { last = "<file path=\\"README.md\\">" }
-text = "I see the README you attached."
-
-[[turns]]
-match = { last = "first line\\nsecond line" }
-text = "Two lines received."
-
-[[turns]]
-match = { last = "Check twice", turn = 1 }
-tool_calls = [{ name = "bash", arguments = { command = "echo checking one" } }]
-[[turns]]
-match = { last = "checking one", turn = 2 }
-tool_calls = [{ name = "bash", arguments = { command = "echo checking two" } }]
-[[turns]]
-match = { last = "checking two", turn = 3 }
-text = "Checked twice."
-
-[[turns]]
-match = { last = "Ask the worker", turn = 1 }
-tool_calls = [{ name = "Task", arguments = { name = "worker", description = "write it", prompt = "Write c.txt." } }]
-[[turns]]
-match = { system = "You are the worker", turn = 1 }
-tool_calls = [{ name = "write_file", arguments = { path = "c.txt", content = "gamma" } }]
-[[turns]]
-match = { system = "You are the worker", turn = 2 }
-text = "c.txt written."
-[[turns]]
-match = { last = "c.txt written", turn = 2 }
-text = "The worker is done."
-
-[[turns]]
-match = { last = "Summarize this conversation" }
-text = "We talked about the README, git and c.txt."
-
-[[turns]]
-match = { last = "Draft an AGENTS.md" }
-text = "Here is a draft."
-"""
-
-
-def test_attachments_multiline_approvals_for_the_session_and_for_children(workspace: Path, tmp_path: Path) -> None:
-    (workspace / "AGENTS.md").write_text("Always answer in English.")
-    script = write_script(tmp_path / "more.toml", MORE)
-    term = shell(workspace, script, "--permission-mode", "ask")
-    try:
-        term.wait_prompt()
-        term.type("Look at @README.md please")
-        term.wait_for("I see the README you attached.")
-        term.type("first line\\")  # a trailing backslash continues the message on the next line
-        term.type("second line")
-        term.wait_for("Two lines received.")
-        term.type("Check twice")
-        term.wait_for("$ echo checking one")
-        term.type("a")  # always, for `echo checking ...` in this session: the second call is not asked
-        term.wait_for("Checked twice.")
-        assert term.text().count("needs approval") == 1
-        term.type("Ask the worker")
-        asked = term.wait_for("allow? [y] once")
-        assert "write_file (worker) needs approval" in asked and "+gamma" in asked  # the child's, named
-        term.type("y")
-        term.wait_for("The worker is done.")
-        assert (workspace / "c.txt").read_text() == "gamma"
-        term.type("/permission unsafe")  # never above the mode the shell started with
-        term.wait_for("narrowed to 'ask'")
-        term.type("/compact")
-        term.wait_for("compacted")
-        term.type("/init")
-        term.wait_for("Here is a draft.")
-        for command, shows in (
-            ("/help", "/compact"),
-            ("/specialists", "@code-review"),
-            ("/tree", "worker"),
-            ("/sessions", "completed"),
-            ("/model other-model", "model: other-model from the next turn"),
-            ("/nope", "no command /nope"),
-            ("/clear", "new session"),
-        ):
-            term.type(command)
-            term.wait_for(shows)
-        term.type("/exit")
-        assert term.wait_exit() == 0
-    finally:
-        term.close()
-    session = store().list()
-    root = max((m for m in session if not m.parent_session_id), key=lambda m: m.event_count)  # not the /clear one
-    log = [e.event for e in store().events(root.session_id)]
-    system = next(e for e in log if e.kind == "message" and e.role == "system")
-    assert "Always answer in English." in system.content  # AGENTS.md is part of every system prompt
-    decisions = [e for e in log if e.kind == "permission_decision"]
-    assert [d.granted for d in decisions] == [True, True] and decisions[
-        1
-    ].reason == "approved: allowed for this session"
-    assert any(e.kind == "compaction" for e in log)
