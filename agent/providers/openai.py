@@ -202,6 +202,8 @@ async def _sse(lines: AsyncIterator[str]) -> AsyncIterator[dict[str, Any]]:
             payload = "\n".join(data) if len(data) > 1 else data[0]
             data.clear()
             if payload.startswith("[DONE]"):
+                async for _ in lines:  # read the body to its end, so the connection goes back to the pool
+                    pass
                 return
             chunk = json.loads(payload)
             if not isinstance(chunk, dict):
