@@ -622,9 +622,11 @@ class AgentRun:
             )
             self.emit(request)
             if self.config.approver is None:
+                hint = getattr(tool, "approval_hint", "")
                 return "denied", ToolOutput(
                     f"Permission denied: {call.name} needs approval in {mode} mode and this run has "
                     "no one to approve it. Continue without it, or say what you would have done."
+                    + (f" {hint}" if hint else "")
                 )
             approval = await self.config.approver(request)
             reason = ("approved" if approval.granted else "denied by the user") + (

@@ -8,7 +8,7 @@ import os
 import signal
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcontext
 from pathlib import Path
 from typing import TextIO, TypeVar
 
@@ -16,13 +16,15 @@ import anyio
 import anyio.to_thread
 
 from zero.agent import PriceTable, Provider
+from zero.agent.mcpconfig import McpServer
 from zero.agent.providers import ProviderPool, create_provider
 from zero.cli._streams import Streams
 from zero.cli.config import Network, RunSettings, load_config, resolve_settings
+from zero.cli.mcp_config import run_servers
 from zero.errors import UsageError
 from zero.sessions import FileSessionStore
 from zero.specialists import AgentContext, SpecialistRegistry
-from zero.tools import Workspace
+from zero.tools import Tool, Workspace
 
 __all__ = [
     "Streams",
@@ -117,28 +119,41 @@ async def open_context(
 
     pool = ProviderPool(provider, other)
     store = session_store()
+    servers, skipped = run_servers(settings.configs, workspace)
+    print_warnings(tuple(skipped), streams.stderr)
     if registry is None:
         registry = await anyio.to_thread.run_sync(SpecialistRegistry.load, workspace)
         for problem in registry.errors:
             streams.stderr.write(f"zero: warning: skipped specialist manifest {problem}\n")
     try:
-        yield AgentContext(
-            store=store,
-            registry=registry,
-            workspace=Workspace([workspace]),
-            provider=provider,
-            model=settings.model,
-            providers=pool,
-            prices=prices,
-            max_depth=settings.max_depth,
-            max_concurrency=settings.max_concurrency,
-            max_output_tokens=settings.max_output_tokens,
-            retry=settings.retry,
-        )
+        async with _mcp(servers, streams) as mcp:
+            yield AgentContext(
+                store=store,
+                registry=registry,
+                workspace=Workspace([workspace]),
+                provider=provider,
+                model=settings.model,
+                providers=pool,
+                prices=prices,
+                max_depth=settings.max_depth,
+                max_concurrency=settings.max_concurrency,
+                max_output_tokens=settings.max_output_tokens,
+                retry=settings.retry,
+                mcp=mcp,
+            )
     finally:
         with anyio.CancelScope(shield=True):
             await pool.aclose()
             await anyio.to_thread.run_sync(store.flush)  # every session's final status, on disk
+
+
+def _mcp(servers: list[McpServer], streams: Streams) -> AbstractAsyncContextManager[dict[str, list[Tool]]]:
+    """The configured MCP servers, started (the SDK is imported only when there are some)."""
+    if not servers:
+        return nullcontext({})
+    from zero.agent.mcp import open_servers
+
+    return open_servers(servers, lambda problem: print_warnings((problem,), streams.stderr))
 
 
 def session_store() -> FileSessionStore:

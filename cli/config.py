@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from zero.agent import Price, RetryPolicy, smallest_cap
 from zero.agent.providers import DEFAULT_MODELS, PROVIDER_INFO, PROVIDERS, ProviderOptions
@@ -59,6 +59,34 @@ class ServerEntry(BaseModel):
     stream_tools: bool = True
 
 
+class McpServerEntry(BaseModel):
+    """``[mcp.servers.NAME]``: a server Zero starts for its agents (a command, or a URL)."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+    command: str | None = None
+    args: list[str] = Field(default_factory=list)
+    env: dict[str, str] = Field(default_factory=dict)
+    cwd: str | None = None
+    url: str | None = None
+    headers: dict[str, str] = Field(default_factory=dict)
+    enabled: bool = True
+    timeout_seconds: float = Field(15.0, gt=0, le=600)
+    call_timeout_seconds: float = Field(120.0, gt=0, le=86_400)
+    trust: bool = False
+    side_effect: Literal["read", "write", "shell", "network"] = "network"
+
+    @model_validator(mode="after")
+    def _one_way(self) -> McpServerEntry:
+        if bool(self.command) == bool(self.url):
+            raise ValueError("give command (a stdio server) or url (a streamable HTTP server), not both or neither")
+        return self
+
+
+class McpSection(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    servers: dict[str, McpServerEntry] = Field(default_factory=dict)
+
+
 class Config(BaseModel):
     """The keys a config file may hold. Unknown keys are errors."""
 
@@ -78,6 +106,7 @@ class Config(BaseModel):
     read_timeout: float | None = Field(None, gt=0, le=86_400)
     prices: dict[str, PriceEntry] = Field(default_factory=dict)
     servers: dict[str, ServerEntry] = Field(default_factory=dict)
+    mcp: McpSection = Field(default_factory=McpSection)
 
 
 T = TypeVar("T")
@@ -129,6 +158,15 @@ def load_config(workspace: Path) -> Configs:
         if key in data:
             del data[key]
             warnings.append(f"{path}: '{key}' ignored: {why}; set it in {user_config_dir() / 'config.toml'}")
+    servers = data.get("mcp", {}).get("servers", {}) if isinstance(data.get("mcp"), dict) else {}
+    for name, entry in servers.items() if isinstance(servers, dict) else ():
+        for key in ("trust", "side_effect"):
+            if isinstance(entry, dict) and key in entry:
+                del entry[key]
+                warnings.append(
+                    f"{path}: mcp.servers.{name}.{key} ignored: a project may not decide how far its own "
+                    f"servers are trusted; zero mcp trust {name} does that"
+                )
     return Configs(user, Config.model_validate(data), tuple(warnings))
 
 

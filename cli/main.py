@@ -98,7 +98,7 @@ def _common(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--debug", action="store_true", help="show tracebacks")
 
 
-COMMANDS = ("exec", "specialists", "swarm", "sessions")
+COMMANDS = ("exec", "specialists", "swarm", "sessions", "mcp")
 
 
 def build_shell_parser() -> argparse.ArgumentParser:
@@ -267,6 +267,35 @@ def build_parser() -> argparse.ArgumentParser:
         sub.add_argument("--here", action="store_true", help="'last' means the newest session of this folder")
     for sub in (ss_show, ss_tree, ss_lineage, ss_fork, ss_export, ss_rm):
         sub.add_argument("--cwd", help="the folder --here means (default: the current folder)")
+    mcp = commands.add_parser("mcp", help="MCP servers for Zero's agents, and Zero as an MCP server")
+    mc = mcp.add_subparsers(dest="mcp_command", metavar="ACTION", required=True)
+    mc_list = mc.add_parser("list", help="the configured servers: whether each starts, and its tools")
+    mc_list.add_argument("--json", action="store_true", help="print JSON")
+    mc_add = mc.add_parser(
+        "add",
+        help="add a server to your config (--project: to the project's)",
+        description="zero mcp add NAME -- COMMAND [ARGS...]  (stdio), or zero mcp add NAME --url URL (HTTP)",
+    )
+    mc_add.add_argument("name")
+    mc_add.add_argument("--url", help="a streamable HTTP server")
+    mc_add.add_argument("--env", action="append", metavar="KEY=VALUE", help="environment ($VAR takes yours)")
+    mc_add.add_argument("--header", action="append", metavar="KEY=VALUE", help="an HTTP header ($VAR takes yours)")
+    mc_add.add_argument("--trust", action="store_true", help="its tools run without asking")
+    mc_remove = mc.add_parser("remove", help="remove a server from your config (--project: the project's)")
+    mc_remove.add_argument("name")
+    for sub in (mc_add, mc_remove):
+        sub.add_argument("--project", action="store_true", help="<workspace>/.zero/config.toml")
+    mc_trust = mc.add_parser("trust", help="let a project's server start, or a server's tools run without asking")
+    mc_trust.add_argument("name")
+    for sub in (mc_list, mc_add, mc_remove, mc_trust):
+        sub.add_argument("--cwd", help="workspace folder (default: the current folder)")
+    mc_serve = mc.add_parser(
+        "serve",
+        help="serve Zero's specialists and teams to other agents over MCP (stdio)",
+        description="Zero as an MCP server on stdio: a tool per specialist, run_team, session_tree and "
+        "session_show. --permission-mode is the ceiling of every run.",
+    )
+    _common(mc_serve)
     return parser
 
 
@@ -286,10 +315,15 @@ def main(
     words = list(sys.argv[1:] if argv is None else argv)
     shell = not words or (words[0] not in COMMANDS and words[0] not in ("-h", "--help", "--version"))
     parser = build_shell_parser() if shell else build_parser()
+    server_command: list[str] = []
+    if words[:2] == ["mcp", "add"] and "--" in words:  # the server's own command line, after --, as it is
+        at = words.index("--")
+        words, server_command = words[:at], words[at + 1 :]
     saved = sys.stdout, sys.stderr
     sys.stdout, sys.stderr = streams.stdout, streams.stderr  # where argparse prints help and usage errors
     try:
-        args = parser.parse_args(argv)
+        args = parser.parse_args(words)
+        args.server_command = server_command
     except SystemExit as e:  # --help, --version, or a usage error (already printed)
         return int(e.code or 0)
     finally:
@@ -328,6 +362,10 @@ def _dispatch(args: argparse.Namespace, streams: Streams) -> int:
         from zero.cli.swarm_cmd import run_swarm
 
         return run_swarm(args, streams)
+    if args.command == "mcp":
+        from zero.cli.mcp_cmd import run_mcp
+
+        return run_mcp(args, streams)
     from zero.cli.sessions_cmd import run_sessions
 
     return run_sessions(args, streams)

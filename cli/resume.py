@@ -59,7 +59,7 @@ def resumed(args: argparse.Namespace, workspace: Path, settings: RunSettings) ->
             session_id=session_id,
             resume=True,
             permission_mode=settings.permission_mode,
-            caller_tools={t.name for t in builtin_tools()},
+            caller_tools={t.name for t in builtin_tools()} | {t.name for tools in ctx.mcp.values() for t in tools},
             provider=None if args.provider else (meta.provider or None),
             model=args.model or meta.model_id or None,
             max_turns=settings.max_turns,

@@ -134,7 +134,7 @@ class _InProcessRun:
             created=not task.resume,
             resume=task.resume,
             permission_mode=plan.permission_mode,
-            caller_tools={t.name for t in builtin_tools()},
+            caller_tools={t.name for t in builtin_tools()} | {t.name for tools in ctx.mcp.values() for t in tools},
             provider=plan.provider,
             model=plan.model,
             max_turns=plan.max_turns,

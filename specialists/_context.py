@@ -10,7 +10,7 @@ from zero.agent.prompts import project_instructions
 from zero.errors import BudgetExhaustedError
 from zero.sessions import SessionStore
 from zero.specialists.registry import Specialist, SpecialistRegistry
-from zero.tools import CATEGORIES, Redactor, Workspace
+from zero.tools import CATEGORIES, Redactor, Tool, Workspace
 
 __all__ = ["DELEGATE_TOOLS", "AgentContext", "InvocationBudget", "child_system_prompt", "specialists_prompt"]
 
@@ -39,6 +39,7 @@ class AgentContext:
     max_output_tokens: int | None = None  # the run's output cap a call (flag, config); the smallest set wins
     guards: tuple[CallGuard, ...] = ()
     approver: Approver | None = None  # who answers permission requests (the shell's user), for every agent
+    mcp: dict[str, list[Tool]] = field(default_factory=dict)  # the tools of each MCP server the run started
     redactor: Callable[[str], str] = field(default_factory=Redactor)  # secrets of this run's environment
 
 

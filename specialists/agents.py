@@ -66,11 +66,23 @@ def _delegate(
 _BUILTIN = [t.name for t in builtin_tools()]
 
 
+def mcp_tools(ctx: AgentContext, grants: Sequence[str] | None = None) -> list[Tool]:
+    """The MCP tools of the run: all of them, or those ``grants`` name (``mcp:SERVER`` or
+    ``mcp__SERVER__TOOL``)."""
+    found = []
+    for server, tools in ctx.mcp.items():
+        for tool in tools:
+            full = getattr(tool, "full_name", tool.name)
+            if grants is None or f"mcp:{server}" in grants or full in grants or tool.name in grants:
+                found.append(tool)
+    return found
+
+
 def _top_config(ctx: AgentContext, permission_mode: PermissionMode, max_turns: int | None) -> AgentConfig:
     return AgentConfig(
         provider=ctx.provider,
         model=ctx.model,
-        tools=ToolRegistry(builtin_tools()),
+        tools=ToolRegistry([*builtin_tools(), *mcp_tools(ctx)]),
         workspace=ctx.workspace,
         permission_mode=permission_mode,
         max_turns=max_turns,
@@ -113,7 +125,8 @@ async def open_agent(
         system_prompt += "\n\n" + specialists_prompt(ctx.registry)
     session = await AgentSession.create(ctx.store, meta, config, system_prompt)
     if _can_delegate(ctx):
-        _delegate(ctx, session, root_session_id=session_id, depth=0, permission_mode=permission_mode, tools=_BUILTIN)
+        tools = config.tools.names()  # the built-in tools and the run's MCP tools: what children may be granted
+        _delegate(ctx, session, root_session_id=session_id, depth=0, permission_mode=permission_mode, tools=tools)
     return session
 
 
@@ -130,7 +143,7 @@ async def resume_agent(
             root_session_id=meta.root_session_id or session_id,
             depth=meta.depth,
             permission_mode=permission_mode,
-            tools=_BUILTIN,
+            tools=session.agent.config.tools.names(),
         )
     return session
 
@@ -168,7 +181,8 @@ async def open_specialist(
     session ``session_id``; ``created``: a new session whose metadata is on disk already."""
     depth = placement.depth
     allowed = [t for t in spec.tools if t in caller_tools or t in DELEGATE_TOOLS]
-    tools: list[Tool] = [t for t in builtin_tools() if t.name in allowed] + list(extra_tools)
+    granted = [t for t in mcp_tools(ctx, spec.tools) if t.name in caller_tools]  # the manifest's, the caller's
+    tools: list[Tool] = [t for t in builtin_tools() if t.name in allowed] + granted + list(extra_tools)
     wants_delegate = any(t in DELEGATE_TOOLS for t in allowed)
     can_delegate = wants_delegate and depth < ctx.max_depth
     unavailable: dict[str, str] = {}

@@ -22,12 +22,16 @@ CATEGORIES: dict[str, tuple[str, ...]] = {
 def expand_tools(selection: Iterable[str], known: Iterable[str]) -> tuple[str, ...]:
     """Expand categories and tool ids into tool names, in first-seen order.
 
-    Raises ``ConfigError`` naming an unknown entry, with a "did you mean".
+    Raises ``ConfigError`` naming an unknown entry, with a "did you mean". ``mcp:SERVER`` (all of a
+    configured MCP server's tools) and ``mcp__SERVER__TOOL`` (one) are kept as they are: which servers
+    exist is known only when a run starts them.
     """
     known = set(known) | {n for names in CATEGORIES.values() for n in names}
     names: dict[str, None] = {}
     for item in selection:
-        if item in CATEGORIES:
+        if item.startswith(("mcp:", "mcp__")) and len(item) > 5:  # an MCP server's tools, or one of them
+            names[item] = None
+        elif item in CATEGORIES:
             names.update(dict.fromkeys(CATEGORIES[item]))
         elif item in known:
             names[item] = None

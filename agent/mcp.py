@@ -1,0 +1,181 @@
+"""Users' MCP servers as tools for Zero's agents. The ``mcp`` SDK is imported here only.
+
+``open_servers`` starts the configured servers side by side, each within its start-up timeout, and
+gives their tools (``mcp__SERVER__TOOL``) until it exits, when it stops them (their processes too).
+A server that cannot be started, or does not answer in time, is reported once (its command, the
+error, the end of its stderr) and skipped: the run goes on without it.
+
+Permission: a server's tools are gated like network use (``auto`` asks, a headless run denies) unless
+the user trusts the server; a trusted server's tools count as its ``side_effect`` (``read`` lets them
+run in ``read-only`` mode; the default lets them run in ``auto`` without asking, like a write).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+import httpx2
+import mcp_types
+from mcp.client import Client
+from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.client.streamable_http import streamable_http_client
+
+from zero.agent.mcpconfig import McpServer, tool_name
+from zero.errors import ToolError
+from zero.tools import SideEffect, Tool, ToolContext, ToolOutput
+
+__all__ = ["McpTool", "open_servers"]
+
+
+class McpTool:
+    """One tool of a server, called through the server's connection."""
+
+    def __init__(self, server: McpServer, tool: mcp_types.Tool, client: Client):
+        self.server = server
+        self.remote = tool.name
+        self.full_name = f"mcp__{server.name}__{tool.name}"  # what manifests grant
+        self.name = tool_name(server.name, tool.name)
+        self.description = f"[MCP server {server.name}] {tool.description or tool.title or tool.name}"
+        self.parameters: dict[str, Any] = dict(tool.input_schema or {"type": "object", "properties": {}})
+        self.parameters.setdefault("type", "object")
+        trusted_effect: SideEffect = server.side_effect if server.side_effect != "network" else "write"
+        self.side_effect: SideEffect = trusted_effect if server.trusted else "network"
+        where = server.config_path or "config.toml"
+        self.approval_hint = (
+            ""
+            if server.trusted
+            else f"To let the MCP server {server.name!r} run without asking, trust it: zero mcp trust "
+            f"{server.name} (or trust = true under [mcp.servers.{server.name}] in {where})."
+        )
+        self._client = client
+
+    async def call(self, arguments: dict[str, Any], ctx: ToolContext) -> ToolOutput:
+        try:
+            with anyio.fail_after(self.server.call_timeout_seconds):
+                result = await self._client.call_tool(self.remote, arguments)
+        except TimeoutError:
+            raise ToolError(
+                f"the MCP server {self.server.name!r} did not answer within {self.server.call_timeout_seconds:g} s"
+            ) from None
+        except anyio.get_cancelled_exc_class():
+            raise
+        except Exception as e:  # a protocol error, or the server died: the model reads what happened
+            raise ToolError(f"the MCP server {self.server.name!r} failed: {type(e).__name__}: {e}") from e
+        return ToolOutput(_text_of(result), is_error=bool(result.is_error))
+
+
+def _text_of(result: mcp_types.CallToolResult) -> str:
+    parts: list[str] = []
+    for item in result.content:
+        if isinstance(item, mcp_types.TextContent):
+            parts.append(item.text)
+        elif isinstance(item, mcp_types.ImageContent | mcp_types.AudioContent):
+            kind = "image" if isinstance(item, mcp_types.ImageContent) else "audio"
+            parts.append(f"[{kind}: {item.mime_type}, {len(item.data) * 3 // 4:,} bytes, not shown]")
+        elif isinstance(item, mcp_types.EmbeddedResource):
+            resource = item.resource
+            text = getattr(resource, "text", None)
+            parts.append(text if isinstance(text, str) else f"[resource {resource.uri}: binary, not shown]")
+        elif isinstance(item, mcp_types.ResourceLink):
+            parts.append(f"[resource {item.name}: {item.uri}]")
+    if result.structured_content is not None and not parts:
+        parts.append(json.dumps(result.structured_content, ensure_ascii=False, indent=2))
+    return "\n".join(parts) or "(no content)"
+
+
+@dataclass
+class _Slot:
+    server: McpServer
+    ready: anyio.Event = field(default_factory=anyio.Event)
+    tools: list[McpTool] = field(default_factory=list)
+    error: str = ""
+    scope: anyio.CancelScope | None = None
+
+
+@asynccontextmanager
+async def open_servers(
+    servers: Sequence[McpServer], report: Callable[[str], None]
+) -> AsyncIterator[dict[str, list[Tool]]]:
+    """The tools of each server that started (by server name), until the block ends."""
+    if not servers:
+        yield {}
+        return
+    stop = anyio.Event()
+    slots = [_Slot(s) for s in servers]
+    started = anyio.current_time()
+    async with anyio.create_task_group() as tg:
+        for slot in slots:
+            tg.start_soon(_serve, slot, stop)
+        for slot in slots:  # each within its own timeout, all counted from the same start
+            with anyio.move_on_after(max(0.0, started + slot.server.timeout_seconds - anyio.current_time())):
+                await slot.ready.wait()
+            if not slot.ready.is_set():
+                slot.error = f"it did not start within {slot.server.timeout_seconds:g} s (timeout_seconds)"
+                if slot.scope is not None:
+                    slot.scope.cancel()
+            if slot.error:
+                report(f"MCP server {slot.server.name!r} ({slot.server.describe()}) skipped: {slot.error}")
+        try:
+            yield {slot.server.name: list(slot.tools) for slot in slots if slot.tools and not slot.error}
+        finally:
+            stop.set()
+
+
+async def _serve(slot: _Slot, stop: anyio.Event) -> None:
+    """Connect, list the tools, and hold the connection until ``stop``; record any failure."""
+    server = slot.server
+    with anyio.CancelScope() as scope, tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace") as errlog:
+        slot.scope = scope
+        try:
+            async with AsyncExitStack() as stack:
+                client = await stack.enter_async_context(Client(await _transport(server, errlog, stack)))
+                tools: list[mcp_types.Tool] = []
+                cursor: str | None = None
+                while True:
+                    listed = await client.list_tools(cursor=cursor)
+                    tools += listed.tools
+                    cursor = listed.next_cursor
+                    if not cursor:
+                        break
+                slot.tools = [McpTool(server, t, client) for t in tools]
+                slot.ready.set()
+                await stop.wait()
+        except Exception as e:  # noqa: BLE001 - any failure to start is this server's, reported, never the run's
+            slot.error = f"{type(e).__name__}: {e}" + _tail(errlog)
+            slot.ready.set()
+        finally:
+            slot.ready.set()
+
+
+async def _transport(server: McpServer, errlog: Any, stack: AsyncExitStack) -> Any:
+    if server.url:
+        http = httpx2.AsyncClient(headers=_expand(server.headers), timeout=server.call_timeout_seconds)
+        await stack.enter_async_context(http)
+        return streamable_http_client(server.url, http_client=http)
+    if not server.command:
+        raise ToolError(f"MCP server {server.name!r} has neither command nor url")
+    params = StdioServerParameters(
+        command=server.command, args=list(server.args), env=_expand(server.env), cwd=server.cwd
+    )
+    return stdio_client(params, errlog=errlog)
+
+
+def _expand(values: dict[str, str]) -> dict[str, str]:
+    """``$NAME`` and ``${NAME}`` in values from the user's environment (never written anywhere)."""
+    return {key: os.path.expandvars(value) for key, value in values.items()}
+
+
+def _tail(errlog: Any, lines: int = 5) -> str:
+    try:
+        errlog.seek(0)
+        text = errlog.read()[-4000:].strip().splitlines()[-lines:]
+    except (OSError, ValueError):
+        return ""
+    return ("; its stderr ended with: " + " | ".join(text)) if text else ""

@@ -1,0 +1,145 @@
+"""``zero mcp list | add | remove | trust | serve``"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from zero.cli.common import Streams, print_error, print_warnings, workspace_from_args
+from zero.cli.config import McpServerEntry, load_config, user_config_dir
+from zero.cli.mcp_config import approve, configured_servers, edit_table, run_servers, server_table
+from zero.errors import UsageError, ZeroError
+from zero.strictfile import NAME_PATTERN
+
+__all__ = ["run_mcp"]
+
+
+def run_mcp(args: argparse.Namespace, streams: Streams) -> int:
+    try:
+        if args.mcp_command == "serve":
+            from zero.cli.mcp_serve import serve
+
+            return serve(args, streams)
+        workspace = workspace_from_args(args)
+        if args.mcp_command == "list":
+            return anyio.run(_list, workspace, args.json, streams)
+        if args.mcp_command == "add":
+            return _add(args, workspace, streams)
+        if args.mcp_command == "remove":
+            return _remove(args, workspace, streams)
+        return _trust(args, workspace, streams)
+    except ZeroError as e:
+        print_error(str(e), streams.stderr)
+        return e.exit_code
+
+
+def _config_file(project: bool, workspace: Path) -> Path:
+    return workspace / ".zero" / "config.toml" if project else user_config_dir() / "config.toml"
+
+
+async def _list(workspace: Path, as_json: bool, streams: Streams) -> int:
+    configs = load_config(workspace)
+    print_warnings(configs.warnings, streams.stderr)
+    servers, skipped = run_servers(configs, workspace)
+    found: dict[str, list[str]] = {}
+    problems: list[str] = []
+    if servers:
+        from zero.agent.mcp import open_servers
+
+        async with open_servers(servers, problems.append) as tools:
+            found = {name: [t.name for t in ts] for name, ts in tools.items()}
+    rows: list[dict[str, Any]] = []
+    for name, (entry, where) in configured_servers(configs).items():
+        started = name in found
+        why = next((p for p in [*problems, *skipped] if f"{name!r}" in p), "" if entry.enabled else "disabled")
+        rows.append(
+            {
+                "name": name,
+                "config": where,
+                "command": entry.url or shlex.join([entry.command or "", *entry.args]),
+                "trusted": entry.trust and where == "user",
+                "sideEffect": entry.side_effect,
+                "started": started,
+                "problem": None if started else why,
+                "tools": found.get(name, []),
+            }
+        )
+    if as_json:
+        streams.stdout.write(json.dumps(rows, indent=2) + "\n")
+        return 0
+    if not rows:
+        streams.stdout.write("no MCP servers configured: zero mcp add NAME -- COMMAND [ARGS...] adds one\n")
+    for row in rows:
+        state = "started" if row["started"] else f"not started: {row['problem']}"
+        trust = "trusted" if row["trusted"] else "asks first"
+        streams.stdout.write(f"{row['name']} ({row['config']}, {trust}) {row['command']}\n  {state}\n")
+        for tool in row["tools"]:
+            streams.stdout.write(f"  - {tool}\n")
+    return 0
+
+
+def _add(args: argparse.Namespace, workspace: Path, streams: Streams) -> int:
+    _check_name(args.name)
+    command = list(args.server_command or [])
+    if bool(command) == bool(args.url):
+        raise UsageError("give the server's command after --, or --url for a streamable HTTP server (one of them)")
+    env = dict(_pair(item, "--env") for item in args.env or [])
+    headers = dict(_pair(item, "--header") for item in args.header or [])
+    entry = McpServerEntry(
+        command=command[0] if command else None,
+        args=command[1:],
+        env=env,
+        url=args.url,
+        headers=headers,
+        trust=args.trust and not args.project,
+    )
+    path = _config_file(args.project, workspace)
+    edit_table(path, f"mcp.servers.{args.name}", server_table(entry))
+    load_config(workspace)  # the edited file still reads
+    streams.stdout.write(f"added MCP server {args.name} to {path}\n")
+    if args.project:
+        approve(workspace, args.name, entry)  # the user added it: it may start
+    return 0
+
+
+def _remove(args: argparse.Namespace, workspace: Path, streams: Streams) -> int:
+    path = _config_file(args.project, workspace)
+    if not edit_table(path, f"mcp.servers.{args.name}", None):
+        raise UsageError(f"there is no [mcp.servers.{args.name}] in {path}")
+    streams.stdout.write(f"removed MCP server {args.name} from {path}\n")
+    return 0
+
+
+def _trust(args: argparse.Namespace, workspace: Path, streams: Streams) -> int:
+    configs = load_config(workspace)
+    found = configured_servers(configs).get(args.name)
+    if found is None:
+        raise UsageError(f"no MCP server {args.name!r} is configured (zero mcp list shows them)")
+    entry, where = found
+    if where == "project":
+        approve(workspace, args.name, entry)
+        streams.stdout.write(f"approved the project's MCP server {args.name}: it starts in runs in {workspace}\n")
+        return 0
+    path = _config_file(False, workspace)
+    edit_table(path, f"mcp.servers.{args.name}", server_table(entry.model_copy(update={"trust": True})))
+    streams.stdout.write(f"trusted MCP server {args.name}: its tools run without asking ({path})\n")
+    return 0
+
+
+def _check_name(name: str) -> None:
+    import re
+
+    if not re.fullmatch(NAME_PATTERN, name):
+        raise UsageError(f"invalid server name {name!r}: use lowercase letters, digits and '-', starting with a letter")
+
+
+def _pair(item: str, flag: str) -> tuple[str, str]:
+    key, sep, value = item.partition("=")
+    if not sep or not key:
+        raise UsageError(f"{flag} {item!r}: give KEY=VALUE")
+    return key, value

@@ -1,0 +1,231 @@
+"""MCP both ways, with real MCP servers written with the ``mcp`` SDK: users' servers as tools of Zero's
+agents (stdio and streamable HTTP), and ``zero mcp serve`` driven by the SDK's client."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from mcp.client import Client
+from mcp.client.stdio import StdioServerParameters
+from support.cli import ZERO, write_script, zero
+
+from zero.sessions import FileSessionStore
+
+DEMO = str(Path(__file__).parents[1] / "mcpdemo" / "server.py")
+HANG_MARK = "zero-test-mcp-hangs-at-start"
+
+
+def store() -> FileSessionStore:
+    return FileSessionStore(Path(os.environ["ZERO_HOME"]) / "sessions")
+
+
+@contextmanager
+def http_server() -> Iterator[str]:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen([sys.executable, DEMO, "http", str(port)], stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 15
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+                break
+            except OSError:
+                assert time.monotonic() < deadline, "the HTTP MCP server did not start"
+                time.sleep(0.05)
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+SCRIPT = """
+[[turns]]
+match = { user = "Use the tools", turn = 1 }
+text = "Calling them."
+tool_calls = [
+  { name = "mcp__local__echo", arguments = { text = "hi" } },
+  { name = "mcp__web__add", arguments = { a = 2, b = 3 } },
+  { name = "mcp__unsure__echo", arguments = { text = "x" } },
+]
+[[turns]]
+match = { user = "Use the tools", turn = 2 }
+tool_calls = [{ name = "Task", arguments = { name = "helper", description = "use mcp", prompt = "Echo child." } }]
+[[turns]]
+match = { system = "You help", turn = 1 }
+tool_calls = [
+  { name = "mcp__local__echo", arguments = { text = "child" } },
+  { name = "mcp__web__add", arguments = { a = 1, b = 1 } },
+]
+[[turns]]
+match = { system = "You help", turn = 2 }
+text = "child done"
+[[turns]]
+match = { last = "child done", turn = 3 }
+text = "all done"
+"""
+
+
+def test_an_agent_and_its_specialist_use_mcp_servers(workspace: Path, tmp_path: Path) -> None:
+    with http_server() as url:
+        config = Path(os.environ["XDG_CONFIG_HOME"]) / "zero" / "config.toml"
+        config.parent.mkdir(parents=True)
+        config.write_text(
+            f"""
+[mcp.servers.local]
+command = {json.dumps(sys.executable)}
+args = [{json.dumps(DEMO)}, "stdio"]
+trust = true
+[mcp.servers.web]
+url = "{url}"
+trust = true
+[mcp.servers.unsure]
+command = {json.dumps(sys.executable)}
+args = [{json.dumps(DEMO)}, "stdio"]
+[mcp.servers.missing]
+command = "/no/such/mcp-server"
+[mcp.servers.hangs]
+command = {json.dumps(sys.executable)}
+args = ["-c", "import time; time.sleep(60)  # {HANG_MARK}"]
+timeout_seconds = 1
+"""
+        )
+        (workspace / ".zero" / "specialists").mkdir(parents=True)
+        (workspace / ".zero" / "specialists" / "helper.toml").write_text(
+            'name = "helper"\ndescription = "Helps with MCP."\n'
+            'tools = ["read-only", "mcp:local"]\nprompt = "You help."\n'
+        )
+        script = write_script(tmp_path / "s.toml", SCRIPT)
+        started = time.monotonic()
+        done = zero("exec", "Use the tools", "--provider", "scripted", "--script", str(script), "--cwd", str(workspace))
+        took = time.monotonic() - started
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "all done\n"
+    # a server that cannot start and one that hangs are reported, skipped, within their timeouts
+    assert "MCP server 'missing' (/no/such/mcp-server) skipped: FileNotFoundError" in done.stderr
+    assert "MCP server 'hangs'" in done.stderr and "did not start within 1 s" in done.stderr
+    assert took < 15
+    assert HANG_MARK not in subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
+    root = next(m for m in store().list() if not m.parent_session_id)
+    results = [e.event.output for e in store().events(root.session_id) if e.event.kind == "tool_result"]
+    assert results[0] == "echo: hi" and results[1] == "5"  # stdio and streamable HTTP, into the session
+    assert "needs approval in auto mode" in results[2] and "zero mcp trust unsure" in results[2]  # untrusted
+    child = next(m for m in store().list() if m.parent_session_id)
+    child_results = [e.event.output for e in store().events(child.session_id) if e.event.kind == "tool_result"]
+    assert child_results[0] == "echo: child"  # granted by its manifest
+    assert child_results[1].startswith("Error: there is no tool named 'mcp__web__add'")  # not granted
+
+
+def test_mcp_add_list_trust_and_remove_keep_the_rest_of_the_file(workspace: Path) -> None:
+    config = Path(os.environ["XDG_CONFIG_HOME"]) / "zero" / "config.toml"
+    config.parent.mkdir(parents=True)
+    config.write_text('# mine\nmodel = "gpt-4.1"  # keep\n')
+    added = zero("mcp", "add", "local", "--cwd", str(workspace), "--", sys.executable, DEMO, "stdio")
+    assert added.returncode == 0, added.stderr
+    listed = json.loads(zero("mcp", "list", "--json", "--cwd", str(workspace)).stdout)
+    assert listed[0]["name"] == "local" and listed[0]["started"] and listed[0]["trusted"] is False
+    assert listed[0]["tools"] == ["mcp__local__echo", "mcp__local__add"]
+    assert zero("mcp", "trust", "local", "--cwd", str(workspace)).returncode == 0
+    assert "trust = true" in config.read_text()
+    assert zero("mcp", "remove", "local", "--cwd", str(workspace)).returncode == 0
+    assert config.read_text() == '# mine\nmodel = "gpt-4.1"  # keep\n'
+    # a project's server starts only once approved, and cannot trust itself
+    project = workspace / ".zero" / "config.toml"
+    project.parent.mkdir(parents=True)
+    project.write_text(
+        f"[mcp.servers.repo]\ncommand = {json.dumps(sys.executable)}\n"
+        f'args = [{json.dumps(DEMO)}, "stdio"]\ntrust = true\n'
+    )
+    done = zero("mcp", "list", "--json", "--cwd", str(workspace))
+    listed = json.loads(done.stdout)
+    assert listed[0]["started"] is False and "zero mcp trust repo" in listed[0]["problem"]
+    assert "mcp.servers.repo.trust ignored" in done.stderr and listed[0]["trusted"] is False
+    assert zero("mcp", "trust", "repo", "--cwd", str(workspace)).returncode == 0
+    approved = json.loads((Path(os.environ["ZERO_HOME"]) / "mcp-approved.json").read_text())
+    assert list(approved[str(workspace)]) == ["repo"]  # approved: it starts in runs here from now on
+
+
+SERVE_SCRIPT = """
+[[turns]]
+match = { user = "Look around", turn = 1 }
+text = "Looking."
+tool_calls = [{ name = "list_directory" }]
+[[turns]]
+match = { user = "Look around", turn = 2 }
+text = "A README and a src folder."
+[[turns]]
+match = { user = "Take forever" }
+delay = 30
+text = "never"
+[[turns]]
+match = { system = 'You are "solo"' }
+text = "solo done"
+"""
+
+
+def test_zero_as_an_mcp_server(workspace: Path, tmp_path: Path) -> None:
+    script = write_script(tmp_path / "s.toml", SERVE_SCRIPT)
+    team = write_script(
+        workspace / "team.toml", 'name = "t"\n[[members]]\nname = "solo"\nspecialist = "explorer"\nprompt = "Go."\n'
+    )
+    params = StdioServerParameters(
+        command=ZERO,
+        args=["mcp", "serve", "--provider", "scripted", "--script", str(script), "--cwd", str(workspace)],
+        env={k: os.environ[k] for k in ("ZERO_HOME", "XDG_CONFIG_HOME", "PATH")},
+    )
+    notes: list[Any] = []
+
+    async def scenario() -> dict[str, Any]:
+        async with Client(params) as client:
+            names = [t.name for t in (await client.list_tools()).tools]
+
+            async def note(progress: float, total: float | None, message: str | None) -> None:
+                notes.append(message)
+
+            answer = await client.call_tool("explorer", {"prompt": "Look around"}, progress_callback=note)
+            ran = await client.call_tool("run_team", {"team": "team.toml"})
+            with anyio.move_on_after(1):  # the client gives up on a long run: the call is cancelled
+                await client.call_tool("explorer", {"prompt": "Take forever"})
+            await anyio.sleep(0.3)
+            foreign = await client.call_tool("session_show", {"session_id": "zero_20200101000000_000000000000"})
+            return {"names": names, "answer": answer, "ran": ran, "foreign": foreign}
+
+    got = anyio.run(scenario)
+    assert {"explorer", "worker", "run_team", "session_tree", "session_show"} <= set(got["names"])
+    text = got["answer"].content[0].text
+    assert text.startswith("session_id: explorer_") and "status: completed" in text and "A README" in text
+    assert notes == ["list_directory ."] or notes == ["list_directory"]
+    team = json.loads(got["ran"].content[0].text)
+    assert team["status"] == "completed" and team["members"][0]["output"] == "solo done"
+    assert got["foreign"].is_error  # never says whether another workspace's session exists
+    statuses = {m.title: m.status for m in store().list() if m.title in ("Look around", "Take forever")}
+    assert statuses == {"Look around": "completed", "Take forever": "cancelled"}
+
+
+@pytest.fixture(autouse=True)
+def _quiet_mcp_logs(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FASTMCP_LOG_LEVEL", "ERROR")
+
+
+def test_long_tool_names_are_shortened_deterministically() -> None:
+    from zero.agent.mcpconfig import tool_name
+
+    assert tool_name("github", "search_issues") == "mcp__github__search_issues"
+    long = tool_name("a-very-long-server-name", "and_an_even_longer_tool_name_that_goes_on_and_on")
+    assert len(long) == 64 and long == tool_name(
+        "a-very-long-server-name", "and_an_even_longer_tool_name_that_goes_on_and_on"
+    )
+    assert long != tool_name("a-very-long-server-name", "and_an_even_longer_tool_name_that_goes_on_and_off")
+    assert tool_name("s", "odd name/with.dots") == "mcp__s__odd_name_with_dots"
