@@ -98,7 +98,7 @@ def _common(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--debug", action="store_true", help="show tracebacks")
 
 
-COMMANDS = ("exec", "specialists", "swarm", "sessions", "mcp")
+COMMANDS = ("exec", "specialists", "swarm", "sessions", "mcp", "acp")
 
 
 def build_shell_parser() -> argparse.ArgumentParser:
@@ -296,6 +296,13 @@ def build_parser() -> argparse.ArgumentParser:
         "session_show. --permission-mode is the ceiling of every run.",
     )
     _common(mc_serve)
+    acp = commands.add_parser(
+        "acp",
+        help="serve an editor over the Agent Client Protocol (stdio)",
+        description="Zero as an ACP agent on stdio, for editors (Zed, JetBrains IDEs). Each session's workspace "
+        "is the cwd the editor sends; --permission-mode is the ceiling of every session.",
+    )
+    _common(acp)
     return parser
 
 
@@ -362,6 +369,13 @@ def _dispatch(args: argparse.Namespace, streams: Streams) -> int:
         from zero.cli.swarm_cmd import run_swarm
 
         return run_swarm(args, streams)
+    if args.command == "acp":
+        import anyio
+
+        from zero.cli.acp_agent import serve
+
+        anyio.run(serve, args, streams)
+        return 0
     if args.command == "mcp":
         from zero.cli.mcp_cmd import run_mcp
 

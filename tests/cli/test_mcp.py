@@ -92,8 +92,7 @@ trust = true
 url = "{url}"
 trust = true
 [mcp.servers.unsure]
-command = {json.dumps(sys.executable)}
-args = [{json.dumps(DEMO)}, "stdio"]
+url = "{url}"
 [mcp.servers.missing]
 command = "/no/such/mcp-server"
 [mcp.servers.hangs]

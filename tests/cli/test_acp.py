@@ -1,0 +1,266 @@
+"""``zero acp`` as an editor drives it: a subprocess on stdio, the ``acp`` SDK's client on the other end,
+and the wire itself where its keys are the contract."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+from collections.abc import AsyncIterator, Awaitable
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from acp import RequestError, connect_to_agent, text_block
+from acp.schema import AllowedOutcome, DeniedOutcome, RequestPermissionResponse
+from support.cli import ZERO, write_script
+
+from zero.sessions import FileSessionStore
+
+pytestmark = pytest.mark.anyio
+
+SCRIPT = """
+[[turns]]
+match = { user = "Read and delegate", turn = 1 }
+text = "Reading first."
+tool_calls = [{ name = "read_file", arguments = { path = "README.md" } }]
+[[turns]]
+match = { user = "Read and delegate", turn = 2 }
+tool_calls = [{ name = "Task", arguments = { name = "explorer", description = "find todo", prompt = "Find TODOs." } }]
+[[turns]]
+match = { system = "You are the explorer", turn = 1 }
+tool_calls = [{ name = "grep", arguments = { pattern = "TODO" } }]
+[[turns]]
+match = { system = "You are the explorer", turn = 2 }
+text = "One TODO in src/app.py."
+[[turns]]
+match = { user = "Read and delegate", turn = 3 }
+text = "Done: the README says 42 and there is one TODO."
+
+[[turns]]
+match = { last = "Write two files" }
+tool_calls = [{ name = "write_file", arguments = { path = "yes.txt", content = "yes" } }]
+[[turns]]
+match = { last = "yes.txt" }
+tool_calls = [{ name = "write_file", arguments = { path = "no.txt", content = "no" } }]
+[[turns]]
+match = { last = "refused write_file" }
+text = "Wrote one."
+
+[[turns]]
+match = { last = "Wait a long time" }
+delay = 30
+text = "never"
+
+[[turns]]
+match = { last = "And now?" }
+text = "Still here."
+"""
+
+
+class Editor:
+    """An ACP client: records every update, answers permission requests from a list."""
+
+    def __init__(self, answers: list[str] | None = None):
+        self.updates: list[tuple[str, Any]] = []
+        self.asked: list[Any] = []
+        self.answers = list(answers or [])
+
+    async def session_update(self, session_id: str, update: Any, **kwargs: Any) -> None:
+        self.updates.append((session_id, update))
+
+    async def request_permission(self, session_id: str, tool_call: Any, options: Any, **kwargs: Any) -> Any:
+        self.asked.append(tool_call)
+        answer = self.answers.pop(0) if self.answers else "reject_once"
+        if answer == "cancel":
+            return RequestPermissionResponse(outcome=DeniedOutcome(outcome="cancelled"))
+        return RequestPermissionResponse(outcome=AllowedOutcome(option_id=answer, outcome="selected"))
+
+    def kinds(self) -> list[str]:
+        return [u.session_update for _, u in self.updates]
+
+    def on_connect(self, conn: Any) -> None:
+        return None
+
+
+async def refused(call: Awaitable[Any]) -> str:
+    """What the agent answered a request it refused (the error's message and data)."""
+    with pytest.raises(RequestError) as caught:
+        await call
+    return f"{caught.value} {caught.value.data}"
+
+
+@asynccontextmanager
+async def agent(editor: Editor, script: Path, *extra: str) -> AsyncIterator[Any]:
+    proc = await asyncio.create_subprocess_exec(
+        ZERO, "acp", "--provider", "scripted", "--script", str(script), *extra,
+        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, env=dict(os.environ),
+    )  # fmt: skip
+    assert proc.stdin is not None and proc.stdout is not None
+    conn = connect_to_agent(editor, proc.stdin, proc.stdout, use_unstable_protocol=True)  # type: ignore[arg-type]
+    try:
+        await conn.initialize(protocol_version=1)
+        yield conn
+    finally:
+        await conn.close()
+        proc.stdin.close()
+        with anyio.move_on_after(10):
+            await proc.wait()
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+
+
+async def test_an_editor_session(workspace: Path, tmp_path: Path) -> None:
+    script = write_script(tmp_path / "s.toml", SCRIPT)
+    editor = Editor(answers=["allow_once", "reject_once"])
+    async with agent(editor, script, "--permission-mode", "ask") as conn:
+        new = await conn.new_session(cwd=str(workspace))
+        sid = new.session_id
+        assert new.modes.current_mode_id == "ask" and [m.id for m in new.modes.available_modes] == ["read-only", "ask"]
+        done = await conn.prompt(session_id=sid, prompt=[text_block("Read and delegate")])
+        assert done.stop_reason == "end_turn"
+        kinds = editor.kinds()
+        # in the order they happened: text, the read, the Task (with the child's progress), the answer
+        assert kinds[0] == "agent_message_chunk" and "tool_call" in kinds and kinds[-1] == "agent_message_chunk"
+        calls = [u for _, u in editor.updates if u.session_update == "tool_call"]
+        assert [c.kind for c in calls] == ["read", "think"]
+        task = calls[1].tool_call_id
+        progress = [
+            u.content[0].content.text for _, u in editor.updates if u.session_update == "tool_call_update"
+            and u.tool_call_id == task and u.content
+        ]  # fmt: skip
+        assert progress[0].startswith("explorer started") and any("explorer: grep" in p for p in progress)
+        assert any(p.startswith("explorer completed") and "tokens" in p and "session child_" in p for p in progress)
+        assert progress[-1].startswith("session_id: child_")  # and the call's result: the child's report
+        # a permission request answered both ways; the edit shown as a diff
+        done = await conn.prompt(session_id=sid, prompt=[text_block("Write two files")])
+        assert done.stop_reason == "end_turn"
+        assert (workspace / "yes.txt").read_text() == "yes" and not (workspace / "no.txt").exists()
+        assert len(editor.asked) == 2 and editor.asked[0].content[0].type == "diff"
+        # cancel: the turn ends cancelled
+        stopped: list[Any] = []
+
+        async def wait_long() -> None:
+            stopped.append(await conn.prompt(session_id=sid, prompt=[text_block("Wait a long time")]))
+
+        with anyio.fail_after(10):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(wait_long)
+                await anyio.sleep(0.5)
+                await conn.cancel(session_id=sid)
+        assert stopped[0].stop_reason == "cancelled"
+        # the mode never goes above the ceiling the server started with
+        assert "above the ceiling" in await refused(conn.set_session_mode(session_id=sid, mode_id="auto"))
+    store = FileSessionStore(Path(os.environ["ZERO_HOME"]) / "sessions")
+    decisions = [e.event for e in store.events(sid) if e.event.kind == "permission_decision"]
+    assert [d.granted for d in decisions] == [True, False]  # recorded in the session
+
+
+async def test_list_load_and_resume_guard_the_workspace(workspace: Path, tmp_path: Path) -> None:
+    script = write_script(tmp_path / "s.toml", SCRIPT)
+    editor = Editor()
+    async with agent(editor, script) as conn:
+        sid = (await conn.new_session(cwd=str(workspace))).session_id
+        await conn.prompt(session_id=sid, prompt=[text_block("Read and delegate")])
+        await conn.close_session(session_id=sid)
+    store = FileSessionStore(Path(os.environ["ZERO_HOME"]) / "sessions")
+    alias = tmp_path / "alias"
+    alias.symlink_to(workspace)
+    other = tmp_path / "other"
+    other.mkdir()
+    editor = Editor()
+    async with agent(editor, script) as conn:
+        listed = await conn.list_sessions(cwd=str(alias))  # another spelling of the same folder
+        assert [s.session_id for s in listed.sessions] == [sid] and listed.sessions[0].cwd == str(workspace)
+        assert (await conn.list_sessions(cwd=str(other))).sessions == []
+        for blank in ("", "   ", "."):  # before "not found": no id is confirmed to exist (nor rebased on ".")
+            for method in (conn.load_session, conn.resume_session):
+                why = await refused(method(cwd=blank, session_id="zero_20990101000000_000000000000"))
+                assert "cwd" in why and "not found" not in why
+        assert "belongs to the workspace" in await refused(conn.load_session(cwd=str(other), session_id=sid))
+        await conn.load_session(cwd=str(alias), session_id=sid)  # accepted through the alias
+        replayed = editor.kinds()
+        assert replayed[0] == "user_message_chunk" and replayed.count("tool_call") == 2
+        results = [u for _, u in editor.updates if u.session_update == "tool_call"]
+        assert results[0].status == "completed" and "The answer is 42" in results[0].content[0].content.text
+        answer = await conn.prompt(session_id=sid, prompt=[text_block("And now?")])
+        assert answer.stop_reason == "end_turn"
+        # a second client cannot take the session while this one holds it: turns never interleave
+        other_editor = Editor()
+        async with agent(other_editor, script) as second:
+            why = await refused(second.resume_session(cwd=str(workspace), session_id=sid))
+            assert "another process" in why
+    # one more editor: a stored workspace that is relative, or gone, is neither listed nor resumed; a history
+    # that cannot be read fails (never a fresh conversation under the old id); a workspace stored through the
+    # alias and asked for by its real path is the same folder, by file-system identity
+    meta = store.path(sid) / "metadata.json"
+    log = store.path(sid) / "events.jsonl"
+    original, history = meta.read_text(), log.read_text()
+    async with agent(Editor(), script) as conn:
+        for stored in (".", str(tmp_path / "gone")):
+            meta.write_text(original.replace(json.dumps(str(workspace)), json.dumps(stored)))
+            assert (await conn.list_sessions()).sessions == []
+            for method in (conn.load_session, conn.resume_session):
+                why = await refused(method(cwd=str(workspace), session_id=sid))
+                assert "relative path" in why or "no longer exists" in why
+        meta.write_text(original)
+        lines = history.splitlines()
+        log.write_text("\n".join([lines[0], "[1, 2]", *lines[2:]]) + "\n")
+        for method in (conn.load_session, conn.resume_session):
+            assert "cannot be read" in await refused(method(cwd=str(workspace), session_id=sid))
+        log.write_text(history)
+        meta.write_text(original.replace(json.dumps(str(workspace)), json.dumps(str(alias))))
+        assert [s.session_id for s in (await conn.list_sessions(cwd=str(workspace))).sessions] == [sid]
+        await conn.resume_session(cwd=str(workspace), session_id=sid)
+    meta.write_text(original)
+    shutil.rmtree(alias, ignore_errors=True)
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+def test_the_wire_keys_are_the_contract(workspace: Path, tmp_path: Path) -> None:
+    """Raw JSON-RPC lines, as an editor other than the SDK's sends and reads them: renaming a key fails here."""
+    import subprocess
+
+    script = write_script(tmp_path / "s.toml", SCRIPT)
+    requests = [
+        {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": 1}},
+        {"jsonrpc": "2.0", "id": 2, "method": "session/new", "params": {"cwd": str(workspace), "mcpServers": []}},
+        {"jsonrpc": "2.0", "id": 3, "method": "session/list", "params": {"cwd": str(workspace)}},
+    ]
+    proc = subprocess.Popen(
+        [ZERO, "acp", "--provider", "scripted", "--script", str(script)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdin is not None and proc.stdout is not None
+    answers: dict[int, Any] = {}
+    for request in requests:  # one at a time, as an editor waits for each answer
+        proc.stdin.write(json.dumps(request) + "\n")
+        proc.stdin.flush()
+        while request["id"] not in answers:
+            message = json.loads(proc.stdout.readline())
+            if "id" in message:
+                answers[message["id"]] = message
+    proc.stdin.close()
+    proc.wait(timeout=10)
+    proc.stdout.close()
+    init = answers[1]["result"]
+    assert init["protocolVersion"] == 1 and init["agentInfo"]["name"] == "zero"
+    capabilities = init["agentCapabilities"]
+    assert capabilities["loadSession"] is True and capabilities["promptCapabilities"]["embeddedContext"] is True
+    assert {"list", "resume"} <= set(capabilities["sessionCapabilities"])
+    assert None not in capabilities["sessionCapabilities"].values()  # unset capabilities are left out, not null
+    new = answers[2]["result"]
+    assert new["sessionId"].startswith("zero_") and new["modes"]["currentModeId"] == "auto"
+    listed = answers[3]["result"]
+    assert set(listed) <= {"sessions", "nextCursor", "_meta"}
+    assert set(listed["sessions"][0]) >= {"sessionId", "cwd", "title", "updatedAt"}
