@@ -7,6 +7,7 @@ import asyncio
 import json
 import os
 import shutil
+import sys
 from collections.abc import AsyncIterator, Awaitable
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -15,7 +16,7 @@ from typing import Any
 import anyio
 import pytest
 from acp import RequestError, connect_to_agent, text_block
-from acp.schema import AllowedOutcome, DeniedOutcome, RequestPermissionResponse
+from acp.schema import AllowedOutcome, DeniedOutcome, McpServerStdio, RequestPermissionResponse
 from support.cli import ZERO, write_script
 
 from zero.sessions import FileSessionStore
@@ -58,7 +59,15 @@ text = "never"
 [[turns]]
 match = { last = "And now?" }
 text = "Still here."
+
+[[turns]]
+match = { last = "Echo through the editor's server" }
+tool_calls = [{ name = "mcp__demo__echo", arguments = { text = "acp" } }]
+[[turns]]
+match = { last = "echo: acp" }
+text = "Echoed."
 """
+DEMO = str(Path(__file__).parents[1] / "mcpdemo" / "server.py")
 
 
 class Editor:
@@ -116,9 +125,10 @@ async def agent(editor: Editor, script: Path, *extra: str) -> AsyncIterator[Any]
 
 async def test_an_editor_session(workspace: Path, tmp_path: Path) -> None:
     script = write_script(tmp_path / "s.toml", SCRIPT)
-    editor = Editor(answers=["allow_once", "reject_once"])
+    editor = Editor(answers=["allow_once", "reject_once", "allow_once"])
     async with agent(editor, script, "--permission-mode", "ask") as conn:
-        new = await conn.new_session(cwd=str(workspace))
+        demo = McpServerStdio(name="demo", command=sys.executable, args=[DEMO, "stdio"], env=[])
+        new = await conn.new_session(cwd=str(workspace), mcp_servers=[demo])
         sid = new.session_id
         assert new.modes.current_mode_id == "ask" and [m.id for m in new.modes.available_modes] == ["read-only", "ask"]
         done = await conn.prompt(session_id=sid, prompt=[text_block("Read and delegate")])
@@ -141,6 +151,11 @@ async def test_an_editor_session(workspace: Path, tmp_path: Path) -> None:
         assert done.stop_reason == "end_turn"
         assert (workspace / "yes.txt").read_text() == "yes" and not (workspace / "no.txt").exists()
         assert len(editor.asked) == 2 and editor.asked[0].content[0].type == "diff"
+        # the MCP server the editor sent with the session: its tool, asked for like network use
+        done = await conn.prompt(session_id=sid, prompt=[text_block("Echo through the editor's server")])
+        assert done.stop_reason == "end_turn" and len(editor.asked) == 3
+        texts = [u.content.text for _, u in editor.updates if u.session_update == "agent_message_chunk"]
+        assert texts[-1] == "Echoed."
         # cancel: the turn ends cancelled
         stopped: list[Any] = []
 
@@ -157,7 +172,7 @@ async def test_an_editor_session(workspace: Path, tmp_path: Path) -> None:
         assert "above the ceiling" in await refused(conn.set_session_mode(session_id=sid, mode_id="auto"))
     store = FileSessionStore(Path(os.environ["ZERO_HOME"]) / "sessions")
     decisions = [e.event for e in store.events(sid) if e.event.kind == "permission_decision"]
-    assert [d.granted for d in decisions] == [True, False]  # recorded in the session
+    assert [d.granted for d in decisions] == [True, False, True]  # recorded in the session
 
 
 async def test_list_load_and_resume_guard_the_workspace(workspace: Path, tmp_path: Path) -> None:
