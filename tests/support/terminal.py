@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import signal
 import time
 from pathlib import Path
@@ -11,6 +12,14 @@ import pexpect
 import pyte
 
 from support.cli import ZERO
+
+# Escape sequences: CSI (cursor, colours, modes), OSC (titles, ending in BEL or ST), and two-byte ones.
+_CONTROL = re.compile(
+    r"\x1b\[[0-?]*[ -/]*[@-~]"  # CSI
+    r"|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)"  # OSC
+    r"|\x1b[()#][0-9A-Za-z]|\x1b[=>78DEHMNOPZc]"  # two bytes
+    r"|[\x00-\x08\x0b\x0e-\x1f]"  # other controls
+)
 
 
 class Terminal:
@@ -23,6 +32,7 @@ class Terminal:
         self.log = b""  # everything it wrote, to read what scrolled away
         environ = {**os.environ, "TERM": "xterm-256color", "COLUMNS": str(cols), "LINES": str(rows), **(env or {})}
         self.child = pexpect.spawn(ZERO, list(args), cwd=str(cwd), env=environ, dimensions=(rows, cols))
+        self.child.delaybeforesend = None  # pexpect waits 50 ms before every send by default
 
     def pump(self, seconds: float = 0.05) -> None:
         deadline = time.monotonic() + seconds
@@ -49,10 +59,10 @@ class Terminal:
         return "\n".join(line.rstrip() for line in self.screen_.display)
 
     def text(self) -> str:
-        """All it wrote, control sequences removed (what scrolled off the screen too)."""
-        screen = pyte.Screen(400, 5000)
-        pyte.ByteStream(screen).feed(self.log)
-        return "\n".join(line.rstrip() for line in screen.display if line.strip())
+        """All it wrote, control sequences removed (what scrolled off the screen too; a redrawn line
+        may show more than once)."""
+        plain = _CONTROL.sub("", self.log.decode("utf-8", errors="replace")).replace("\r\n", "\n")
+        return "\n".join(line.rstrip() for line in plain.replace("\r", "\n").splitlines() if line.strip())
 
     def wait_for(self, needle: str, timeout: float = 10.0, *, everything: bool = False) -> str:
         """Wait until ``needle`` is on the screen (or anywhere in the output, with ``everything``)."""
