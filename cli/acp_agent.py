@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import shlex
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -76,6 +75,7 @@ from zero.agent import (
     format_cost,
 )
 from zero.agent.prompts import default_system_prompt
+from zero.cli.approvals import edit_of, session_rule
 from zero.cli.common import Streams, open_context, settings_from_args
 from zero.errors import ZeroError
 from zero.sessions import fork_session, messages_from_events, same_folder, session_workspace, validate_session_id
@@ -350,7 +350,7 @@ class ZeroAcpAgent:
         )
         if live is None:
             return Approval(False, "no editor session to ask")
-        rule = _rule(request)
+        rule = session_rule(request)
         if rule in live.allowed:
             return Approval(True, "allowed for this session")
         child = live.names.get(request.session_id)
@@ -505,18 +505,6 @@ class ZeroAcpAgent:
                     )
 
 
-def _rule(request: PermissionRequested) -> str:
-    """What "allow for this session" covers: a shell command's first words, else the tool."""
-    if request.name != "bash":
-        return request.name
-    command = str(request.arguments.get("command", ""))
-    try:
-        words = shlex.split(command)
-    except ValueError:
-        words = command.split()
-    return f"bash:{' '.join(words[:2])}"
-
-
 def _track(live: _Live, event: Event) -> None:
     """Which Task call shows each child (a grandchild shows in its ancestor's), and its specialist."""
     if isinstance(event, ChildStarted):
@@ -562,19 +550,8 @@ def _prompt_text(blocks: list[Any]) -> str:
 
 def _diff(name: str, arguments: dict[str, Any], workspace: Path) -> list[Any] | None:
     """An edit as the editor shows it: a diff of the file."""
-    path = arguments.get("path")
-    if name not in ("write_file", "edit_file") or not isinstance(path, str):
-        return None
-    target = workspace / path
-    try:
-        before = target.read_text("utf-8") if target.is_file() else None
-    except (OSError, UnicodeDecodeError):
-        before = None
-    if name == "write_file":
-        after = str(arguments.get("content", ""))
-    else:
-        after = (before or "").replace(str(arguments.get("old_text", "")), str(arguments.get("new_text", "")), 1)
-    return [tool_diff_content(str(target), after, before)]
+    edit = edit_of(name, arguments, workspace)
+    return None if edit is None else [tool_diff_content(str(edit.path), edit.after, edit.before)]
 
 
 def _listable(store: Any, wanted: Path | None) -> list[dict[str, Any]]:

@@ -14,7 +14,6 @@ import contextlib
 import difflib
 import os
 import re
-import shlex
 import signal
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -32,6 +31,7 @@ from rich.text import Text
 from zero.agent import Approval, PermissionRequested, Usage, format_cost
 from zero.agent.prompts import default_system_prompt
 from zero.agent.providers import LazyProvider
+from zero.cli.approvals import edit_of, session_rule
 from zero.cli.common import Streams, open_context, print_error, session_store, settings_from_args, workspace_from_args
 from zero.cli.config import RunSettings
 from zero.cli.session_ids import resolve_session_id
@@ -295,7 +295,7 @@ class Shell:
     # -- approvals ---------------------------------------------------------------
 
     async def _approve(self, request: PermissionRequested) -> Approval:
-        rule = _rule(request)
+        rule = session_rule(request)
         if rule in self.allowed:
             return Approval(True, "allowed for this session")
         async with self._asking:  # children ask one at a time
@@ -466,34 +466,16 @@ class Shell:
         await self._open(session_id)
 
 
-def _rule(request: PermissionRequested) -> str:
-    """What "allow for this session" covers: a shell command's first words (``git status``), else the tool."""
-    if request.name == "bash" and isinstance(command := request.arguments.get("command"), str):
-        try:
-            words = shlex.split(command)
-        except ValueError:
-            words = command.split()
-        return f"bash:{' '.join(words[:2])}"
-    return request.name
-
-
 def _preview(request: PermissionRequested, root: Path) -> list[Text]:
     """The call as the user should judge it: an edit as a diff, a command as it would run."""
     args = request.arguments
-    if request.name in ("write_file", "edit_file") and isinstance(path := args.get("path"), str):
-        target = root / path
-        try:
-            before = target.read_text("utf-8") if target.is_file() else ""
-        except (OSError, UnicodeDecodeError):
-            before = ""
-        if request.name == "write_file":
-            after = str(args.get("content", ""))
-        else:
-            after = before.replace(str(args.get("old_text", "")), str(args.get("new_text", "")), 1)
-        diff = difflib.unified_diff(before.splitlines(), after.splitlines(), f"a/{path}", f"b/{path}", lineterm="")
-        lines = list(diff)[:80]
+    edit = edit_of(request.name, args, root)
+    if edit is not None:
+        name = str(edit.path.relative_to(root)) if edit.path.is_relative_to(root) else str(edit.path)
+        lines = (edit.before or "").splitlines(), edit.after.splitlines()
+        diff = list(difflib.unified_diff(*lines, f"a/{name}", f"b/{name}", lineterm=""))[:80]
         styles = {"+": "green", "-": "red", "@": "cyan"}
-        return [Text(printable(line), style=styles.get(line[:1], "")) for line in lines] or [Text("  (no change)")]
+        return [Text(printable(line), style=styles.get(line[:1], "")) for line in diff] or [Text("  (no change)")]
     if request.name == "bash":
         return [Text(f"  $ {printable(str(args.get('command', '')))}")]
     return [Text(f"  {printable(str(args))[:400]}", style="dim")]
