@@ -79,7 +79,7 @@ from zero.cli.approvals import edit_of, session_rule
 from zero.cli.common import Streams, open_context, settings_from_args
 from zero.errors import ZeroError
 from zero.sessions import fork_session, messages_from_events, same_folder, session_workspace, validate_session_id
-from zero.specialists import AgentContext, AgentSession, Delegator, open_agent, resume_agent
+from zero.specialists import AgentContext, AgentSession, open_agent, resume_agent
 from zero.tools import PERMISSION_MODES, PermissionMode, within
 from zero.tools.describe import describe_call
 
@@ -244,10 +244,7 @@ class ZeroAcpAgent:
                 {"message": f"{mode_id} is above the ceiling of this server ({self.ceiling})"}
             )
         live.mode = mode
-        live.session.agent.set_permission_mode(mode)
-        for stoppable in live.session.stoppables:
-            if isinstance(stoppable, Delegator):
-                stoppable.permission_mode = mode
+        live.session.set_permission_mode(mode)
         await self.conn.session_update(session_id=session_id, update=update_current_mode(mode))
         return SetSessionModeResponse()
 

@@ -394,10 +394,7 @@ class Shell:
             return
         mode, narrowed = within(self.settings.ceiling, wanted, "/permission")
         self.mode = mode
-        self.session.agent.set_permission_mode(mode)
-        for stoppable in self.session.stoppables:
-            if isinstance(stoppable, Delegator):
-                stoppable.permission_mode = mode
+        self.session.set_permission_mode(mode)
         self.console.print(f"[yellow]{narrowed}[/yellow]" if narrowed else f"permission mode: {mode}")
 
     async def _agents(self) -> None:

@@ -43,7 +43,7 @@ from zero.sessions import (
     fork_session,
     messages_from_events,
 )
-from zero.tools import Tool
+from zero.tools import PermissionMode, Tool
 
 __all__ = ["AgentSession", "Stoppable", "ToolSet"]
 
@@ -205,6 +205,14 @@ class AgentSession:
         """Stop the run in progress (or the next one): it ends ``status``, and so does every child."""
         self.mark_stopping(status)
         self._scope.cancel()
+
+    def set_permission_mode(self, mode: PermissionMode) -> None:
+        """Use ``mode`` from the next run on, for this agent and the children it starts (the caller keeps it
+        within the run's ceiling)."""
+        self.agent.set_permission_mode(mode)
+        for stoppable in self.stoppables:
+            if hasattr(stoppable, "permission_mode"):  # a delegator: its next children get the new mode
+                stoppable.permission_mode = mode
 
     def mark_stopping(self, status: RunStatus) -> None:
         self.agent.cancel_status = status
