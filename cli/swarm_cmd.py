@@ -12,6 +12,7 @@ from rich.console import Console
 from rich.table import Table
 
 from zero.agent import PriceTable, exit_code, format_cost
+from zero.cli.arguments import NO_LIMIT
 from zero.cli.common import (
     Streams,
     freeze_startup_heap,
@@ -25,7 +26,6 @@ from zero.cli.common import (
     workspace_from_args,
 )
 from zero.cli.config import RunSettings, load_config, permission_ceiling, resolve_settings
-from zero.cli.main import NO_LIMIT
 from zero.cli.session_ids import resolve_session_id
 from zero.cli.streamjson import StreamJsonWriter, new_run_id
 from zero.cli.swarm_progress import PlainProgress
