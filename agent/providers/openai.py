@@ -31,6 +31,7 @@ __all__ = ["OpenAIProvider", "ToolChoice"]
 
 
 ToolChoice = Literal["auto", "omit"]
+POOLS = 8  # connection pools of streamed calls (see OpenAIProvider.__init__)
 
 
 class OpenAIProvider:
@@ -65,8 +66,25 @@ class OpenAIProvider:
         self._official = base_url is None or "api.openai.com" in base_url
         self._tools: dict[str, tuple[ToolChoice, bool]] = {}  # model -> how tools are offered
         self._default = (tool_choice, stream_tools)
+        # Streamed calls go straight through an HTTP client with the SDK's base URL, headers and auth:
+        # the SDK's request building (options models, transforms, header merging) costs more CPU a call
+        # than the rest of Zero's work on it (bench/bench_swarm.py). Errors map the same way.
+        # Several pools, each agent's calls in one: a pool looks at all of its connections for every
+        # request, which at a thousand agents in one pool costs more than the rest of the call.
+        headers = {k: v for k, v in self._client.default_headers.items() if isinstance(v, str)}
+        self._pools = [
+            httpx2.AsyncClient(
+                base_url=str(self._client.base_url),
+                headers={**headers, **self._client.auth_headers, "Accept": "text/event-stream"},
+                timeout=httpx2.Timeout(read_timeout, connect=connect_timeout),
+                limits=httpx2.Limits(max_connections=250, max_keepalive_connections=100),
+            )
+            for _ in range(POOLS)
+        ]
 
     async def aclose(self) -> None:
+        for pool in self._pools:
+            await pool.aclose()
         await self._client.close()
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
@@ -121,9 +139,17 @@ class OpenAIProvider:
             if streamed:
                 # The raw lines, parsed here: the SDK builds a typed object for every chunk, which
                 # costs more than everything else Zero does with it (bench/bench_stream.py).
-                create = self._client.chat.completions.with_streaming_response.create
-                async with create(**kwargs) as response:
-                    async for event in self._events(response.iter_lines()):
+                payload = {**{k: v for k, v in kwargs.items() if k not in ("extra_body", "messages")}, **body}
+                pool = self._pools[hash(request.metadata.get("session_id", "")) % POOLS]
+                post = pool.stream("POST", "chat/completions", content=json.dumps(payload).encode())
+                async with post as response:
+                    if response.status_code >= 400:
+                        raw = await response.aread()
+                        try:
+                            response.raise_for_status()
+                        except httpx2.HTTPStatusError as e:
+                            raise _http_error(self.name, response.status_code, raw, response.headers) from e
+                    async for event in self._events(response.aiter_lines()):
                         started = True
                         yield event
             else:
@@ -240,6 +266,19 @@ async def _unstreamed(completion: Any) -> AsyncIterator[StreamEvent]:
     for done in calls.finish():
         yield done
     yield Finish(choice.finish_reason or "stop")
+
+
+def _http_error(provider: str, status: int, raw: bytes, headers: Any) -> errors.ProviderError:
+    """An error answer read straight off the wire, mapped as the SDK's own errors are."""
+    try:
+        body = json.loads(raw)
+    except ValueError:
+        body = {}
+    body = body if isinstance(body, dict) else {}
+    inner = body.get("error", body) if isinstance(body.get("error", body), dict) else {}
+    message = str(inner.get("message") or raw.decode("utf-8", errors="replace")[:500] or f"HTTP {status}")
+    kind = str(inner.get("code") or inner.get("type") or "")
+    return status_error(provider, status, message, headers, kind)
 
 
 def _translate_status(provider: str, e: openai.APIStatusError) -> errors.ProviderError:
