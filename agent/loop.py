@@ -101,6 +101,9 @@ class CallGuard(Protocol):
     async def after_call(self, permit: CallPermit | None, usage: Usage | None) -> None: ...
 
 
+Permits = list[tuple[CallGuard, CallPermit | None]]  # of one call, from each guard in turn
+
+
 @dataclass(frozen=True, slots=True)
 class Approval:
     """A user's answer to a permission request; ``note`` reaches the model with it."""
@@ -143,9 +146,16 @@ class _Turn:
     results: dict[str, Message] = field(default_factory=dict)
     answered: bool = False  # the assistant message is in the conversation
     closed: bool = False  # every call has its result in the conversation
-    permits: list[tuple[CallGuard, CallPermit | None]] = field(default_factory=list)
+    permits: Permits = field(default_factory=list)
     usage: Usage | None = None
     finish: str | None = None  # why the model stopped: stop, tool_calls, length (the output cap)
+
+
+async def _release(permits: Permits, usage: Usage | None) -> None:
+    """Give the permits back with the call's usage (``None``: no call was made), even when cancelled."""
+    with anyio.CancelScope(shield=True):
+        for guard, permit in permits:
+            await guard.after_call(permit, usage)
 
 
 def _ignore(event: Event) -> None:
@@ -243,9 +253,7 @@ class AgentRun:
                 try:
                     await self._call_model(turn, request)
                 finally:
-                    with anyio.CancelScope(shield=True):
-                        for guard, permit in turn.permits:
-                            await guard.after_call(permit, turn.usage)
+                    await _release(turn.permits, turn.usage)
                 self._answer(turn)
                 if turn.usage is not None:
                     self.emit(UsageUpdated.of(self.session_id, config.model, turn.usage))
@@ -352,20 +360,22 @@ class AgentRun:
     async def _permitted_request(self, turn: _Turn) -> ModelRequest:
         """Ask every guard for leave to call the model; a guard's note joins the conversation first."""
         request = self._request()
-        noted = False
+        turn.permits = await self._permits(request)
+        notes = [permit.note for _, permit in turn.permits if permit is not None and permit.note]
+        for note in notes:
+            self._add(Message("user", note))
+        return self._request() if notes else request
+
+    async def _permits(self, request: ModelRequest) -> Permits:
+        """Every guard's permit for ``request``; if one refuses, those already given go back unused."""
+        permits: Permits = []
         for guard in self.config.guards:
             try:
-                permit = await guard.before_call(request, self.usage)
+                permits.append((guard, await guard.before_call(request, self.usage)))
             except BaseException:
-                with anyio.CancelScope(shield=True):
-                    for earlier, granted in turn.permits:
-                        await earlier.after_call(granted, None)
+                await _release(permits, None)
                 raise
-            turn.permits.append((guard, permit))
-            if permit is not None and permit.note:
-                self._add(Message("user", permit.note))
-                noted = True
-        return self._request() if noted else request
+        return permits
 
     def switch_model(self, model: str) -> None:
         """Use ``model`` from the next call on (its output cap too, unless one was set)."""
@@ -388,9 +398,7 @@ class AgentRun:
             max_output_tokens=self._output_cap,
             metadata={"session_id": self.session_id},
         )
-        permits: list[tuple[CallGuard, CallPermit | None]] = []
-        for guard in self.config.guards:  # a summary is a model call like any other: budgets see it
-            permits.append((guard, await guard.before_call(request, self.usage)))
+        permits = await self._permits(request)  # a summary is a model call like any other: budgets see it
         parts: list[str] = []
         usage: Usage | None = None
         try:
@@ -400,9 +408,7 @@ class AgentRun:
                 elif event.kind == "usage":
                     usage = event.usage
         finally:
-            with anyio.CancelScope(shield=True):
-                for guard, permit in permits:
-                    await guard.after_call(permit, usage)
+            await _release(permits, usage)
         summary = self.config.redactor("".join(parts).strip())
         if usage is not None:
             priced = self.config.prices.priced(self.config.model, replace(usage, calls=1))

@@ -13,10 +13,11 @@ from __future__ import annotations
 
 import argparse
 import os
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import anyio
 import anyio.abc
@@ -76,7 +77,7 @@ from zero.agent import (
 )
 from zero.agent.prompts import default_system_prompt
 from zero.cli.approvals import edit_of, session_rule
-from zero.cli.common import Streams, open_context, settings_from_args
+from zero.cli.common import Streams, open_context, session_store, settings_from_args
 from zero.errors import ZeroError
 from zero.sessions import fork_session, messages_from_events, same_folder, session_workspace, validate_session_id
 from zero.specialists import AgentContext, AgentSession, open_agent, resume_agent
@@ -86,6 +87,7 @@ from zero.tools.describe import describe_call
 __all__ = ["ZeroAcpAgent"]
 
 PAGE = 50
+_T = TypeVar("_T")
 _KINDS = {
     "read_file": "read",
     "list_directory": "read",
@@ -216,7 +218,7 @@ class ZeroAcpAgent:
         self, cwd: str | None = None, cursor: str | None = None, **kwargs: Any
     ) -> ListSessionsResponse:
         wanted = _requested(cwd) if cwd is not None else None
-        store = (await self._context(wanted)).store if wanted is not None else _store()
+        store = (await self._context(wanted)).store if wanted is not None else session_store()
         usable = await anyio.to_thread.run_sync(_listable, store, wanted)
         start = int(cursor) if cursor and cursor.isdigit() else 0
         page = usable[start : start + PAGE]
@@ -391,55 +393,57 @@ class ZeroAcpAgent:
         by a task of its own until the server ends."""
         key = str(workspace)
         if key not in self.contexts:
-            ready = anyio.Event()
-            holder: list[AgentContext | BaseException] = []
 
-            async def hold() -> None:
-                try:
-                    settings = settings_from_args(self.args, workspace)
-                    async with open_context(self.args, settings, workspace, self.streams) as ctx:
-                        holder.append(replace(ctx, approver=self._approve))
-                        ready.set()
-                        await anyio.sleep_forever()
-                except Exception as e:  # noqa: BLE001 - reported to the request that asked
-                    holder.append(e)
-                    ready.set()
+            @asynccontextmanager
+            async def opened() -> AsyncIterator[AgentContext]:
+                settings = settings_from_args(self.args, workspace)
+                async with open_context(self.args, settings, workspace, self.streams) as ctx:
+                    yield replace(ctx, approver=self._approve)
 
-            self.tg.start_soon(hold)
-            await ready.wait()
-            if isinstance(holder[0], BaseException):
-                raise RequestError.internal_error({"message": str(holder[0])})
-            self.contexts[key] = holder[0]
+            self.contexts[key] = await self._keep(opened, lambda ctx: anyio.sleep_forever())
         return self.contexts[key]
 
     async def _hold(
         self, opener: Callable[[], Awaitable[AgentSession]], workspace: Path, mode: PermissionMode, mcp: list[Any]
     ) -> _Live:
         """Open a session in a task of its own (its tools live there) and keep it until it is closed."""
-        ready = anyio.Event()
-        holder: list[_Live | BaseException] = []
 
-        async def hold() -> None:
+        @asynccontextmanager
+        async def opened() -> AsyncIterator[_Live]:
+            session = await opener()
+            if mcp:
+                session.add_toolset(_editor_servers(mcp))
+            live = _Live(session, workspace, mode)
+            session.hub.listen(lambda event: _track(live, event))  # at once, in order: before any child asks
+            async with session:
+                self.sessions[session.session_id] = live
+                yield live
+
+        return await self._keep(opened, lambda live: live.stop.wait())
+
+    async def _keep(
+        self, opened: Callable[[], AbstractAsyncContextManager[_T]], until: Callable[[_T], Awaitable[object]]
+    ) -> _T:
+        """Enter ``opened()`` in a task of the server's (what it opens lives there, past this request) and
+        stay inside until ``until(value)`` returns; the value, or the error that kept it from opening, comes
+        back to the request."""
+        ready = anyio.Event()
+        holder: list[_T | Exception] = []
+
+        async def keep() -> None:
             try:
-                session = await opener()
-                if mcp:
-                    session.add_toolset(_editor_servers(mcp))
-                live = _Live(session, workspace, mode)
-                session.hub.listen(lambda event: _track(live, event))  # at once, in order: before any child asks
-                async with session:
-                    self.sessions[session.session_id] = live
-                    holder.append(live)
+                async with opened() as value:
+                    holder.append(value)
                     ready.set()
-                    await live.stop.wait()
-            except Exception as e:  # noqa: BLE001 - the request that opened it reports it
+                    await until(value)
+            except Exception as e:  # noqa: BLE001 - reported to the request that asked
                 holder.append(e)
                 ready.set()
 
-        self.tg.start_soon(hold)
+        self.tg.start_soon(keep)
         await ready.wait()
-        if isinstance(holder[0], BaseException):
-            error = holder[0]
-            raise RequestError.internal_error({"message": str(error)})
+        if isinstance(holder[0], Exception):
+            raise RequestError.internal_error({"message": str(holder[0])})
         return holder[0]
 
     def _recorded(self, ctx: AgentContext, session_id: str, workspace: Path) -> None:
@@ -567,16 +571,8 @@ def _listable(store: Any, wanted: Path | None) -> list[dict[str, Any]]:
     return usable
 
 
-def _store() -> Any:
-    from zero.cli.common import session_store
-
-    return session_store()
-
-
 def _editor_servers(servers: list[Any]) -> Any:
     """The MCP servers an editor sends with a session, started for it like configured ones (untrusted)."""
-    from contextlib import asynccontextmanager
-
     from zero.agent.mcp import open_servers
     from zero.agent.mcpconfig import McpServer
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import shlex
 from pathlib import Path
 from typing import Any
@@ -132,8 +133,6 @@ def _trust(args: argparse.Namespace, workspace: Path, streams: Streams) -> int:
 
 
 def _check_name(name: str) -> None:
-    import re
-
     if not re.fullmatch(NAME_PATTERN, name):
         raise UsageError(f"invalid server name {name!r}: use lowercase letters, digits and '-', starting with a letter")
 

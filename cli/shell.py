@@ -15,8 +15,10 @@ import difflib
 import os
 import re
 import signal
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import TypeVar
 
 import anyio
 from prompt_toolkit import PromptSession
@@ -37,8 +39,8 @@ from zero.cli.config import RunSettings
 from zero.cli.session_ids import resolve_session_id
 from zero.cli.shell_view import TurnView
 from zero.errors import UsageError, ZeroError
-from zero.sessions import default_data_dir, same_folder, session_workspace, short_id
-from zero.specialists import AgentSession, Delegator, open_agent, resume_agent
+from zero.sessions import FileSessionStore, default_data_dir, same_folder, session_tree, session_workspace, short_id
+from zero.specialists import AgentSession, open_agent, resume_agent
 from zero.tools import PERMISSION_MODES, PermissionMode, within
 from zero.tools.describe import printable
 
@@ -59,6 +61,7 @@ COMMANDS = {
     "clear": "start a new session",
     "exit": "leave (the session stays resumable: zero --continue)",
 }
+T = TypeVar("T")
 ATTACH_BYTES = 200_000  # of a file attached with @path
 INIT_PROMPT = (
     "Draft an AGENTS.md at the workspace root for coding agents working in this repository: what the project "
@@ -90,8 +93,12 @@ def _session_to_open(args: argparse.Namespace, workspace: Path) -> str | None:
         raise UsageError("give --continue or --resume ID, not both")
     if not (args.resume or args.continue_):
         return None
-    store = session_store()
-    session_id = resolve_session_id(store, args.resume or "last", here=workspace)
+    return _session_here(session_store(), args.resume or "last", workspace)
+
+
+def _session_here(store: FileSessionStore, text: str, workspace: Path) -> str:
+    """The session ``text`` names (an id, a prefix, ``last``), if it was run in ``workspace``."""
+    session_id = resolve_session_id(store, text, here=workspace)
     session_workspace(store.metadata(session_id), workspace)
     return session_id
 
@@ -211,7 +218,7 @@ class Shell:
     async def _delegate(self, name: str, task: str) -> None:
         """``@name task``: the task straight to the specialist, as a Task call of this session."""
         assert self.session is not None
-        delegator = next((s for s in self.session.stoppables if isinstance(s, Delegator)), None)
+        delegator = self.session.delegator
         if delegator is None:
             self.console.print("[red]this session cannot delegate (no specialists, or max_depth is 0)[/red]")
             return
@@ -397,13 +404,14 @@ class Shell:
         self.session.set_permission_mode(mode)
         self.console.print(f"[yellow]{narrowed}[/yellow]" if narrowed else f"permission mode: {mode}")
 
+    async def _recorded(self, read: Callable[..., T], *args: object) -> T:
+        """``read(*args)`` (in a thread) once everything recorded so far is on disk."""
+        await anyio.to_thread.run_sync(self.ctx.store.flush)
+        return await anyio.to_thread.run_sync(read, *args)
+
     async def _agents(self) -> None:
         assert self.session is not None
-        from zero.sessions import session_tree
-
-        store = self.ctx.store
-        await anyio.to_thread.run_sync(store.flush)
-        tree = await anyio.to_thread.run_sync(session_tree, store, self.session.session_id)
+        tree = await self._recorded(session_tree, self.ctx.store, self.session.session_id)
         if not tree.children:
             self.console.print("no children yet")
         for node in tree.walk()[1:]:
@@ -419,16 +427,12 @@ class Shell:
         from zero.orchestrator.live import tree_from_store
         from zero.orchestrator.view import render_tree
 
-        store = self.ctx.store
-        await anyio.to_thread.run_sync(store.flush)
-        tree = await anyio.to_thread.run_sync(tree_from_store, store, self.session.session_id)
+        tree = await self._recorded(tree_from_store, self.ctx.store, self.session.session_id)
         self.console.print(render_tree(tree, ids=True))
 
     async def _cost(self) -> None:
         assert self.session is not None
-        store = self.ctx.store
-        await anyio.to_thread.run_sync(store.flush)
-        meta = await anyio.to_thread.run_sync(store.metadata, self.session.session_id)
+        meta = await self._recorded(self.ctx.store.metadata, self.session.session_id)
         own, total = meta.usage.to_usage(), meta.subtree_usage
         self.console.print(
             f"own {own.total_tokens:,} tokens, {format_cost(own)} · "
@@ -453,9 +457,7 @@ class Shell:
             self.console.print("/resume ID (see /sessions)")
             return
         try:
-            store = session_store()
-            session_id = resolve_session_id(store, text, here=self.workspace)
-            session_workspace(store.metadata(session_id), self.workspace)
+            session_id = _session_here(session_store(), text, self.workspace)
         except ZeroError as e:
             self.console.print(f"[red]{printable(str(e))}[/red]")
             return

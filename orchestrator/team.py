@@ -100,10 +100,6 @@ def member_subject(loc: tuple[str | int, ...], data: dict[str, Any]) -> tuple[st
     return None, loc
 
 
-def member_index(team: TeamFile, name: str) -> int:
-    return next(i for i, m in enumerate(team.members) if m.name == name)
-
-
 def load_team(path: Path) -> tuple[TeamFile, KeyLines, list[Problem]]:
     """Parse the file. Unknown keys are reported and set aside, so the rest can still be checked;
     any other shape error raises ``TeamError`` listing every problem found."""

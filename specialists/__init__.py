@@ -8,7 +8,7 @@ from zero.specialists.delegation import ChildFactory, Delegator
 from zero.specialists.envelope import envelope
 from zero.specialists.manifest import Manifest, ManifestError, ManifestFile
 from zero.specialists.registry import Specialist, SpecialistRegistry, builtin_dir, project_dir, user_dir
-from zero.specialists.session import AgentSession, Stoppable, ToolSet
+from zero.specialists.session import AgentSession, ToolSet
 from zero.specialists.tools import Task, TaskOutput, TaskRunner, TaskStop
 
 __all__ = [
@@ -23,7 +23,6 @@ __all__ = [
     "Placement",
     "Specialist",
     "SpecialistRegistry",
-    "Stoppable",
     "Task",
     "TaskOutput",
     "TaskRunner",

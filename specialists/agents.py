@@ -60,10 +60,7 @@ def _delegate(
         caller_tools=set(tools),
         open_child=open_child,
     )
-    session.add_toolset(delegator.opened(), delegator)
-
-
-_BUILTIN = [t.name for t in builtin_tools()]
+    session.delegate_with(delegator)
 
 
 def mcp_tools(ctx: AgentContext, grants: Sequence[str] | None = None) -> list[Tool]:

@@ -15,9 +15,8 @@ from __future__ import annotations
 import functools
 from collections.abc import Sequence
 from contextlib import AbstractAsyncContextManager, AsyncExitStack
-from dataclasses import dataclass, field
 from types import TracebackType
-from typing import Protocol
+from typing import TYPE_CHECKING
 
 import anyio
 import anyio.to_thread
@@ -45,21 +44,13 @@ from zero.sessions import (
 )
 from zero.tools import PermissionMode, Tool
 
-__all__ = ["AgentSession", "Stoppable", "ToolSet"]
+if TYPE_CHECKING:
+    from zero.specialists.delegation import Delegator
+
+__all__ = ["AgentSession", "ToolSet"]
 
 ToolSet = AbstractAsyncContextManager[Sequence[Tool]]
 """Tools that live as long as a session: entered when it opens (giving their tools), left when it closes."""
-
-
-class Stoppable(Protocol):
-    def mark_stopping(self, status: RunStatus) -> None:
-        """The whole run is stopping (Ctrl-C, a spent budget): what is still running ends ``status``."""
-        ...
-
-
-@dataclass
-class _Tracked:
-    usage: Usage = field(default_factory=Usage)  # this run's own usage and what its children spent in it
 
 
 class AgentSession:
@@ -84,11 +75,11 @@ class AgentSession:
         if relay is not None:
             self.hub.listen(relay)
         self.agent = AgentRun(config, session_id, history, self.hub.emit, recorded=recorded, checkpoint=self._written)
-        self.stoppables: list[Stoppable] = []
+        self.delegator: Delegator | None = None  # its Task machinery, when it may delegate
         self._toolsets = list(toolsets)
         self._stack = AsyncExitStack()
         self._scope = anyio.CancelScope()
-        self._tracked = _Tracked()
+        self._usage = Usage()  # this run's own usage and what its children spent in it
         self._entered = False
 
     # -- opening ---------------------------------------------------------------------
@@ -151,11 +142,15 @@ class AgentSession:
         new_id = fork.session_id
         return cls(store, new_id, config, history, recorded=len(history), toolsets=toolsets, relay=relay)
 
-    def add_toolset(self, toolset: ToolSet, stoppable: Stoppable | None = None) -> None:
-        """A tool set to enter when the session opens; ``stoppable`` learns when the run is stopping."""
+    def add_toolset(self, toolset: ToolSet) -> None:
+        """A tool set to enter when the session opens."""
         self._toolsets.append(toolset)
-        if stoppable is not None:
-            self.stoppables.append(stoppable)
+
+    def delegate_with(self, delegator: Delegator) -> None:
+        """Let the session delegate: the Task tools join when it opens; ``delegator`` learns when the run
+        is stopping and the permission mode the next children get."""
+        self.add_toolset(delegator.opened())
+        self.delegator = delegator
 
     # -- using -----------------------------------------------------------------------
 
@@ -192,7 +187,7 @@ class AgentSession:
 
     async def send(self, prompt: str | None) -> RunResult:
         """Run the agent on ``prompt`` until it answers, a limit stops it, or it is cancelled."""
-        self._tracked = _Tracked()
+        self._usage = Usage()
         try:
             with self._scope:  # a cancel that came before this run ends it at once
                 await self.agent.run(prompt)
@@ -210,14 +205,13 @@ class AgentSession:
         """Use ``mode`` from the next run on, for this agent and the children it starts (the caller keeps it
         within the run's ceiling)."""
         self.agent.set_permission_mode(mode)
-        for stoppable in self.stoppables:
-            if hasattr(stoppable, "permission_mode"):  # a delegator: its next children get the new mode
-                stoppable.permission_mode = mode
+        if self.delegator is not None:
+            self.delegator.permission_mode = mode
 
     def mark_stopping(self, status: RunStatus) -> None:
         self.agent.cancel_status = status
-        for stoppable in self.stoppables:
-            stoppable.mark_stopping(status)
+        if self.delegator is not None:
+            self.delegator.mark_stopping(status)
 
     def end_unstarted(self, status: RunStatus) -> RunResult:
         """Give a session that never ran (stopped before it could start) its final status."""
@@ -233,7 +227,7 @@ class AgentSession:
     @property
     def run_usage(self) -> Usage:
         """What the last (or current) run spent, its children included."""
-        return self._tracked.usage
+        return self._usage
 
     async def _written(self) -> None:
         """Write-ahead: wait until the session's log holds everything so far (a tool call before its side effect)."""
@@ -243,8 +237,8 @@ class AgentSession:
         if event.session_id != self.session_id:
             return
         if event.kind == "usage":
-            self._tracked.usage = self._tracked.usage + event.usage
+            self._usage = self._usage + event.usage
         elif event.kind == "child_end":
-            self._tracked.usage = self._tracked.usage + event.usage
+            self._usage = self._usage + event.usage
         elif event.kind == "run_end" and event.usage.partly_unpriced:  # unknown, even with no call done
-            self._tracked.usage = self._tracked.usage + Usage(cost_usd=None)
+            self._usage = self._usage + Usage(cost_usd=None)

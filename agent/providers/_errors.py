@@ -39,6 +39,18 @@ def status_error(
     return errors.BadRequestError(text, status=status)
 
 
+def body_error(
+    provider: str, status: int, body: object, fallback: str, headers: Mapping[str, str]
+) -> errors.ProviderError:
+    """``status_error`` for an error answer whose body may hold an ``error`` object (both APIs' shape):
+    its message (else ``fallback``) and its kind."""
+    body = body if isinstance(body, dict) else {}
+    inner = body.get("error", body)
+    inner = inner if isinstance(inner, dict) else {}
+    message = str(inner.get("message") or fallback)
+    return status_error(provider, status, message, headers, str(inner.get("code") or inner.get("type") or ""))
+
+
 def parse_retry_after(headers: Mapping[str, str]) -> float | None:
     """Seconds from ``retry-after-ms`` or ``retry-after`` (seconds; HTTP dates are ignored)."""
     for name, scale in (("retry-after-ms", 1000.0), ("retry-after", 1.0)):

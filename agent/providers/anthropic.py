@@ -15,7 +15,7 @@ from zero import errors
 from zero.agent.messages import Message, ModelRequest, Usage
 from zero.agent.pricing import DEFAULT_OUTPUT_CAP
 from zero.agent.provider import ToolCallAssembler
-from zero.agent.providers._errors import status_error
+from zero.agent.providers._errors import body_error
 from zero.agent.stream import (
     Finish,
     ReasoningDelta,
@@ -81,11 +81,7 @@ class AnthropicProvider:
                 f"cannot reach the anthropic API at {self._client.base_url}: {e}"
             ) from e
         except anthropic.APIStatusError as e:
-            body = e.body if isinstance(e.body, dict) else {}
-            inner = body.get("error") if isinstance(body.get("error"), dict) else {}
-            assert isinstance(inner, dict)
-            message = str(inner.get("message") or e.message)
-            raise status_error(self.name, e.status_code, message, e.response.headers, str(inner.get("type", ""))) from e
+            raise body_error(self.name, e.status_code, e.body, e.message, e.response.headers) from e
         except anthropic.APITimeoutError as e:
             raise errors.ProviderTimeoutError(f"anthropic API timed out: {e}") from e
         except anthropic.APIConnectionError as e:

@@ -15,7 +15,7 @@ import openai
 from zero import errors
 from zero.agent.messages import Message, ModelRequest, Usage
 from zero.agent.provider import ToolCallAssembler
-from zero.agent.providers._errors import status_error
+from zero.agent.providers._errors import body_error, status_error
 from zero.agent.stream import (
     Finish,
     Notice,
@@ -114,9 +114,19 @@ class OpenAIProvider:
             yield event
 
     async def _call(self, request: ModelRequest, choice: ToolChoice, streamed: bool) -> AsyncIterator[StreamEvent]:
-        # Messages and tools are already in wire format: sent as `extra_body` they skip the SDK's
-        # type-driven transform of request params, which costs more CPU than the rest of a call.
-        body: dict[str, Any] = {"messages": [_message(m) for m in request.messages]}
+        # The body in wire format, built once: streamed calls post it as it is; unstreamed ones send it
+        # as `extra_body`, which skips the SDK's type-driven transform of request params.
+        body: dict[str, Any] = {
+            "model": request.model,
+            "messages": [_message(m) for m in request.messages],
+            "stream": streamed,
+        }
+        if streamed:
+            body["stream_options"] = {"include_usage": True}
+        if request.max_output_tokens:
+            body["max_completion_tokens" if self._official else "max_tokens"] = request.max_output_tokens
+        if request.reasoning_effort:
+            body["reasoning_effort"] = request.reasoning_effort
         if request.tools:
             body["tools"] = [
                 {
@@ -127,36 +137,31 @@ class OpenAIProvider:
             ]
             if choice == "auto":
                 body["tool_choice"] = "auto"
-        kwargs: dict[str, Any] = {"model": request.model, "messages": [], "stream": streamed, "extra_body": body}
-        if streamed:
-            kwargs["stream_options"] = {"include_usage": True}
-        if request.max_output_tokens:
-            kwargs["max_completion_tokens" if self._official else "max_tokens"] = request.max_output_tokens
-        if request.reasoning_effort:
-            kwargs["reasoning_effort"] = request.reasoning_effort
         started = False
         try:
             if streamed:
                 # The raw lines, parsed here: the SDK builds a typed object for every chunk, which
                 # costs more than everything else Zero does with it (bench/bench_stream.py).
-                payload = {**{k: v for k, v in kwargs.items() if k not in ("extra_body", "messages")}, **body}
                 pool = self._pools[hash(request.metadata.get("session_id", "")) % POOLS]
-                post = pool.stream("POST", "chat/completions", content=json.dumps(payload).encode())
+                post = pool.stream("POST", "chat/completions", content=json.dumps(body).encode())
                 async with post as response:
                     if response.status_code >= 400:
                         raw = await response.aread()
                         try:
                             response.raise_for_status()
                         except httpx2.HTTPStatusError as e:
-                            raise _http_error(self.name, response.status_code, raw, response.headers) from e
+                            raise _wire_error(self.name, response.status_code, raw, response.headers) from e
                     async for event in self._events(response.aiter_lines()):
                         started = True
                         yield event
             else:
-                async for event in _unstreamed(await self._client.chat.completions.create(**kwargs)):
+                completion = await self._client.chat.completions.create(
+                    model=request.model, messages=[], extra_body=body
+                )
+                async for event in _unstreamed(completion):
                     yield event
         except openai.APIStatusError as e:
-            raise _translate_status(self.name, e) from e
+            raise body_error(self.name, e.status_code, e.body, e.message, e.response.headers) from e
         except (openai.APITimeoutError, httpx2.TimeoutException) as e:
             raise errors.ProviderTimeoutError(f"{self.name} API timed out: {e}") from e
         except (openai.APIConnectionError, httpx2.TransportError) as e:
@@ -268,25 +273,13 @@ async def _unstreamed(completion: Any) -> AsyncIterator[StreamEvent]:
     yield Finish(choice.finish_reason or "stop")
 
 
-def _http_error(provider: str, status: int, raw: bytes, headers: Any) -> errors.ProviderError:
+def _wire_error(provider: str, status: int, raw: bytes, headers: Any) -> errors.ProviderError:
     """An error answer read straight off the wire, mapped as the SDK's own errors are."""
     try:
         body = json.loads(raw)
     except ValueError:
-        body = {}
-    body = body if isinstance(body, dict) else {}
-    inner = body.get("error", body) if isinstance(body.get("error", body), dict) else {}
-    message = str(inner.get("message") or raw.decode("utf-8", errors="replace")[:500] or f"HTTP {status}")
-    kind = str(inner.get("code") or inner.get("type") or "")
-    return status_error(provider, status, message, headers, kind)
-
-
-def _translate_status(provider: str, e: openai.APIStatusError) -> errors.ProviderError:
-    body = e.body if isinstance(e.body, dict) else {}
-    inner = body.get("error", body) if isinstance(body.get("error", body), dict) else {}
-    message = str(inner.get("message") or e.message)
-    kind = str(inner.get("code") or inner.get("type") or "")
-    return status_error(provider, e.status_code, message, e.response.headers, kind)
+        body = None
+    return body_error(provider, status, body, raw.decode("utf-8", errors="replace")[:500] or f"HTTP {status}", headers)
 
 
 def _message(m: Message) -> dict[str, Any]:
