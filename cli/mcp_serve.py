@@ -18,13 +18,15 @@ from typing import Any
 
 import anyio
 from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
 
 from zero.cli.common import Streams, open_context, settings_from_args, workspace_from_args
 from zero.cli.config import RunSettings
 from zero.cli.transcript import Transcript
 from zero.errors import ZeroError
 from zero.orchestrator import TeamBudget, TeamRunner, build_plan
-from zero.sessions import SessionStore, same_folder, session_tree, validate_session_id
+from zero.orchestrator.team import load_team
+from zero.sessions import SessionStore, new_session_id, same_folder, session_tree, validate_session_id
 from zero.specialists import AgentContext, Placement, Specialist, open_specialist
 from zero.tools import builtin_tools
 from zero.tools.describe import describe_call
@@ -53,7 +55,11 @@ async def _serve(args: argparse.Namespace, streams: Streams, workspace: Path, se
             budget_seconds: float | None = None,
         ) -> str:
             """Run a team file (a path in the workspace) under its shared budget; the team's summary."""
-            return await _team(ctx, settings, workspace / team, (budget_tokens, budget_cost, budget_seconds), context)
+            path = _in_workspace(workspace, team)
+            try:
+                return await _team(ctx, settings, path, (budget_tokens, budget_cost, budget_seconds), context)
+            except ZeroError as e:  # a team file with mistakes: what they are, for the caller to fix
+                raise ToolError(str(e)) from None
 
         def session_tree_tool(session_id: str) -> str:
             """A session of this workspace and its children: status, own and subtree usage (JSON)."""
@@ -78,8 +84,6 @@ _INSTRUCTIONS = (
 
 def _specialist_tool(ctx: AgentContext, spec: Specialist, settings: RunSettings) -> Any:
     async def run(prompt: str, context: Context) -> str:
-        from zero.sessions import new_session_id
-
         session_id = new_session_id(spec.name)
         placement = Placement(kind="", parent_session_id="", root_session_id=session_id, depth=0, title=prompt[:80])
         session = await open_specialist(
@@ -125,8 +129,6 @@ async def _team(
     overrides: tuple[int | None, float | None, float | None],
     context: Any,
 ) -> str:
-    from zero.orchestrator.team import load_team
-
     team, _, _ = load_team(path)
     limits = team.budget.model_copy(
         update={
@@ -162,6 +164,14 @@ async def _team(
     return json.dumps(result.to_json(), indent=2)
 
 
+def _in_workspace(workspace: Path, name: str) -> Path:
+    """The file ``name`` (relative to the workspace, or absolute) if it is in the workspace."""
+    path = (workspace / name).resolve()
+    if not path.is_relative_to(workspace.resolve()):
+        raise ToolError(f"{name}: a team file must be in the workspace ({workspace})")
+    return path
+
+
 def _own(store: SessionStore, session_id: str, workspace: Path) -> str:
     """A whole id of a session of ``workspace``; any other id gets one answer, whether it exists or not."""
     try:
@@ -170,4 +180,4 @@ def _own(store: SessionStore, session_id: str, workspace: Path) -> str:
             return session_id
     except ZeroError:
         pass
-    raise ValueError(f"no session {session_id} in this workspace")
+    raise ToolError(f"no session {session_id} in this workspace")
