@@ -1,5 +1,6 @@
-"""Spine benchmarks: `zero --help` start-up time, the interactive shell's time to its prompt, and
-session appends per second.
+"""Spine benchmarks: `zero --help` start-up time, the start-up to the first model request (`zero exec`
+beside a bare `openai` SDK script making the same call), the interactive shell's time to its prompt,
+and session appends per second.
 
 python bench/bench_spine.py
 """
@@ -50,6 +51,50 @@ def shell_to_prompt(runs: int = 10) -> float:
     return statistics.median(times[1:])  # the first warms the file cache
 
 
+SDK_SCRIPT = """
+import asyncio, sys, openai
+async def main():
+    client = openai.AsyncOpenAI(api_key="sk-bench", base_url=sys.argv[1])
+    stream = await client.chat.completions.create(
+        model="gpt-4.1-mini", messages=[{"role": "user", "content": "hi"}], stream=True)
+    async for chunk in stream:
+        pass
+asyncio.run(main())
+"""
+
+
+def first_request(runs: int = 10) -> tuple[float, float]:
+    """(zero, bare SDK): from starting the process to its first request reaching a loopback server."""
+    import os
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+    from support.llm_server import LLMServer, openai_reply
+
+    arrived: list[float] = []
+
+    def respond(request: dict[str, object]) -> object:
+        arrived.append(time.perf_counter())
+        return openai_reply("hello")
+
+    def once(args: list[str], env: dict[str, str]) -> float:
+        arrived.clear()
+        started = time.perf_counter()
+        subprocess.run(args, capture_output=True, check=True, env=env)
+        return arrived[0] - started
+
+    with LLMServer(respond) as server, tempfile.TemporaryDirectory() as home:  # type: ignore[arg-type]
+        url = server.url + "/v1"
+        env = {**os.environ, "ZERO_HOME": home, "OPENAI_API_KEY": "sk-bench"}
+        zero = [ZERO, "exec", "--base-url", url, "--model", "gpt-4.1-mini", "--cwd", home, "hi"]
+        sdk = [sys.executable, "-c", SDK_SCRIPT, url]
+        once(zero, env), once(sdk, env)  # warm the file cache
+        zs, bs = [], []
+        for _ in range(runs):  # in turns, so that both see the same machine
+            zs.append(once(zero, env))
+            bs.append(once(sdk, env))
+    return statistics.median(zs), statistics.median(bs)
+
+
 def python_start(runs: int = 10) -> float:
     times = []
     for _ in range(runs):
@@ -84,6 +129,8 @@ def appends_per_second(batch: int, seconds: float = 2.0, *, submit: bool = False
 def main() -> None:
     print(f"python -c pass          median of 10: {python_start() * 1000:6.1f} ms")
     print(f"zero --help             median of 10: {help_wall_time() * 1000:6.1f} ms   (target < 150 ms)")
+    zero, sdk = first_request()
+    print(f"start-up to 1st request median of 10: zero exec {zero * 1000:6.1f} ms, bare SDK {sdk * 1000:6.1f} ms")
     print(f"zero (shell) to prompt  median of 10: {shell_to_prompt() * 1000:6.1f} ms   (target < 500 ms)")
     for batch in (1, 10, 100):
         batches, events = appends_per_second(batch)

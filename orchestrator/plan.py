@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -174,13 +175,13 @@ def build_plan(
     return TeamPlan(team, path, members, waves, limits, max_concurrency or team.scheduler.max_concurrency)
 
 
-def render_prompt(prompt: str, goal: str, outputs: dict[str, str]) -> str:
-    """Fill ``{{ goal }}`` and ``{{ member.output }}``."""
+def render_prompt(prompt: str, goal: str, output: Callable[[str], str]) -> str:
+    """Fill ``{{ goal }}`` and ``{{ member.output }}`` (``output(member)``)."""
 
     def fill(match: re.Match[str]) -> str:
         expr = match.group(1)
         if expr == "goal":
             return goal
-        return outputs.get(expr.removesuffix(".output"), "")
+        return output(expr.removesuffix(".output"))
 
     return TEMPLATE.sub(fill, prompt)

@@ -285,6 +285,10 @@ class TeamRunner:
                 return "skipped", f"dependency {dep.name!r} ended {dep.status}"
         return None
 
+    def _output(self, name: str) -> str:
+        member = self.members.get(name)
+        return member.output if member is not None else ""
+
     def _task(self, state: MemberState, member_ledger: Ledger) -> MemberTask:
         plan = state.plan
         others = [n for n in self.plan.members if n != plan.name]
@@ -295,7 +299,7 @@ class TeamRunner:
             "members that depend on you receive it as their input, so lead with the result, then the evidence."
         )
         goal = self.plan.team.goal
-        task = render_prompt(plan.spec.prompt, goal, {n: m.output for n, m in self.members.items()})
+        task = render_prompt(plan.spec.prompt, goal, self._output)
         prompt = f"Team goal:\n{goal.strip()}\n\nYour task:\n{task}" if goal else task
         resumed = self.resume is not None and self.resume.members[plan.name].has_history
         if resumed:

@@ -31,7 +31,7 @@ __all__ = ["OpenAIProvider", "ToolChoice"]
 
 
 ToolChoice = Literal["auto", "omit"]
-POOLS = 8  # connection pools of streamed calls (see OpenAIProvider.__init__)
+POOLS = 32  # connection pools of streamed calls (see OpenAIProvider.__init__)
 
 
 class OpenAIProvider:
@@ -56,11 +56,14 @@ class OpenAIProvider:
         stream_tools: bool = True,
     ):
         self.name = name
+        timeout = httpx2.Timeout(read_timeout, connect=connect_timeout)
+        tls = httpx2.create_ssl_context()  # one for every client here: each load of the CA bundle takes ~15 ms
         self._client = openai.AsyncOpenAI(
             api_key=api_key or "not-needed",
             base_url=base_url,
             max_retries=0,
-            timeout=httpx2.Timeout(read_timeout, connect=connect_timeout),
+            timeout=timeout,
+            http_client=openai.DefaultAsyncHttpxClient(timeout=timeout, verify=tls),
         )
         # The official API renamed `max_tokens`; local servers (Ollama, vLLM, LM Studio) know the old name.
         self._official = base_url is None or "api.openai.com" in base_url
@@ -76,7 +79,8 @@ class OpenAIProvider:
             httpx2.AsyncClient(
                 base_url=str(self._client.base_url),
                 headers={**headers, **self._client.auth_headers, "Accept": "text/event-stream"},
-                timeout=httpx2.Timeout(read_timeout, connect=connect_timeout),
+                timeout=timeout,
+                verify=tls,
                 limits=httpx2.Limits(max_connections=250, max_keepalive_connections=100),
             )
             for _ in range(POOLS)
