@@ -249,7 +249,9 @@ def measure(kind: str, n: int, url: str, scratch: str, live: bool = False, minim
     args = [sys.executable, __file__, "--worker", kind, "--n", str(n), "--url", url] + (["--live"] if live else [])
     if kind == "sdk" and not minimal:
         args += ["--payload", str(next(Path(scratch).glob("*/payload.json")))]
-    done = subprocess.run(args, capture_output=True, text=True, check=True, env={**os.environ, "ZERO_HOME": home})
+    done = subprocess.run(args, capture_output=True, text=True, env={**os.environ, "ZERO_HOME": home})
+    if done.returncode != 0:
+        sys.exit(f"the {kind} run at N={n} failed:\n{done.stderr[-3000:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
 
 

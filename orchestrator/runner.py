@@ -8,6 +8,7 @@ their events, and the team's own, reach ``events()``.
 
 from __future__ import annotations
 
+import itertools
 import time
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -70,6 +71,7 @@ class MemberState:
 
 
 INCOMPLETE = ("max_turns", "output_capped", "timed_out")
+TEAMMATES_NAMED = 20  # in a member's prompt; the rest are counted
 """Statuses of a member that stopped short without failing."""
 
 
@@ -285,16 +287,25 @@ class TeamRunner:
                 return "skipped", f"dependency {dep.name!r} ended {dep.status}"
         return None
 
+    def _teammates(self, plan: MemberPlan) -> str:
+        """The other members, as a member's prompt names them: those it depends on, then the others in team
+        order, up to ``TEAMMATES_NAMED`` (naming each of a thousand teammates would cost every call of every
+        member some 5,000 tokens)."""
+        deps = plan.spec.depends_on
+        rest = (n for n in self.plan.members if n != plan.name and n not in deps)
+        named = [*deps, *itertools.islice(rest, max(0, TEAMMATES_NAMED - len(deps)))]
+        unnamed = len(self.plan.members) - 1 - len(named)
+        return (", ".join(named) or "none") + (f", and {unnamed} more" if unnamed else "")
+
     def _output(self, name: str) -> str:
         member = self.members.get(name)
         return member.output if member is not None else ""
 
     def _task(self, state: MemberState, member_ledger: Ledger) -> MemberTask:
         plan = state.plan
-        others = [n for n in self.plan.members if n != plan.name]
         role = (
             f'You are "{plan.name}", a member of the team "{self.plan.name}", working as the {plan.specialist.name} '
-            f"specialist. The other members are: {', '.join(others) or 'none'}; use send_message and read_inbox "
+            f"specialist. The other members are: {self._teammates(plan)}; use send_message and read_inbox "
             "to coordinate with them when it helps. Do your own task only. Your final message is your report: "
             "members that depend on you receive it as their input, so lead with the result, then the evidence."
         )

@@ -71,6 +71,23 @@ async def test_a_diamond_runs_in_waves_and_passes_outputs_on(workspace: Path, tm
     assert team.subtree_usage.total_tokens == sum(k.usage.total_tokens for k in kids)
 
 
+async def test_a_large_teams_prompts_name_dependencies_first_and_count_the_rest(
+    workspace: Path, tmp_path: Path
+) -> None:
+    names = [f"m{i}" for i in range(30)]
+    body = 'name = "big"\n' + "".join(
+        f'[[members]]\nname = "{n}"\nspecialist = "explorer"\nprompt = "go"\n'
+        + ('depends_on = ["m28", "m5"]\n' if n == "m29" else "")
+        for n in names
+    )
+    result, _, provider, _ = await run_team(workspace, tmp_path, body, [member(n, "done") for n in names])
+    assert result.status == "completed"
+    system = {c.messages[0].content.split('You are "')[1].split('"')[0]: c.messages[0].content for c in provider.calls}
+    named = ", ".join(["m28", "m5", *[f"m{i}" for i in range(19) if i != 5]])
+    assert f"The other members are: {named}, and 9 more; use send_message" in system["m29"]
+    assert f"The other members are: {', '.join(f'm{i}' for i in range(1, 21))}, and 9 more;" in system["m0"]
+
+
 FAILING = """
 name = "failing"
 [scheduler]
