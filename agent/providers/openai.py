@@ -5,6 +5,7 @@ The ``openai`` SDK is imported here only, and its types and exceptions stay here
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import AsyncIterator
 from typing import Any, Literal
@@ -73,21 +74,21 @@ class OpenAIProvider:
         # the SDK's request building (options models, transforms, header merging) costs more CPU a call
         # than the rest of Zero's work on it (bench/bench_swarm.py). Errors map the same way.
         # Several pools, each agent's calls in one: a pool looks at all of its connections for every
-        # request, which at a thousand agents in one pool costs more than the rest of the call.
+        # request, which at a thousand agents in one pool costs more than the rest of the call. Each is
+        # made when first used (a run of one agent makes one).
         headers = {k: v for k, v in self._client.default_headers.items() if isinstance(v, str)}
-        self._pools = [
-            httpx2.AsyncClient(
-                base_url=str(self._client.base_url),
-                headers={**headers, **self._client.auth_headers, "Accept": "text/event-stream"},
-                timeout=timeout,
-                verify=tls,
-                limits=httpx2.Limits(max_connections=250, max_keepalive_connections=100),
-            )
-            for _ in range(POOLS)
-        ]
+        self._new_pool = functools.partial(
+            httpx2.AsyncClient,
+            base_url=str(self._client.base_url),
+            headers={**headers, **self._client.auth_headers, "Accept": "text/event-stream"},
+            timeout=timeout,
+            verify=tls,
+            limits=httpx2.Limits(max_connections=250, max_keepalive_connections=100),
+        )
+        self._pools: dict[int, httpx2.AsyncClient] = {}
 
     async def aclose(self) -> None:
-        for pool in self._pools:
+        for pool in self._pools.values():
             await pool.aclose()
         await self._client.close()
 
@@ -146,7 +147,8 @@ class OpenAIProvider:
             if streamed:
                 # The raw lines, parsed here: the SDK builds a typed object for every chunk, which
                 # costs more than everything else Zero does with it (bench/bench_stream.py).
-                pool = self._pools[hash(request.metadata.get("session_id", "")) % POOLS]
+                index = hash(request.metadata.get("session_id", "")) % POOLS
+                pool = self._pools.get(index) or self._pools.setdefault(index, self._new_pool())
                 post = pool.stream("POST", "chat/completions", content=json.dumps(body).encode())
                 async with post as response:
                     if response.status_code >= 400:
