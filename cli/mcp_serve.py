@@ -86,14 +86,17 @@ def _specialist_tool(ctx: AgentContext, spec: Specialist, settings: RunSettings)
     async def run(prompt: str, context: Context) -> str:
         session_id = new_session_id(spec.name)
         placement = Placement(kind="", parent_session_id="", root_session_id=session_id, depth=0, title=prompt[:80])
-        session = await open_specialist(
-            ctx,
-            spec,
-            placement,
-            session_id=session_id,
-            permission_mode=settings.permission_mode,
-            caller_tools={t.name for t in builtin_tools()} | {t.name for ts in ctx.mcp.values() for t in ts},
-        )
+        try:
+            session = await open_specialist(
+                ctx,
+                spec,
+                placement,
+                session_id=session_id,
+                permission_mode=settings.permission_mode,
+                caller_tools={t.name for t in builtin_tools()} | {t.name for ts in ctx.mcp.values() for t in ts},
+            )
+        except ZeroError as e:  # (a run that fails after it starts says so in its answer)
+            raise ToolError(str(e)) from None
         steps = 0
         events = session.events()  # subscribed before the run starts: no step is missed
         reported = anyio.Event()

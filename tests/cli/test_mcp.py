@@ -196,11 +196,19 @@ def test_zero_as_an_mcp_server(workspace: Path, tmp_path: Path) -> None:
             answer = await client.call_tool("explorer", {"prompt": "Look around"}, progress_callback=note)
             ran = await client.call_tool("run_team", {"team": "team.toml"})
             outside = await client.call_tool("run_team", {"team": "../s.toml"})
+            broken = await client.call_tool("run_team", {"team": "README.md"})
             with anyio.move_on_after(1):  # the client gives up on a long run: the call is cancelled
                 await client.call_tool("explorer", {"prompt": "Take forever"})
             await anyio.sleep(0.3)
             foreign = await client.call_tool("session_show", {"session_id": "zero_20200101000000_000000000000"})
-            return {"names": names, "answer": answer, "ran": ran, "foreign": foreign, "outside": outside}
+            return {
+                "names": names,
+                "answer": answer,
+                "ran": ran,
+                "foreign": foreign,
+                "outside": outside,
+                "broken": broken,
+            }
 
     got = anyio.run(scenario)
     assert {"explorer", "worker", "run_team", "session_tree", "session_show"} <= set(got["names"])
@@ -210,6 +218,7 @@ def test_zero_as_an_mcp_server(workspace: Path, tmp_path: Path) -> None:
     team = json.loads(got["ran"].content[0].text)
     assert team["status"] == "completed" and team["members"][0]["output"] == "solo done"
     assert got["outside"].is_error and "must be in the workspace" in got["outside"].content[0].text
+    assert got["broken"].is_error and "README.md" in got["broken"].content[0].text  # what is wrong, and where
     assert got["foreign"].content[0].text.endswith(": no session zero_20200101000000_000000000000 in this workspace")
     assert got["foreign"].is_error  # never says whether another workspace's session exists
     statuses = {m.title: m.status for m in store().list() if m.title in ("Look around", "Take forever")}
