@@ -130,6 +130,18 @@ class Redactor:
         """``value`` (a JSON-like structure) with every string in it redacted; keys are left alone."""
         return redact_values(self, value)
 
+    def spans(self, text: str) -> list[tuple[int, int]]:
+        """Where in ``text`` there are secrets to mask: (start, end) of each."""
+        found = []
+        for value in self.literals:
+            start = text.find(value)
+            while start >= 0:
+                found.append((start, start + len(value)))
+                start = text.find(value, start + 1)
+        if _ANY_TRIGGER.search(text):
+            found += [m.span(fmt.group) for fmt in FORMATS for m in fmt.pattern.finditer(text)]
+        return found
+
 
 def redact_values(redact: Callable[[str], str], value: Any) -> Any:
     """``value`` (a JSON-like structure) with every string in it redacted, never its keys or shape."""
@@ -193,7 +205,7 @@ class StreamRedactor:
         while True:
             cut = max(text.rfind(s, 0, end) for s in _SPACE)
             if cut < 0:
-                return len(text) - _KEEP if len(text) > _MAX_HELD else 0
+                return self._outside_secrets(text, len(text) - _KEEP) if len(text) > _MAX_HELD else 0
             head = text[: cut + 1]
             if (
                 not _OPENER.search(head[-80:])
@@ -202,6 +214,15 @@ class StreamRedactor:
             ):
                 return cut + 1
             end = cut
+
+    def _outside_secrets(self, text: str, cut: int) -> int:
+        """``cut`` moved back to the start of a secret it would split (cutting a word too long to hold): the
+        secret's first part would be masked, but what follows the cut would not be recognised as one."""
+        spans = getattr(self.redact, "spans", None)
+        for start, end in sorted(spans(text) if spans else (), reverse=True):
+            if start < cut < end:
+                cut = start
+        return cut
 
 
 def _open_key(text: str) -> bool:

@@ -49,6 +49,19 @@ def test_a_secret_split_across_pieces_is_masked(name: str, size: int) -> None:
     assert joined.startswith("Here it is: ") and joined.endswith(" - keep it safe.\n")
 
 
+@pytest.mark.parametrize("name", ["openai", "env"])
+def test_a_word_too_long_to_hold_is_never_cut_inside_a_secret(name: str) -> None:
+    secret = SECRETS[name] if name in SECRETS else next(iter(ENV_SECRETS.values()))
+    # Fed 1,000 characters at a time, the word is first cut at 33,000 - 8,192 = 24,808: inside the secret.
+    before = 24_808 - len(secret) // 2 - 1
+    word = "a" * before + "." + secret + "." + "b" * 20_000
+    stream = StreamRedactor(Redactor(ENV_SECRETS))
+    joined = "".join([stream.feed(word[i : i + 1000]) for i in range(0, len(word), 1000)] + [stream.flush()])
+    tail = secret[len(secret) // 2 :]
+    assert tail not in joined and MASK in joined
+    assert joined.startswith("a" * before + ".") and joined.endswith("." + "b" * 20_000)
+
+
 def test_a_stream_of_plain_text_is_passed_on_promptly() -> None:
     stream = StreamRedactor(Redactor({}))
     assert stream.feed("Hello the") == "Hello "  # the last word is held until it ends
