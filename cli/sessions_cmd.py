@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import json
 import re
-import shutil
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TextIO
@@ -19,6 +18,7 @@ from zero.cli.transcript import Transcript
 from zero.errors import SessionError, UsageError, ZeroError
 from zero.sessions import (
     FileSessionStore,
+    SessionMetadata,
     SessionStore,
     fork_session,
     lineage,
@@ -246,7 +246,10 @@ def _remove(store: FileSessionStore, session_id: str, args: argparse.Namespace, 
         if streams.stdin.readline().strip().lower() not in ("y", "yes"):
             streams.stderr.write("nothing removed\n")
             return 1
-    removed = _delete(store, [n.meta.session_id for n in nodes])
+    ids = [n.meta.session_id for n in nodes]
+    removed = [sid for sid in ids if store.remove(sid)]
+    if left := [sid for sid in ids if sid not in removed and store.exists(sid)]:
+        raise SessionError(f"{', '.join(left)} started running meanwhile and was left; the rest is removed")
     if args.json:
         streams.stdout.write(json.dumps({"removed": removed}) + "\n")
     else:
@@ -269,27 +272,17 @@ def _prune(store: FileSessionStore, args: argparse.Namespace, out: TextIO) -> in
         and max(str(r.get("updatedAt", "")) for r in group) < cutoff
         for r in group
     ]
-    removed = doomed if args.dry_run else _delete(store, doomed)
+
+    def keep(meta: SessionMetadata) -> bool:  # as it is now that no run can start: resumed since the listing?
+        return not meta.finished or meta.updated_at >= cutoff
+
+    removed = doomed if args.dry_run else [sid for sid in doomed if store.remove(sid, keep=keep)]
     if args.json:
         out.write(json.dumps({"removed": removed, "dryRun": args.dry_run}) + "\n")
     else:
         verb = "would remove" if args.dry_run else "removed"
         out.write(f"{verb} {len(removed)} session{'' if len(removed) == 1 else 's'} older than {args.older_than}\n")
     return 0
-
-
-def _delete(store: FileSessionStore, ids: list[str]) -> list[str]:
-    removed = []
-    for sid in ids:
-        folder = store.path(sid)
-        try:
-            shutil.rmtree(folder)
-        except FileNotFoundError:
-            continue
-        except OSError as e:
-            raise SessionError(f"cannot remove {folder}: {e.strerror}") from e
-        removed.append(sid)
-    return removed
 
 
 def _parse_age(text: str) -> timedelta:

@@ -30,6 +30,7 @@ import atexit
 import contextlib
 import fcntl
 import os
+import shutil
 import weakref
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -206,6 +207,28 @@ class FileSessionStore:
             return [], cursor
         end = data.rfind(b"\n") + 1  # what follows the last newline is a write cut short (or under way)
         return list(parse_log(data[:end], log, first_line=_line_at(log, cursor))), cursor + end
+
+    def remove(self, session_id: str, *, keep: Callable[[SessionMetadata], bool] = lambda meta: False) -> bool:
+        """Delete the session's folder, unless a process runs it (holds its lease) or ``keep(its metadata)``:
+        both are checked holding the lease, so no run can start in between. False if it was left (or gone)."""
+        folder = self.path(session_id)
+        try:
+            fd = os.open(folder / "lease", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        except FileNotFoundError:
+            return False
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return False
+            if keep(read_metadata(folder)):
+                return False
+            shutil.rmtree(folder)
+        except OSError as e:
+            raise SessionError(f"cannot remove {folder}: {e.strerror}") from e
+        finally:
+            os.close(fd)
+        return True
 
     def rows(self) -> list[Row]:
         """All readable sessions as their ``metadata.json`` holds them, newest first: from the index,

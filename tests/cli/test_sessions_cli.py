@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import signal
@@ -12,7 +13,8 @@ from typing import Any
 
 from support.cli import ZERO, write_script, zero
 
-from zero.sessions import FileSessionStore, SessionMetadata, short_id
+from zero.agent import StatusChanged
+from zero.sessions import FileSessionStore, SessionMetadata, new_session_id, short_id
 
 DELEGATING_TEAM = """
 name = "crew"
@@ -218,6 +220,27 @@ def test_export_rm_and_prune(workspace: Path, tmp_path: Path) -> None:
     assert store().list() == []
     bad = zero("sessions", "prune", "--older-than", "soon")
     assert bad.returncode == 2 and "e.g. 30d" in bad.stderr
+
+
+def test_prune_and_rm_leave_a_session_a_process_runs(workspace: Path) -> None:
+    st = store()
+    sid = new_session_id()
+    st.create(SessionMetadata(session_id=sid, cwd=str(workspace), title="old"))
+    st.append(sid, [StatusChanged(session_id=sid, status="completed")])
+    st.release(sid)
+    st.flush()
+    time.sleep(1.05)  # older than --older-than 1s
+    fd = os.open(st.path(sid) / "lease", os.O_RDWR)
+    fcntl.flock(fd, fcntl.LOCK_EX)  # resumed since: it was listed finished, and is run again now
+    try:
+        assert zero("sessions", "prune", "--older-than", "1s").stdout == "removed 0 sessions older than 1s\n"
+        refused = zero("sessions", "rm", sid, "--yes")
+        assert refused.returncode != 0 and f"{sid} started running meanwhile" in refused.stderr
+    finally:
+        os.close(fd)
+    assert st.exists(sid)
+    assert zero("sessions", "prune", "--older-than", "1s").stdout == "removed 1 session older than 1s\n"
+    assert not st.exists(sid)
 
 
 STOPPABLE_TEAM = 'name = "crew"\n[budget]\ntokens = 1_000_000\n' + "".join(
