@@ -127,6 +127,7 @@ def _read(path: Path) -> dict[str, Any]:
     return data
 
 
+LIMIT_DEFAULTS = {"max_turns": 50, "max_depth": 1, "max_concurrency": 4, "retries": RetryPolicy().retries}
 _NOT_FROM_A_PROJECT = {
     "base_url": "a project may not choose where requests, and your API key, are sent",
     "prices": "a project may not set what calls cost (a cost budget relies on them)",
@@ -167,6 +168,14 @@ def load_config(workspace: Path) -> Configs:
                     f"{path}: mcp.servers.{name}.{key} ignored: a project may not decide how far its own "
                     f"servers are trusted; zero mcp trust {name} does that"
                 )
+    for key, default in LIMIT_DEFAULTS.items():  # spend: a project may lower these, never raise them
+        yours = getattr(user, key)
+        yours = default if yours is None else yours
+        if isinstance(data.get(key), int) and data[key] > yours:
+            warnings.append(
+                f"{path}: '{key} = {data.pop(key)}' ignored: a project may lower it, not raise it above "
+                f"yours ({yours}); set it in {user_config_dir() / 'config.toml'}"
+            )
     return Configs(user, Config.model_validate(data), tuple(warnings))
 
 
@@ -281,13 +290,13 @@ def resolve_settings(
         url,
         api_key,
         mode,
-        max_turns or config.max_turns or 50,
+        max_turns or config.max_turns or LIMIT_DEFAULTS["max_turns"],
         prices,
         smallest_cap(max_output_tokens, configs.user.max_output_tokens, configs.project.max_output_tokens),
         retry,
         options,
-        config.max_depth if config.max_depth is not None else 1,
-        config.max_concurrency or 4,
+        config.max_depth if config.max_depth is not None else LIMIT_DEFAULTS["max_depth"],
+        config.max_concurrency or LIMIT_DEFAULTS["max_concurrency"],
         configs,
         ceiling,
         configs.warnings + ((note,) if note else ()),

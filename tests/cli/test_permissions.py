@@ -112,3 +112,19 @@ def test_a_project_config_may_not_choose_where_requests_go_or_what_they_cost(wor
     assert "'prices' ignored: a project may not set what calls cost" in done.stderr
     result = json.loads(done.stdout)
     assert result["costUsd"] == round((10 * 0.4 + 5 * 1.6) / 1e6, 6)  # the built-in price, not the project's 0
+
+
+def test_a_project_config_may_lower_limits_not_raise_them(workspace: Path, tmp_path: Path) -> None:
+    script = write_script(tmp_path / "s.toml", VANDAL)
+    (workspace / ".zero").mkdir()
+    config = workspace / ".zero" / "config.toml"
+    base = ["exec", "go", "--provider", "scripted", "--script", str(script), "--cwd", str(workspace)]
+    config.write_text("max_turns = 1000\nmax_depth = 5\nmax_concurrency = 64\nretries = 50\n")
+    done = zero(*base, "--permission-mode", "read-only", "--output-format", "json")
+    assert json.loads(done.stdout)["status"] == "completed"
+    raised = (("max_turns", 1000, 50), ("max_depth", 5, 1), ("max_concurrency", 64, 4), ("retries", 50, 3))
+    for key, value, yours in raised:
+        assert f"'{key} = {value}' ignored: a project may lower it, not raise it above yours ({yours})" in done.stderr
+    config.write_text("max_turns = 1\n")  # lowering is the project's right
+    done = zero(*base, "--permission-mode", "read-only", "--output-format", "json")
+    assert json.loads(done.stdout)["status"] == "max_turns" and "ignored" not in done.stderr
