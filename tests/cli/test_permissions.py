@@ -69,11 +69,16 @@ def test_a_team_file_cannot_widen_the_flag(workspace: Path, tmp_path: Path) -> N
     assert not (workspace / "pwned").exists() and "42" in (workspace / "README.md").read_text()
 
 
-def test_a_project_config_narrows_but_never_widens(workspace: Path, tmp_path: Path) -> None:
+def _project(workspace: Path, tmp_path: Path) -> tuple[Path, list[str]]:
+    """The project's config file (to write), and an exec of the VANDAL script in the workspace."""
     script = write_script(tmp_path / "s.toml", VANDAL)
     (workspace / ".zero").mkdir()
-    config = workspace / ".zero" / "config.toml"
     base = ["exec", "go", "--provider", "scripted", "--script", str(script), "--cwd", str(workspace)]
+    return workspace / ".zero" / "config.toml", base
+
+
+def test_a_project_config_narrows_but_never_widens(workspace: Path, tmp_path: Path) -> None:
+    config, base = _project(workspace, tmp_path)
     config.write_text('permission_mode = "unsafe"\n')
     done = zero(*base, "--permission-mode", "read-only", "--output-format", "json")
     assert "the project's .zero/config.toml asks for permission mode 'unsafe'; narrowed to 'read-only'" in done.stderr
@@ -115,10 +120,7 @@ def test_a_project_config_may_not_choose_where_requests_go_or_what_they_cost(wor
 
 
 def test_a_project_config_may_lower_limits_not_raise_them(workspace: Path, tmp_path: Path) -> None:
-    script = write_script(tmp_path / "s.toml", VANDAL)
-    (workspace / ".zero").mkdir()
-    config = workspace / ".zero" / "config.toml"
-    base = ["exec", "go", "--provider", "scripted", "--script", str(script), "--cwd", str(workspace)]
+    config, base = _project(workspace, tmp_path)
     config.write_text("max_turns = 1000\nmax_depth = 5\nmax_concurrency = 64\nretries = 50\n")
     done = zero(*base, "--permission-mode", "read-only", "--output-format", "json")
     assert json.loads(done.stdout)["status"] == "completed"
