@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
-from support.cli import ZERO, write_script, zero
+from support.cli import ZERO, scripted, write_script, zero
 
 from zero.sessions import FileSessionStore, SessionMetadata
 
@@ -26,9 +26,9 @@ def one_error_line(stderr: str, *needles: str) -> None:
         assert needle in stderr, (needle, stderr)
 
 
-def scripted(workspace: Path, tmp_path: Path, *more: str) -> list[str]:
+def answering(workspace: Path, tmp_path: Path, *more: str) -> list[str]:
     script = write_script(tmp_path / "ok.toml", ANSWER)
-    return ["exec", "hi", "--provider", "scripted", "--script", str(script), "--cwd", str(workspace), *more]
+    return ["exec", "hi", *scripted(script, workspace), *more]
 
 
 def test_bad_files_are_named_with_the_exit_code_2(workspace: Path, tmp_path: Path) -> None:
@@ -42,7 +42,7 @@ def test_bad_files_are_named_with_the_exit_code_2(workspace: Path, tmp_path: Pat
         (["swarm", "validate", str(nested)], f"{nested}: is nested too deeply to read"),
         (["swarm", "validate", str(infinite)], f"{infinite}:3: budget.wall_seconds: Input should be a finite number"),
         (["swarm", "validate", str(tmp_path)], f"{tmp_path}: is a folder, not a file"),
-        (["exec", "hi", "--provider", "scripted", "--script", str(binary), "--cwd", str(workspace)], str(binary)),
+        (["exec", "hi", *scripted(binary, workspace)], str(binary)),
         (["exec", "--file", str(binary), "--cwd", str(workspace)], f"--file {binary}: is not UTF-8 text"),
         (["exec", "--file", str(tmp_path), "--cwd", str(workspace)], "is a folder, not a file"),
     ]
@@ -56,18 +56,18 @@ def test_bad_config_and_data_folders(workspace: Path, tmp_path: Path) -> None:
     (workspace / ".zero").mkdir()
     config = workspace / ".zero" / "config.toml"
     config.write_bytes(b'model = "\xff"\n')
-    done = zero(*scripted(workspace, tmp_path))
+    done = zero(*answering(workspace, tmp_path))
     assert done.returncode == 2
     one_error_line(done.stderr, f"{config}:1: is not UTF-8 text")
     config.unlink()
     config.mkdir()  # a folder where the file should be
-    done = zero(*scripted(workspace, tmp_path))
+    done = zero(*answering(workspace, tmp_path))
     assert done.returncode == 2
     one_error_line(done.stderr, f"{config}: is a folder, not a file")
     config.rmdir()
     home = tmp_path / "home-file"
     home.write_text("not a folder")
-    for argv in (scripted(workspace, tmp_path), ["sessions", "list"]):
+    for argv in (answering(workspace, tmp_path), ["sessions", "list"]):
         done = zero(*argv, env={"ZERO_HOME": str(home)})
         assert done.returncode == 2
         one_error_line(done.stderr, f"ZERO_HOME {home} is a file, not a folder")
@@ -90,7 +90,7 @@ def test_bad_numbers_on_the_command_line(argv: list[str], needle: str) -> None:
 
 
 def test_damaged_sessions_are_named_and_stray_files_ignored(workspace: Path, tmp_path: Path) -> None:
-    assert zero(*scripted(workspace, tmp_path)).returncode == 0
+    assert zero(*answering(workspace, tmp_path)).returncode == 0
     root = Path(os.environ["ZERO_HOME"]) / "sessions"
     (root / ".DS_Store").write_bytes(b"\x00\x01junk")  # a stray file in the sessions folder
     [meta] = FileSessionStore(root).list()
@@ -116,7 +116,7 @@ def test_damaged_sessions_are_named_and_stray_files_ignored(workspace: Path, tmp
 
 def test_escape_codes_from_a_model_or_a_title_never_reach_the_terminal(workspace: Path, tmp_path: Path) -> None:
     script = write_script(tmp_path / "esc.toml", '[[turns]]\ntext = "ok \\u001b]0;pwned\\u0007 \\u001b[2J done"\n')
-    done = zero("exec", "title \x1b[31mred", "--provider", "scripted", "--script", str(script), "--cwd", str(workspace))
+    done = zero("exec", "title \x1b[31mred", *scripted(script, workspace))
     assert done.returncode == 0 and "\x1b" not in done.stdout + done.stderr
     assert done.stdout == "ok \\x1b]0;pwned\\x07 \\x1b[2J done\n"
     listed = zero("sessions", "list").stdout
@@ -160,14 +160,14 @@ def test_a_signal_during_start_up_ends_quietly_with_130(tmp_path: Path, sig: sig
 
 def test_an_unexpected_error_is_one_line_and_debug_shows_the_traceback(workspace: Path, tmp_path: Path) -> None:
     bad = write_script(tmp_path / "bad.json", json.dumps({"turns": [{"text": "x"}]}))
-    done = zero("exec", "hi", "--provider", "scripted", "--script", str(bad), "--cwd", str(workspace))
+    done = zero("exec", "hi", *scripted(bad, workspace))
     assert done.returncode == 0  # a JSON script is fine; the point is the shape of errors below
     (workspace / ".zero").mkdir()
     (workspace / ".zero" / "specialists").mkdir()
     (workspace / ".zero" / "specialists" / "bin.toml").write_bytes(b"\x00\x01\x02\xff")
     listed = zero("specialists", "list", "--cwd", str(workspace))
     assert listed.returncode == 0 and "bin.toml:1: is not UTF-8 text" in listed.stdout
-    ran = zero(*scripted(workspace, tmp_path))  # a broken manifest skips that file only
+    ran = zero(*answering(workspace, tmp_path))  # a broken manifest skips that file only
     assert ran.returncode == 0 and "skipped specialist manifest" in ran.stderr
     metas = FileSessionStore(Path(os.environ["ZERO_HOME"]) / "sessions").list()
     assert all(m.status == "completed" for m in metas)  # no pending session left behind

@@ -10,7 +10,7 @@ import sys
 import time
 from pathlib import Path
 
-from support.cli import ZERO, lines, write_script, zero
+from support.cli import ZERO, lines, scripted, write_script, zero
 from support.llm_server import LLMServer, anthropic_reply, error_reply, openai_reply
 
 from zero.sessions import FileSessionStore
@@ -33,9 +33,7 @@ def sessions() -> FileSessionStore:
 
 def test_scripted_exec_prints_the_answer_and_records_the_session(workspace: Path, tmp_path: Path) -> None:
     script = write_script(tmp_path / "s.toml", READ_README)
-    done = zero(
-        "exec", "What does the README say?", "--provider", "scripted", "--script", str(script), "--cwd", str(workspace)
-    )
+    done = zero("exec", "What does the README say?", *scripted(script, workspace))
     assert done.returncode == 0, done.stderr
     assert done.stdout == "The README says the answer is 42.\n"
     assert "→ read_file README.md" in done.stderr
@@ -147,7 +145,7 @@ def test_usage_errors_exit_2(workspace: Path, tmp_path: Path) -> None:
     assert zero("exec", "hi", "--cwd", str(tmp_path / "missing")).returncode == 2
     assert zero("exec", "--provider", "scripted", "--script", "x.toml", "--cwd", str(workspace)).returncode == 2
     bad = write_script(tmp_path / "bad.toml", "[[turns]]\ntxet = 1\n")
-    done = zero("exec", "hi", "--provider", "scripted", "--script", str(bad), "--cwd", str(workspace))
+    done = zero("exec", "hi", *scripted(bad, workspace))
     assert done.returncode == 2 and f"{bad}:2: unknown key 'turns.0.txet' (did you mean \"text\"?)" in done.stderr
     (workspace / ".zero").mkdir()
     (workspace / ".zero" / "config.toml").write_text('provder = "openai"\n')
@@ -161,9 +159,7 @@ def test_max_turns_exits_4_with_the_partial_answer(workspace: Path, tmp_path: Pa
         tmp_path / "loop.toml",
         '[[turns]]\ntimes = 0\ntext = "Still looking."\ntool_calls = [{ name = "list_directory" }]\n',
     )
-    done = zero(
-        "exec", "loop", "--provider", "scripted", "--script", str(script), "--cwd", str(workspace), "--max-turns", "2"
-    )
+    done = zero("exec", "loop", *scripted(script, workspace), "--max-turns", "2")
     assert done.returncode == 4
     assert done.stdout == "Still looking.\n"
     assert "stopped after 2 model calls (max turns); the answer is partial" in done.stderr
@@ -175,7 +171,7 @@ def test_prompt_from_stdin_and_file(workspace: Path, tmp_path: Path) -> None:
         '[[turns]]\nmatch = { user = "from stdin" }\ntext = "got stdin"\n'
         '[[turns]]\nmatch = { user = "from a file" }\ntext = "got file"\n',
     )
-    base = ["exec", "--provider", "scripted", "--script", str(script), "--cwd", str(workspace)]
+    base = ["exec", *scripted(script, workspace)]
     assert zero(*base, input="prompt from stdin").stdout == "got stdin\n"
     (tmp_path / "p.txt").write_text("prompt from a file")
     assert zero(*base, "--file", str(tmp_path / "p.txt")).stdout == "got file\n"
@@ -197,12 +193,7 @@ text = "Done."
     done = zero(
         "exec",
         "print the key",
-        "--provider",
-        "scripted",
-        "--script",
-        str(script),
-        "--cwd",
-        str(workspace),
+        *scripted(script, workspace),
         "--output-format",
         "stream-json",
         env={"OPENAI_API_KEY": key},
@@ -231,12 +222,7 @@ tool_calls = [{ name = "bash", arguments = { command = "sleep 60" } }]
             ZERO,
             "exec",
             "slow",
-            "--provider",
-            "scripted",
-            "--script",
-            str(script),
-            "--cwd",
-            str(workspace),
+            *scripted(script, workspace),
             "--output-format",
             "stream-json",
         ],

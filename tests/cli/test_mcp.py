@@ -18,7 +18,7 @@ import anyio
 import pytest
 from mcp.client import Client
 from mcp.client.stdio import StdioServerParameters
-from support.cli import ZERO, write_script, zero
+from support.cli import ZERO, scripted, write_script, zero
 
 from zero.sessions import FileSessionStore
 
@@ -108,7 +108,7 @@ timeout_seconds = 1
         )
         script = write_script(tmp_path / "s.toml", SCRIPT)
         started = time.monotonic()
-        done = zero("exec", "Use the tools", "--provider", "scripted", "--script", str(script), "--cwd", str(workspace))
+        done = zero("exec", "Use the tools", *scripted(script, workspace))
         took = time.monotonic() - started
     assert done.returncode == 0, done.stderr
     assert done.stdout == "all done\n"
@@ -181,7 +181,7 @@ def test_zero_as_an_mcp_server(workspace: Path, tmp_path: Path) -> None:
     )
     params = StdioServerParameters(
         command=ZERO,
-        args=["mcp", "serve", "--provider", "scripted", "--script", str(script), "--cwd", str(workspace)],
+        args=["mcp", "serve", *scripted(script, workspace)],
         env={k: os.environ[k] for k in ("ZERO_HOME", "XDG_CONFIG_HOME", "PATH")},
     )
     notes: list[Any] = []

@@ -7,7 +7,7 @@ import json
 import os
 from pathlib import Path
 
-from support.cli import write_script, zero
+from support.cli import scripted, write_script, zero
 from support.llm_server import LLMServer, openai_reply
 
 WIDENING_TEAM = """
@@ -53,12 +53,7 @@ def test_a_team_file_cannot_widen_the_flag(workspace: Path, tmp_path: Path) -> N
         str(team),
         "--permission-mode",
         "read-only",
-        "--provider",
-        "scripted",
-        "--script",
-        str(script),
-        "--cwd",
-        str(workspace),
+        *scripted(script, workspace),
         "--output-format",
         "stream-json",
     )
@@ -73,7 +68,7 @@ def _project(workspace: Path, tmp_path: Path) -> tuple[Path, list[str]]:
     """The project's config file (to write), and an exec of the VANDAL script in the workspace."""
     script = write_script(tmp_path / "s.toml", VANDAL)
     (workspace / ".zero").mkdir()
-    base = ["exec", "go", "--provider", "scripted", "--script", str(script), "--cwd", str(workspace)]
+    base = ["exec", "go", *scripted(script, workspace)]
     return workspace / ".zero" / "config.toml", base
 
 

@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 
 import pytest
-from support.cli import write_script, zero
+from support.cli import scripted, write_script, zero
 from support.secrets import ENV_SECRETS, SECRETS, TOKENS
 
 from zero.sessions import FileSessionStore
@@ -45,12 +45,7 @@ def test_the_secret_corpus_leaks_through_no_channel(workspace: Path, tmp_path: P
     done = zero(
         "exec",
         "find the secrets",
-        "--provider",
-        "scripted",
-        "--script",
-        str(script(tmp_path)),
-        "--cwd",
-        str(workspace),
+        *scripted(script(tmp_path), workspace),
         "--output-format",
         fmt,
         env=ENV_SECRETS,

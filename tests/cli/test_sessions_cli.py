@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from support.cli import ZERO, write_script, zero
+from support.cli import ZERO, scripted, write_script, zero
 
 from zero.agent import StatusChanged
 from zero.sessions import FileSessionStore, SessionMetadata, new_session_id, short_id
@@ -131,7 +131,7 @@ def test_resume_checks_the_workspace_by_identity(workspace: Path, tmp_path: Path
         tmp_path / "s.toml",
         '[[turns]]\nmatch = { last = "hi" }\ntext = "first"\n[[turns]]\nmatch = { last = "more" }\ntext = "second"\n',
     )
-    first = zero("exec", "hi", "--provider", "scripted", "--script", str(script), "--cwd", str(workspace))
+    first = zero("exec", "hi", *scripted(script, workspace))
     assert first.returncode == 0
     session_id = store().list()[0].session_id
     args = ["--provider", "scripted", "--script", str(script)]
@@ -170,8 +170,7 @@ text = "never"
 """,
     )
     proc = subprocess.Popen(
-        [ZERO, "swarm", "run", str(team), "--provider", "scripted", "--script", str(slow), "--cwd", str(workspace)]
-        + ["--output-format", "stream-json"],
+        [ZERO, "swarm", "run", str(team), *scripted(slow, workspace)] + ["--output-format", "stream-json"],
         stdout=subprocess.PIPE,
         text=True,
     )
@@ -273,7 +272,7 @@ def test_a_killed_team_resumes_where_it_stopped(workspace: Path, tmp_path: Path)
     team = write_script(tmp_path / "team.toml", STOPPABLE_TEAM)
     script = write_script(tmp_path / "s.toml", STOPPABLE_SCRIPT)
     with subprocess.Popen(
-        [ZERO, "swarm", "run", str(team), "--provider", "scripted", "--script", str(script), "--cwd", str(workspace)],
+        [ZERO, "swarm", "run", str(team), *scripted(script, workspace)],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     ) as proc:

@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from support.cli import lines, write_script, zero
+from support.cli import lines, scripted, write_script, zero
 from support.llm_server import LLMServer, Reply, anthropic_reply, openai_reply
 
 FANOUT = """
@@ -54,12 +54,7 @@ def test_exec_fans_out_to_three_concurrent_children(workspace: Path, tmp_path: P
     done = zero(
         "exec",
         "Review the repo",
-        "--provider",
-        "scripted",
-        "--script",
-        str(script),
-        "--cwd",
-        str(workspace),
+        *scripted(script, workspace),
         "--output-format",
         "stream-json",
     )
@@ -231,12 +226,7 @@ def test_sessions_show_and_lineage(workspace: Path, tmp_path: Path) -> None:
     done = zero(
         "exec",
         "Review the repo",
-        "--provider",
-        "scripted",
-        "--script",
-        str(script),
-        "--cwd",
-        str(workspace),
+        *scripted(script, workspace),
         "--output-format",
         "json",
     )

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support.cli import lines, write_script, zero
+from support.cli import lines, scripted, write_script, zero
 
 from zero.agent import PermissionDecided
 from zero.cli.streamjson import StreamJsonWriter, read_input
@@ -58,12 +58,7 @@ def test_a_run_emits_every_headless_event_type_with_exact_fields(workspace: Path
     done = zero(
         "exec",
         "What is the answer?",
-        "--provider",
-        "scripted",
-        "--script",
-        str(script),
-        "--cwd",
-        str(workspace),
+        *scripted(script, workspace),
         "--permission-mode",
         "ask",
         "--output-format",
@@ -120,12 +115,7 @@ def test_errors_are_followed_by_run_end(workspace: Path, tmp_path: Path) -> None
     done = zero(
         "exec",
         "hi",
-        "--provider",
-        "scripted",
-        "--script",
-        str(script),
-        "--cwd",
-        str(workspace),
+        *scripted(script, workspace),
         "--output-format",
         "stream-json",
     )
@@ -185,12 +175,7 @@ def test_input_events_are_combined_and_unknown_fields_rejected(workspace: Path, 
         "exec",
         "--input-format",
         "stream-json",
-        "--provider",
-        "scripted",
-        "--script",
-        str(script),
-        "--cwd",
-        str(workspace),
+        *scripted(script, workspace),
         input=text,
     )
     assert done.returncode == 0 and done.stdout == "none\n"
@@ -200,12 +185,7 @@ def test_input_events_are_combined_and_unknown_fields_rejected(workspace: Path, 
         "stream-json",
         "--output-format",
         "stream-json",
-        "--provider",
-        "scripted",
-        "--script",
-        str(script),
-        "--cwd",
-        str(workspace),
+        *scripted(script, workspace),
         input='{"schemaVersion": 2, "type": "prompt", "content": "x", "images": []}',
     )
     assert done.returncode == 2

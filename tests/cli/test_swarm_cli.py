@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from support.cli import ZERO, lines, write_script, zero
+from support.cli import ZERO, lines, scripted, write_script, zero
 from support.llm_server import LLMServer, Reply, error_reply, openai_reply
 
 from zero.sessions import FileSessionStore
@@ -131,12 +131,7 @@ def test_token_budget_exhaustion_exits_4_and_names_the_limit(workspace: Path, tm
         "swarm",
         "run",
         str(team),
-        "--provider",
-        "scripted",
-        "--script",
-        str(script),
-        "--cwd",
-        str(workspace),
+        *scripted(script, workspace),
         "--output-format",
         "json",
     )
@@ -153,12 +148,7 @@ def test_token_budget_exhaustion_exits_4_and_names_the_limit(workspace: Path, tm
         "swarm",
         "run",
         str(team),
-        "--provider",
-        "scripted",
-        "--script",
-        str(script),
-        "--cwd",
-        str(workspace),
+        *scripted(script, workspace),
         "--budget-tokens",
         "20000",
     )
@@ -232,12 +222,7 @@ tool_calls = [{ name = "bash", arguments = { command = "sleep 30" } }]
             "swarm",
             "run",
             str(team),
-            "--provider",
-            "scripted",
-            "--script",
-            str(script),
-            "--cwd",
-            str(workspace),
+            *scripted(script, workspace),
             "--output-format",
             "stream-json",
         ],

@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from support.cli import ZERO, write_script, zero
+from support.cli import ZERO, scripted, write_script, zero
 
 from zero.sessions import FileSessionStore
 
@@ -75,8 +75,7 @@ def run_and_kill(tmp_path: Path, workspace: Path, until: Callable[[list[str]], b
     team = write_script(tmp_path / "team.toml", TEAM)
     script = write_script(tmp_path / "s.toml", SCRIPT.format(first_delay=delay))
     proc = subprocess.Popen(
-        [ZERO, "swarm", "run", str(team), "--provider", "scripted", "--script", str(script), "--cwd", str(workspace)]
-        + ["--output-format", "stream-json"],
+        [ZERO, "swarm", "run", str(team), *scripted(script, workspace)] + ["--output-format", "stream-json"],
         stdout=subprocess.PIPE,
         text=True,
     )

@@ -60,6 +60,11 @@ def zero(*args: str, env: dict[str, str] | None = None, input: str | None = None
     return Done(code, out.getvalue(), err.getvalue())
 
 
+def scripted(script: Path, workspace: Path) -> list[str]:
+    """The flags of a run on a script of model turns, in ``workspace``."""
+    return ["--provider", "scripted", "--script", str(script), "--cwd", str(workspace)]
+
+
 def zero_process(
     *args: str,
     env: dict[str, str] | None = None,

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from support.cli import ZERO, write_script, zero
+from support.cli import ZERO, scripted, write_script, zero
 
 from zero.tools import ToolContext, Workspace, _sandbox
 from zero.tools.builtin import Bash
@@ -82,7 +82,7 @@ match = { turn = 2 }
 text = "Could not."
 """,
     )
-    base = ["exec", "go", "--provider", "scripted", "--script", str(script), "--cwd", str(workspace)]
+    base = ["exec", "go", *scripted(script, workspace)]
     done = zero(*base, "--output-format", "stream-json")
     events = [json.loads(line) for line in done.stdout.splitlines()]
     request = next(e for e in events if e["type"] == "permission_request")
@@ -113,12 +113,7 @@ text = "Done."
     done = zero(
         "exec",
         "go",
-        "--provider",
-        "scripted",
-        "--script",
-        str(script),
-        "--cwd",
-        str(workspace),
+        *scripted(script, workspace),
         "--output-format",
         "stream-json",
     )
@@ -141,8 +136,7 @@ tool_calls = [{{ name = "bash", arguments = {{ command = "({marker} &) ; {marker
     )
     for mode in ("auto", "unsafe"):
         proc = subprocess.Popen(
-            [ZERO, "exec", "go", "--provider", "scripted", "--script", str(script), "--cwd", str(workspace)]
-            + ["--permission-mode", mode],
+            [ZERO, "exec", "go", *scripted(script, workspace)] + ["--permission-mode", mode],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
@@ -179,12 +173,7 @@ text = "Done."
     done = zero(
         "exec",
         "go",
-        "--provider",
-        "scripted",
-        "--script",
-        str(script),
-        "--cwd",
-        str(workspace),
+        *scripted(script, workspace),
         "--output-format",
         "stream-json",
     )
@@ -194,7 +183,7 @@ text = "Done."
 
 
 def run(script: Path, workspace: Path) -> list[str]:
-    return ["exec", "go", "--provider", "scripted", "--script", str(script), "--cwd", str(workspace)] + [
+    return ["exec", "go", *scripted(script, workspace)] + [
         "--output-format",
         "stream-json",
     ]
