@@ -28,7 +28,6 @@ from zero.orchestrator import TeamBudget, TeamRunner, build_plan
 from zero.orchestrator.team import load_team
 from zero.sessions import SessionStore, new_session_id, same_folder, session_tree, validate_session_id
 from zero.specialists import AgentContext, Placement, Specialist, open_specialist
-from zero.tools import builtin_tools
 from zero.tools.describe import describe_call
 
 __all__ = ["serve"]
@@ -93,7 +92,6 @@ def _specialist_tool(ctx: AgentContext, spec: Specialist, settings: RunSettings)
                 placement,
                 session_id=session_id,
                 permission_mode=settings.permission_mode,
-                caller_tools={t.name for t in builtin_tools()} | {t.name for ts in ctx.mcp.values() for t in ts},
             )
         except ZeroError as e:  # (a run that fails after it starts says so in its answer)
             raise ToolError(str(e)) from None

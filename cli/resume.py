@@ -15,7 +15,6 @@ from zero.orchestrator import BudgetGuard, Ledger
 from zero.orchestrator.resume import charge, read_team
 from zero.sessions import SessionMetadata, session_workspace
 from zero.specialists import AgentContext, AgentSession, Placement, open_specialist, resume_agent
-from zero.tools import builtin_tools
 
 __all__ = ["resumed"]
 
@@ -59,7 +58,6 @@ def resumed(args: argparse.Namespace, workspace: Path, settings: RunSettings) ->
             session_id=session_id,
             resume=True,
             permission_mode=settings.permission_mode,
-            caller_tools={t.name for t in builtin_tools()} | {t.name for tools in ctx.mcp.values() for t in tools},
             provider=None if args.provider else (meta.provider or None),
             model=args.model or meta.model_id or None,
             max_turns=settings.max_turns,

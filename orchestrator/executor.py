@@ -18,7 +18,7 @@ from zero.agent import Event, EventHub, Listener, RunResult, RunStatus, Usage
 from zero.orchestrator.ledger import BudgetGuard, Ledger
 from zero.orchestrator.plan import MemberPlan
 from zero.specialists import AgentContext, AgentSession, Placement, open_specialist
-from zero.tools import Tool, builtin_tools
+from zero.tools import Tool
 
 __all__ = ["InProcessExecutor", "MemberExecutor", "MemberOutcome", "MemberRun", "MemberTask"]
 
@@ -134,7 +134,6 @@ class _InProcessRun:
             created=not task.resume,
             resume=task.resume,
             permission_mode=plan.permission_mode,
-            caller_tools={t.name for t in builtin_tools()} | {t.name for tools in ctx.mcp.values() for t in tools},
             provider=plan.provider,
             model=plan.model,
             max_turns=plan.max_turns,

@@ -79,7 +79,7 @@ def _top_config(ctx: AgentContext, permission_mode: PermissionMode, max_turns: i
     return AgentConfig(
         provider=ctx.provider,
         model=ctx.model,
-        tools=ToolRegistry([*builtin_tools(), *mcp_tools(ctx)]),
+        tools=ToolRegistry(_top_tools(ctx)),
         workspace=ctx.workspace,
         permission_mode=permission_mode,
         max_turns=max_turns,
@@ -90,6 +90,11 @@ def _top_config(ctx: AgentContext, permission_mode: PermissionMode, max_turns: i
         approver=ctx.approver,
         redactor=ctx.redactor,
     )
+
+
+def _top_tools(ctx: AgentContext) -> list[Tool]:
+    """The tools of a top-level agent: every built-in one and every MCP tool of the run."""
+    return [*builtin_tools(), *mcp_tools(ctx)]
 
 
 def _can_delegate(ctx: AgentContext, depth: int = 0) -> bool:
@@ -163,7 +168,7 @@ async def open_specialist(
     resume: bool = False,
     created: bool = False,
     permission_mode: PermissionMode,
-    caller_tools: set[str],
+    caller_tools: set[str] | None = None,
     provider: str | None = None,
     model: str | None = None,
     max_turns: int | None = None,
@@ -175,8 +180,11 @@ async def open_specialist(
 ) -> AgentSession:
     """An agent working as ``spec``: its manifest's tools narrowed to the caller's, the caller's permission
     mode, its limits, and Task tools of its own while ``placement.depth`` allows. ``resume`` continues the
-    session ``session_id``; ``created``: a new session whose metadata is on disk already."""
+    session ``session_id``; ``created``: a new session whose metadata is on disk already. ``caller_tools``
+    None: the caller is not an agent (a team, a resume, another program): every tool a top-level agent has."""
     depth = placement.depth
+    if caller_tools is None:
+        caller_tools = {t.name for t in _top_tools(ctx)}
     allowed = [t for t in spec.tools if t in caller_tools or t in DELEGATE_TOOLS]
     granted = [t for t in mcp_tools(ctx, spec.tools) if t.name in caller_tools]  # the manifest's, the caller's
     tools: list[Tool] = [t for t in builtin_tools() if t.name in allowed] + granted + list(extra_tools)
