@@ -50,7 +50,8 @@ def test_an_edit_outside_the_workspace_shows_nothing_of_what_is_there(tmp_path: 
     root.mkdir()
     (tmp_path / "secret.txt").write_text("the secret")
     (root / "inside.txt").write_text("old")
-    assert edit_of("edit_file", {"path": "inside.txt", "old_text": "old", "new_text": "new"}, root).before == "old"
+    inside = edit_of("edit_file", {"path": "inside.txt", "old_text": "old", "new_text": "new"}, root)
+    assert inside is not None and inside.before == "old" and inside.after == "new"
     outside = edit_of("write_file", {"path": "../secret.txt", "content": "x"}, root)
     assert outside is not None and outside.before is None
     (root / "link.txt").symlink_to(tmp_path / "secret.txt")
