@@ -34,7 +34,7 @@ from zero.agent.events import (
     event_payload,
 )
 from zero.agent.hub import EventHub, Listener
-from zero.agent.loop import AgentConfig, AgentRun, Approval, Approver, CallGuard, CallPermit, Emit
+from zero.agent.loop import AgentConfig, AgentRun, Approval, ApprovalRequest, Approver, CallGuard, CallPermit, Emit
 from zero.agent.messages import Message, ModelRequest, ToolCall, ToolSpec, Usage, estimate_tokens, format_cost
 from zero.agent.pricing import Price, PriceTable, smallest_cap
 from zero.agent.provider import Provider
@@ -53,6 +53,7 @@ __all__ = [
     "AgentConfig",
     "AgentRun",
     "Approval",
+    "ApprovalRequest",
     "Approver",
     "AssistantText",
     "BudgetTripped",

@@ -6,7 +6,7 @@ import time
 import traceback
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol
 
 import anyio
 
@@ -53,6 +53,7 @@ from zero.tools import (
     Workspace,
     budget_output,
     decide,
+    hides_syntax,
     redact,
     redact_values,
 )
@@ -112,7 +113,19 @@ class Approval:
     note: str = ""
 
 
-Approver = Callable[[PermissionRequested], Awaitable[Approval]]
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ApprovalRequest:
+    """What an approver is asked. ``shown`` is the request as the user sees it and the log keeps it
+    (redacted); ``arguments`` are the call's as they will run, never shown or stored: what "allow for this
+    session" is computed from. ``hidden``: a secret in them held shell syntax, so what is shown is not the
+    whole truth (warn, and never allow it for the session)."""
+
+    shown: PermissionRequested
+    arguments: dict[str, Any]
+    hidden: bool = False
+
+
+Approver = Callable[[ApprovalRequest], Awaitable[Approval]]
 ToolStatus = Literal["ok", "error", "denied"]
 
 
@@ -634,7 +647,13 @@ class AgentRun:
                     "no one to approve it. Continue without it, or say what you would have done."
                     + (f" {hint}" if hint else "")
                 )
-            approval = await self.config.approver(request)
+            approval = await self.config.approver(
+                ApprovalRequest(
+                    shown=request,
+                    arguments=call.arguments,
+                    hidden=hides_syntax(self.config.redactor, call.arguments),
+                )
+            )
             reason = ("approved" if approval.granted else "denied by the user") + (
                 f": {approval.note}" if approval.note else ""
             )

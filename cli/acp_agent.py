@@ -63,12 +63,12 @@ from acp.schema import (
 from zero import __version__
 from zero.agent import (
     Approval,
+    ApprovalRequest,
     AssistantText,
     ChildFinished,
     ChildStarted,
     ErrorRaised,
     Event,
-    PermissionRequested,
     Reasoning,
     RunFinished,
     ToolCallStarted,
@@ -76,7 +76,7 @@ from zero.agent import (
     format_cost,
 )
 from zero.agent.prompts import default_system_prompt
-from zero.cli.approvals import edit_of, session_rule
+from zero.cli.approvals import HIDDEN_WARNING, SessionRule, edit_of, session_rule
 from zero.cli.common import Streams, open_context, session_store, settings_from_args
 from zero.errors import ZeroError
 from zero.sessions import fork_session, messages_from_events, same_folder, session_workspace, validate_session_id
@@ -108,11 +108,20 @@ _STOP: dict[str, Literal["end_turn", "max_tokens", "max_turn_requests", "refusal
     "max_turns": "max_turn_requests",
     "output_capped": "max_tokens",
 }
-_OPTIONS = [
-    PermissionOption(option_id="allow_once", name="Allow once", kind="allow_once"),
-    PermissionOption(option_id="allow_always", name="Allow for this session", kind="allow_always"),
-    PermissionOption(option_id="reject_once", name="Reject", kind="reject_once"),
-]
+
+
+def _options(rule: SessionRule | None) -> list[PermissionOption]:
+    """The answers an editor offers: allow once, allow for the session (saying what that covers), reject."""
+    always = (
+        [PermissionOption(option_id="allow_always", name=f"Allow {rule.label} for this session", kind="allow_always")]
+        if rule is not None
+        else []
+    )
+    return [
+        PermissionOption(option_id="allow_once", name="Allow once", kind="allow_once"),
+        *always,
+        PermissionOption(option_id="reject_once", name="Reject", kind="reject_once"),
+    ]
 
 
 @dataclass
@@ -342,18 +351,21 @@ class ZeroAcpAgent:
 
     # -- approvals -----------------------------------------------------------------
 
-    async def _approve(self, request: PermissionRequested) -> Approval:
+    async def _approve(self, approval: ApprovalRequest) -> Approval:
         """Every agent's permission request (a child's too) goes to the editor of its session."""
+        request = approval.shown
         live = next(
             (v for v in self.sessions.values() if request.session_id in (v.session.session_id, *v.task_calls)), None
         )
         if live is None:
             return Approval(False, "no editor session to ask")
-        rule = session_rule(request)
-        if rule in live.allowed:
+        rule = session_rule(approval, live.workspace)
+        if rule is not None and rule.key in live.allowed:
             return Approval(True, "allowed for this session")
         child = live.names.get(request.session_id)
         title = describe_call(request.name, request.arguments, width=100) + (f" (asked by {child})" if child else "")
+        if approval.hidden:
+            title += f" (warning: {HIDDEN_WARNING})"
         call = live.task_calls.get(request.session_id, request.id)
         answer = await self.conn.request_permission(
             session_id=live.session.session_id,
@@ -364,13 +376,14 @@ class ZeroAcpAgent:
                 raw_input=request.arguments,
                 content=_diff(request.name, request.arguments, live.workspace),
             ),
-            options=_OPTIONS,
+            options=_options(rule),
         )
         outcome = answer.outcome
-        if isinstance(outcome, AllowedOutcome) and outcome.option_id in ("allow_once", "allow_always"):
-            if outcome.option_id == "allow_always":
-                live.allowed.add(rule)
-            return Approval(True, "allowed for this session" if outcome.option_id == "allow_always" else "")
+        if isinstance(outcome, AllowedOutcome) and outcome.option_id == "allow_always" and rule is not None:
+            live.allowed.add(rule.key)
+            return Approval(True, "allowed for this session")
+        if isinstance(outcome, AllowedOutcome) and outcome.option_id == "allow_once":
+            return Approval(True)
         return Approval(False, "rejected in the editor")
 
     # -- plumbing ------------------------------------------------------------------

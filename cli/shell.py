@@ -30,10 +30,10 @@ from rich.console import Console
 from rich.markdown import Markdown
 from rich.text import Text
 
-from zero.agent import Approval, PermissionRequested, Usage, format_cost
+from zero.agent import Approval, ApprovalRequest, PermissionRequested, Usage, format_cost
 from zero.agent.prompts import default_system_prompt
 from zero.agent.providers import LazyProvider
-from zero.cli.approvals import edit_of, session_rule
+from zero.cli.approvals import HIDDEN_WARNING, SessionRule, edit_of, session_rule
 from zero.cli.common import Streams, open_context, print_error, session_store, settings_from_args, workspace_from_args
 from zero.cli.config import RunSettings
 from zero.cli.session_ids import resolve_session_id
@@ -63,6 +63,7 @@ COMMANDS = {
 }
 T = TypeVar("T")
 ATTACH_BYTES = 200_000  # of a file attached with @path
+PREVIEW_LINES = 80  # of a diff shown for approval at a time
 INIT_PROMPT = (
     "Draft an AGENTS.md at the workspace root for coding agents working in this repository: what the project "
     "is, how it is laid out, how to build and test it (the exact commands), and the conventions its code "
@@ -301,9 +302,9 @@ class Shell:
 
     # -- approvals ---------------------------------------------------------------
 
-    async def _approve(self, request: PermissionRequested) -> Approval:
-        rule = session_rule(request)
-        if rule in self.allowed:
+    async def _approve(self, request: ApprovalRequest) -> Approval:
+        rule = session_rule(request, self.ctx.workspace.root)
+        if rule is not None and rule.key in self.allowed:
             return Approval(True, "allowed for this session")
         async with self._asking:  # children ask one at a time
             view = self.view
@@ -315,25 +316,37 @@ class Shell:
                 if view is not None:
                     view.resume()
 
-    async def _ask(self, request: PermissionRequested, rule: str) -> Approval:
+    async def _ask(self, request: ApprovalRequest, rule: SessionRule | None) -> Approval:
         assert self.session is not None
-        who = "" if request.session_id == self.session.session_id else f" ({self._child_name(request.session_id)})"
-        self.console.print(Text(f"? {request.name}{who} needs approval: {request.reason}", style="bold yellow"))
-        for line in _preview(request, self.ctx.workspace.root):
+        shown = request.shown
+        who = "" if shown.session_id == self.session.session_id else f" ({self._child_name(shown.session_id)})"
+        self.console.print(Text(f"? {shown.name}{who} needs approval: {shown.reason}", style="bold yellow"))
+        if request.hidden:
+            self.console.print(Text(f"! {HIDDEN_WARNING}", style="bold red"))
+        preview = _preview(shown, self.ctx.workspace.root)
+        shown_lines = min(len(preview), PREVIEW_LINES)
+        for line in preview[:shown_lines]:
             self.console.print(line)
-        scope = rule.split(":", 1)[1] if ":" in rule else request.name
-        question = f"allow? [y] once  [a] always for {scope} this session  [n] no: "
+        always = f"  [a] always for {printable(rule.label)} this session" if rule is not None else ""
         while True:
+            more = len(preview) - shown_lines
+            if more:
+                self.console.print(Text(f"  ... {more:,} more lines not shown: [m] shows the next", style="dim"))
+            question = f"allow? [y] once{always}  [n] no{'  [m] more' if more else ''}: "
             try:
                 answer = (await self.prompt.prompt_async(question)).strip().lower()
             except (KeyboardInterrupt, EOFError):
                 answer = "n"
-            if answer in ("y", "yes"):
+            if answer in ("m", "more") and more:
+                for line in preview[shown_lines : shown_lines + PREVIEW_LINES]:
+                    self.console.print(line)
+                shown_lines = min(len(preview), shown_lines + PREVIEW_LINES)
+            elif answer in ("y", "yes"):
                 return Approval(True)
-            if answer in ("a", "always"):
-                self.allowed.add(rule)
+            elif answer in ("a", "always") and rule is not None:
+                self.allowed.add(rule.key)
                 return Approval(True, "allowed for this session")
-            if answer in ("n", "no"):
+            elif answer in ("n", "no"):
                 try:
                     note = await self.prompt.prompt_async("a note for the model (Enter for none): ")
                 except (KeyboardInterrupt, EOFError):
@@ -472,7 +485,7 @@ def _preview(request: PermissionRequested, root: Path) -> list[Text]:
     if edit is not None:
         name = str(edit.path.relative_to(root)) if edit.path.is_relative_to(root) else str(edit.path)
         lines = (edit.before or "").splitlines(), edit.after.splitlines()
-        diff = list(difflib.unified_diff(*lines, f"a/{name}", f"b/{name}", lineterm=""))[:80]
+        diff = list(difflib.unified_diff(*lines, f"a/{name}", f"b/{name}", lineterm=""))
         styles = {"+": "green", "-": "red", "@": "cyan"}
         return [Text(printable(line), style=styles.get(line[:1], "")) for line in diff] or [Text("  (no change)")]
     if request.name == "bash":

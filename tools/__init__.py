@@ -6,7 +6,7 @@ from zero.tools.base import ArgsModel, BuiltinTool, SideEffect, Tool, ToolContex
 from zero.tools.budget import budget_output
 from zero.tools.builtin import builtin_tools
 from zero.tools.permissions import PERMISSION_MODES, Decision, PermissionMode, decide, narrower, within
-from zero.tools.redact import Redactor, StreamRedactor, redact, redact_values
+from zero.tools.redact import Redactor, StreamRedactor, hides_syntax, redact, redact_values
 from zero.tools.registry import CATEGORIES, ToolRegistry, expand_tools
 from zero.tools.workspace import Workspace
 
@@ -29,6 +29,7 @@ __all__ = [
     "builtin_tools",
     "decide",
     "expand_tools",
+    "hides_syntax",
     "narrower",
     "redact",
     "redact_values",

@@ -29,6 +29,7 @@ def describe_call(name: str, arguments: dict[str, Any], width: int = 60) -> str:
         detail = f"{len(steps)} steps" if isinstance(steps, list) else ""
     else:
         detail = next((str(arguments[k]) for k in _KEYS if isinstance(arguments.get(k), str)), "")
-    detail = detail.strip().splitlines()[0] if detail.strip() else ""
+    lines = detail.strip().splitlines()
+    detail = (lines[0] + (f" … (+{len(lines) - 1} lines)" if len(lines) > 1 else "")) if lines else ""
     text = printable(f"{name} {detail}".strip())
     return text if len(text) <= width else text[: width - 1] + "…"

@@ -5,7 +5,9 @@ values of environment variables whose names say they are secret (``*_KEY``, ``*_
 ``*_SECRET``, ``*PASSWORD``, ``*CREDENTIALS``, ...) and are at least 8 characters long.
 Redaction applies to values, never to the keys or the structure of a record (``values``),
 and text that arrives in pieces goes through a ``StreamRedactor``, so that a secret split
-across two pieces is masked too.
+across two pieces is masked too. A mask never hides shell syntax: within a match, only the runs of
+characters a secret is made of are masked, so ``https://u:tok;rm -rf x;@host`` still shows its ``;``
+and spaces (``hides_syntax`` says whether a text's secrets held any, for an approval to warn).
 """
 
 from __future__ import annotations
@@ -16,9 +18,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["MASK", "Redactor", "StreamRedactor", "redact", "redact_values"]
+__all__ = ["MASK", "Redactor", "StreamRedactor", "hides_syntax", "redact", "redact_values"]
 
 MASK = "[REDACTED]"
+# What a shell reads as syntax: a mask keeps these visible, so redaction never hides a command's structure.
+_SYNTAX_CHARS = r"""\s;&|<>()$`'"{}\[\]*?#\\"""
+_SYNTAX = re.compile(f"[{_SYNTAX_CHARS}]")
+_NOT_SYNTAX = re.compile(f"[^{_SYNTAX_CHARS}]+")
 
 
 @dataclass(frozen=True)
@@ -143,6 +149,18 @@ class Redactor:
         return found
 
 
+def hides_syntax(redact: Callable[[str], str], value: Any) -> bool:
+    """Does a secret ``redact`` finds in ``value`` (a string, or the strings of a JSON-like structure) hold
+    shell syntax (``;``, ``$``, a space, ...)? Then its redacted form is not the whole truth of what would
+    run, and an approval of it must say so."""
+    if isinstance(value, dict | list | tuple):
+        return any(hides_syntax(redact, v) for v in (value.values() if isinstance(value, dict) else value))
+    if not isinstance(value, str):
+        return False
+    spans = getattr(redact, "spans", None) or _shared().spans
+    return any(_SYNTAX.search(value, start, end) for start, end in spans(value))
+
+
 def redact_values(redact: Callable[[str], str], value: Any) -> Any:
     """``value`` (a JSON-like structure) with every string in it redacted, never its keys or shape."""
     if isinstance(value, str):
@@ -155,13 +173,15 @@ def redact_values(redact: Callable[[str], str], value: Any) -> Any:
 
 
 def _mask(fmt: _Format, text: str) -> str:
-    if fmt.group == 0:
-        return fmt.pattern.sub(MASK, text)
-
     def keep_context(match: re.Match[str]) -> str:
         whole, start = match.group(0), match.start(0)
         a, b = match.start(fmt.group) - start, match.end(fmt.group) - start
-        return whole[:a] + MASK + whole[b:]
+        secret = whole[a:b]
+        if fmt.name != "private key":  # a key block is all secret, its newlines included
+            secret = _NOT_SYNTAX.sub(MASK, secret)  # only what a secret is made of: the syntax stays visible
+        else:
+            secret = MASK
+        return whole[:a] + secret + whole[b:]
 
     return fmt.pattern.sub(keep_context, text)
 
@@ -234,9 +254,13 @@ def _open_key(text: str) -> bool:
 _default: Redactor | None = None
 
 
-def redact(text: str) -> str:
-    """Redact ``text`` with a redactor built once from this process's environment."""
+def _shared() -> Redactor:
     global _default
     if _default is None:
         _default = Redactor()
-    return _default(text)
+    return _default
+
+
+def redact(text: str) -> str:
+    """Redact ``text`` with a redactor built once from this process's environment."""
+    return _shared()(text)

@@ -13,6 +13,7 @@ from zero.agent import (
     AgentConfig,
     AgentRun,
     Approval,
+    ApprovalRequest,
     Event,
     Message,
     PermissionRequested,
@@ -31,6 +32,7 @@ from zero.tools import (
     ArgsModel,
     BuiltinTool,
     PermissionMode,
+    Redactor,
     ToolContext,
     ToolOutput,
     ToolRegistry,
@@ -210,8 +212,8 @@ async def test_headless_ask_mode_denies_writes_and_tells_the_model(workspace: Pa
 async def test_an_approver_grants_and_the_decision_is_an_event(workspace: Path) -> None:
     asked: list[PermissionRequested] = []
 
-    async def approve(request: PermissionRequested) -> Approval:
-        asked.append(request)
+    async def approve(request: ApprovalRequest) -> Approval:
+        asked.append(request.shown)
         return Approval(granted=request.arguments.get("path") == "x.txt", note="only x.txt, please")
 
     run, rec, _ = make_run(
@@ -233,6 +235,29 @@ async def test_an_approver_grants_and_the_decision_is_an_event(workspace: Path) 
     assert decisions[1].reason == "denied by the user: only x.txt, please"
     told = [r.output for r in rec.of("tool_result")][1]
     assert told == "Permission denied: the user refused write_file. The user said: only x.txt, please"
+
+
+async def test_the_approver_judges_the_call_as_it_runs_and_the_user_sees_its_syntax(workspace: Path) -> None:
+    asked: list[ApprovalRequest] = []
+
+    async def approve(request: ApprovalRequest) -> Approval:
+        asked.append(request)
+        return Approval(granted=False)
+
+    command = "git ls-remote https://deploy:tok3n;touch${IFS}pwned;@host/repo"
+    run, rec, _ = make_run(
+        workspace,
+        [turn(1, "", ("bash", {"command": command})), turn(2, "No.")],
+        mode="ask",
+        approver=approve,
+        redactor=Redactor({}),
+    )
+    await run.run("list")
+    assert asked[0].arguments == {"command": command}  # what would run: for the rule, never shown
+    shown = asked[0].shown.arguments["command"]
+    assert "tok3n" not in shown and shown.count(";") == command.count(";") and "${" in shown and asked[0].hidden
+    logged = rec.of("tool_call")[0].arguments["command"]
+    assert logged == shown  # the log records what ran, redacted the same way
 
 
 async def test_read_only_mode_hides_write_and_shell_tools(workspace: Path) -> None:

@@ -3,20 +3,18 @@ and the wire itself where its keys are the contract."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import shutil
 import sys
-from collections.abc import AsyncIterator, Awaitable
-from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
-from acp import RequestError, connect_to_agent, text_block
-from acp.schema import AllowedOutcome, DeniedOutcome, McpServerStdio, RequestPermissionResponse
+from acp import text_block
+from acp.schema import McpServerStdio
+from support.acp import Editor, agent, refused
 from support.cli import ZERO, write_script
 
 from zero.sessions import FileSessionStore
@@ -68,59 +66,6 @@ match = { last = "echo: acp" }
 text = "Echoed."
 """
 DEMO = str(Path(__file__).parents[1] / "mcpdemo" / "server.py")
-
-
-class Editor:
-    """An ACP client: records every update, answers permission requests from a list."""
-
-    def __init__(self, answers: list[str] | None = None):
-        self.updates: list[tuple[str, Any]] = []
-        self.asked: list[Any] = []
-        self.answers = list(answers or [])
-
-    async def session_update(self, session_id: str, update: Any, **kwargs: Any) -> None:
-        self.updates.append((session_id, update))
-
-    async def request_permission(self, session_id: str, tool_call: Any, options: Any, **kwargs: Any) -> Any:
-        self.asked.append(tool_call)
-        answer = self.answers.pop(0) if self.answers else "reject_once"
-        if answer == "cancel":
-            return RequestPermissionResponse(outcome=DeniedOutcome(outcome="cancelled"))
-        return RequestPermissionResponse(outcome=AllowedOutcome(option_id=answer, outcome="selected"))
-
-    def kinds(self) -> list[str]:
-        return [u.session_update for _, u in self.updates]
-
-    def on_connect(self, conn: Any) -> None:
-        return None
-
-
-async def refused(call: Awaitable[Any]) -> str:
-    """What the agent answered a request it refused (the error's message and data)."""
-    with pytest.raises(RequestError) as caught:
-        await call
-    return f"{caught.value} {caught.value.data}"
-
-
-@asynccontextmanager
-async def agent(editor: Editor, script: Path, *extra: str) -> AsyncIterator[Any]:
-    proc = await asyncio.create_subprocess_exec(
-        ZERO, "acp", "--provider", "scripted", "--script", str(script), *extra,
-        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, env=dict(os.environ),
-    )  # fmt: skip
-    assert proc.stdin is not None and proc.stdout is not None
-    conn = connect_to_agent(editor, proc.stdin, proc.stdout, use_unstable_protocol=True)  # type: ignore[arg-type]
-    try:
-        await conn.initialize(protocol_version=1)
-        yield conn
-    finally:
-        await conn.close()
-        proc.stdin.close()
-        with anyio.move_on_after(10):
-            await proc.wait()
-        if proc.returncode is None:
-            proc.kill()
-            await proc.wait()
 
 
 async def test_an_editor_session(workspace: Path, tmp_path: Path) -> None:

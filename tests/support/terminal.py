@@ -75,6 +75,10 @@ class Terminal:
             if time.monotonic() > deadline or not self.child.isalive() and not self._pending():
                 raise AssertionError(f"{needle!r} never appeared; the screen:\n{self.screen()}")
 
+    def cursor_line(self) -> str:
+        """The line the cursor is on (where the shell waits for an answer)."""
+        return str(self.screen_.display[self.screen_.cursor.y])
+
     def wait_prompt(self, timeout: float = 10.0) -> str:
         """Wait until the cursor sits on an empty prompt: the shell is ready for a message."""
         deadline = time.monotonic() + timeout
@@ -94,11 +98,12 @@ class Terminal:
         self._feed(data)
         return bool(data)
 
-    def type(self, text: str, *, enter: bool = True) -> None:
+    def type(self, text: str, *, enter: bool = True, settle: float = 0.05) -> None:
+        """Type ``text`` (and Enter), then read what comes for ``settle`` seconds."""
         self.child.send(text)
         if enter:
             self.child.send("\r")
-        self.pump(0.05)
+        self.pump(settle)
 
     def interrupt(self) -> None:
         self.child.sendintr()
