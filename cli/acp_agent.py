@@ -77,7 +77,7 @@ from zero.agent import (
 )
 from zero.agent.prompts import default_system_prompt
 from zero.cli.approvals import HIDDEN_WARNING, SessionRule, edit_of, session_rule
-from zero.cli.common import Streams, open_context, session_store, settings_from_args
+from zero.cli.common import Streams, open_context, print_warnings, session_store, settings_from_args
 from zero.errors import ZeroError
 from zero.sessions import fork_session, messages_from_events, same_folder, session_workspace, validate_session_id
 from zero.specialists import AgentContext, AgentSession, open_agent, resume_agent
@@ -131,22 +131,23 @@ class _Live:
     session: AgentSession
     workspace: Path
     mode: PermissionMode
+    ceiling: PermissionMode  # the flag's (else the user's) narrowed by the workspace's project config
     stop: anyio.Event = field(default_factory=anyio.Event)
     turn: anyio.Lock = field(default_factory=anyio.Lock)
+    running: bool = False  # a turn is under way (a cancel with none is ignored, not kept for the next)
     allowed: set[str] = field(default_factory=set)
     task_calls: dict[str, str] = field(default_factory=dict)  # child session id -> the Task call showing it
     names: dict[str, str] = field(default_factory=dict)  # child session id -> its specialist
 
 
 class ZeroAcpAgent:
-    def __init__(self, args: argparse.Namespace, streams: Streams, tg: anyio.abc.TaskGroup, ceiling: PermissionMode):
+    def __init__(self, args: argparse.Namespace, streams: Streams, tg: anyio.abc.TaskGroup):
         self.args = args
         self.streams = streams
         self.tg = tg
-        self.ceiling = ceiling
         self.conn: Any = None
         self.sessions: dict[str, _Live] = {}
-        self.contexts: dict[str, AgentContext] = {}
+        self.contexts: dict[str, tuple[AgentContext, PermissionMode]] = {}  # by workspace: and its ceiling
 
     def on_connect(self, conn: Any) -> None:
         self.conn = conn
@@ -176,8 +177,7 @@ class ZeroAcpAgent:
 
     async def new_session(self, cwd: str, mcp_servers: list[Any] | None = None, **kwargs: Any) -> NewSessionResponse:
         workspace = _requested(cwd)
-        ctx = await self._context(workspace)
-        mode = self.ceiling
+        ctx, mode = await self._context(workspace)
 
         async def opener() -> AgentSession:
             return await open_agent(
@@ -189,32 +189,32 @@ class ZeroAcpAgent:
             )
 
         live = await self._hold(opener, workspace, mode, mcp_servers or [])
-        return NewSessionResponse(session_id=live.session.session_id, modes=self._modes(mode))
+        return NewSessionResponse(session_id=live.session.session_id, modes=_modes(live))
 
     async def load_session(
         self, cwd: str, session_id: str, mcp_servers: list[Any] | None = None, **kwargs: Any
     ) -> LoadSessionResponse:
         live = await self._reopen(cwd, session_id, mcp_servers, replay=True)
-        return LoadSessionResponse(modes=self._modes(live.mode))
+        return LoadSessionResponse(modes=_modes(live))
 
     async def resume_session(
         self, session_id: str, cwd: str, mcp_servers: list[Any] | None = None, **kwargs: Any
     ) -> ResumeSessionResponse:
         live = await self._reopen(cwd, session_id, mcp_servers, replay=False)
-        return ResumeSessionResponse(modes=self._modes(live.mode))
+        return ResumeSessionResponse(modes=_modes(live))
 
     async def fork_session(
         self, session_id: str, cwd: str, mcp_servers: list[Any] | None = None, **kwargs: Any
     ) -> ForkSessionResponse:
         workspace = _requested(cwd)
-        ctx = await self._context(workspace)
+        ctx, _ = await self._context(workspace)
         self._recorded(ctx, session_id, workspace)
         try:
             meta, _ = await anyio.to_thread.run_sync(lambda: fork_session(ctx.store, session_id))
         except ZeroError as e:
             raise RequestError.internal_error({"message": str(e)}) from e
         live = await self._reopen(cwd, meta.session_id, mcp_servers, replay=False)
-        return ForkSessionResponse(session_id=live.session.session_id, modes=self._modes(live.mode))
+        return ForkSessionResponse(session_id=live.session.session_id, modes=_modes(live))
 
     async def close_session(self, session_id: str, **kwargs: Any) -> CloseSessionResponse:
         live = self.sessions.pop(session_id, None)
@@ -227,7 +227,7 @@ class ZeroAcpAgent:
         self, cwd: str | None = None, cursor: str | None = None, **kwargs: Any
     ) -> ListSessionsResponse:
         wanted = _requested(cwd) if cwd is not None else None
-        store = (await self._context(wanted)).store if wanted is not None else session_store()
+        store = (await self._context(wanted))[0].store if wanted is not None else session_store()
         usable = await anyio.to_thread.run_sync(_listable, store, wanted)
         start = int(cursor) if cursor and cursor.isdigit() else 0
         page = usable[start : start + PAGE]
@@ -249,10 +249,10 @@ class ZeroAcpAgent:
             raise RequestError.invalid_params(
                 {"message": f"unknown mode {mode_id!r}; one of {', '.join(PERMISSION_MODES)}"}
             )
-        mode, narrowed = within(self.ceiling, mode_id, "session/set_mode")
+        mode, narrowed = within(live.ceiling, mode_id, "session/set_mode")
         if narrowed:
             raise RequestError.invalid_params(
-                {"message": f"{mode_id} is above the ceiling of this server ({self.ceiling})"}
+                {"message": f"{mode_id} is above the ceiling of this session ({live.ceiling})"}
             )
         live.mode = mode
         live.session.set_permission_mode(mode)
@@ -268,7 +268,11 @@ class ZeroAcpAgent:
             events = live.session.events()
             forwarded = anyio.Event()
             self.tg.start_soon(self._forward, live, events, forwarded)
-            result = await live.session.send(text)
+            live.running = True
+            try:
+                result = await live.session.send(text)
+            finally:
+                live.running = False
             with anyio.move_on_after(10):
                 await forwarded.wait()  # every notification of the turn goes out before its answer
         if result.status not in _STOP and result.error:
@@ -279,7 +283,7 @@ class ZeroAcpAgent:
 
     async def cancel(self, session_id: str, **kwargs: Any) -> None:
         live = self.sessions.get(session_id)
-        if live is not None:
+        if live is not None and live.running:
             live.session.cancel("cancelled")  # the turn ends cancelled, its children too
 
     # -- events to notifications ------------------------------------------------------
@@ -394,26 +398,25 @@ class ZeroAcpAgent:
             raise RequestError.resource_not_found(session_id)
         return live
 
-    def _modes(self, current: PermissionMode) -> SessionModeState:
-        allowed = [m for m in PERMISSION_MODES if within(self.ceiling, m, "")[1] is None]
-        return SessionModeState(
-            current_mode_id=current,
-            available_modes=[SessionMode(id=m, name=m) for m in allowed],
-        )
-
-    async def _context(self, workspace: Path) -> AgentContext:
+    async def _context(self, workspace: Path) -> tuple[AgentContext, PermissionMode]:
         """The shared context of a workspace's sessions (store, specialists, providers), made once and held
-        by a task of its own until the server ends."""
+        by a task of its own until the server ends; and the ceiling of its sessions' modes: the flag's (else
+        the user's config's), narrowed by the workspace's project config as every front end narrows it."""
         key = str(workspace)
         if key not in self.contexts:
+            try:
+                settings = settings_from_args(self.args, workspace)
+            except ZeroError as e:
+                raise RequestError.invalid_params({"message": str(e)}) from None
+            print_warnings(settings.warnings, self.streams.stderr)
 
             @asynccontextmanager
             async def opened() -> AsyncIterator[AgentContext]:
-                settings = settings_from_args(self.args, workspace)
                 async with open_context(self.args, settings, workspace, self.streams) as ctx:
                     yield replace(ctx, approver=self._approve)
 
-            self.contexts[key] = await self._keep(opened, lambda ctx: anyio.sleep_forever())
+            ctx = await self._keep(opened, lambda ctx: anyio.sleep_forever())
+            self.contexts[key] = ctx, settings.permission_mode
         return self.contexts[key]
 
     async def _hold(
@@ -426,7 +429,7 @@ class ZeroAcpAgent:
             session = await opener()
             if mcp:
                 session.add_toolset(_editor_servers(mcp))
-            live = _Live(session, workspace, mode)
+            live = _Live(session, workspace, mode, mode)
             session.hub.listen(lambda event: _track(live, event))  # at once, in order: before any child asks
             async with session:
                 self.sessions[session.session_id] = live
@@ -475,18 +478,21 @@ class ZeroAcpAgent:
 
     async def _reopen(self, cwd: str, session_id: str, mcp: list[Any] | None, *, replay: bool) -> _Live:
         workspace = _requested(cwd)  # before anything: a request without a workspace learns nothing
-        ctx = await self._context(workspace)
+        ctx, ceiling = await self._context(workspace)
         self._recorded(ctx, session_id, workspace)
-        if session_id in self.sessions:
-            raise RequestError.invalid_request({"message": f"session {session_id} is open already"})
         try:
             history = messages_from_events(e.event for e in ctx.store.events(session_id))
         except (ZeroError, ValueError) as e:  # unreadable: never a fresh conversation under the old id
             raise RequestError.internal_error({"message": f"session {session_id} cannot be read: {e}"}) from None
+        held = self.sessions.get(session_id)
+        if held is not None:  # this connection holds it already: the same session, shown again if asked
+            if replay:
+                await self._replay(session_id, history)
+            return held
         live = await self._hold(
-            lambda: resume_agent(ctx, session_id, permission_mode=self.ceiling, max_turns=None),
+            lambda: resume_agent(ctx, session_id, permission_mode=ceiling, max_turns=None),
             workspace,
-            self.ceiling,
+            ceiling,
             mcp or [],
         )
         if replay:
@@ -517,6 +523,12 @@ class ZeroAcpAgent:
                             content=[tool_content(text_block(result.content))] if result is not None else None,
                         ),
                     )
+
+
+def _modes(live: _Live) -> SessionModeState:
+    """The session's mode, and those it may switch to: none above its ceiling."""
+    allowed = [m for m in PERMISSION_MODES if within(live.ceiling, m, "")[1] is None]
+    return SessionModeState(current_mode_id=live.mode, available_modes=[SessionMode(id=m, name=m) for m in allowed])
 
 
 def _track(live: _Live, event: Event) -> None:
@@ -606,12 +618,19 @@ def _editor_servers(servers: list[Any]) -> Any:
 
 
 async def serve(args: argparse.Namespace, streams: Streams) -> None:
-    from acp import run_agent
+    from acp import stdio_streams
+    from acp.agent.connection import AgentSideConnection
 
-    from zero.cli.config import load_config, permission_ceiling
+    from zero.cli._acp_wire import LIMIT, Wire, quiet_logs
 
-    ceiling = permission_ceiling(args.permission_mode, load_config(Path.cwd()))
+    quiet_logs(bool(getattr(args, "debug", False)))
+    reader, writer = await stdio_streams(limit=LIMIT)
     async with anyio.create_task_group() as tg:
-        agent = ZeroAcpAgent(args, streams, tg, ceiling)
-        await run_agent(agent, use_unstable_protocol=True)  # type: ignore[arg-type]  # (a structural Agent)
+        agent = ZeroAcpAgent(args, streams, tg)
+        conn = AgentSideConnection(agent, Wire(reader, writer), listening=False, use_unstable_protocol=True)  # type: ignore[arg-type]
+        try:
+            await conn.listen()
+        finally:
+            with anyio.CancelScope(shield=True):
+                await conn.close()
         tg.cancel_scope.cancel()

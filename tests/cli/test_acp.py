@@ -224,3 +224,69 @@ def test_the_wire_keys_are_the_contract(workspace: Path, tmp_path: Path) -> None
     listed = answers[3]["result"]
     assert set(listed) <= {"sessions", "nextCursor", "_meta"}
     assert set(listed["sessions"][0]) >= {"sessionId", "cwd", "title", "updatedAt"}
+
+
+def test_bad_frames_are_answered_and_an_idle_cancel_is_ignored(workspace: Path, tmp_path: Path) -> None:
+    """A batch, a line that is not JSON, a message that is not an object: each gets its JSON-RPC error and the
+    server goes on, with no traceback; a cancel sent while no turn runs does not cancel the next prompt."""
+    import subprocess
+
+    script = write_script(tmp_path / "s.toml", SCRIPT)
+    proc = subprocess.Popen(
+        [ZERO, "acp", "--provider", "scripted", "--script", str(script)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+
+    def send(line: str) -> None:
+        assert proc.stdin is not None
+        proc.stdin.write(line + "\n")
+        proc.stdin.flush()
+
+    def answer(request_id: Any) -> dict[str, Any]:
+        assert proc.stdout is not None
+        while True:
+            message = json.loads(proc.stdout.readline())
+            if message.get("id", "no id") == request_id and "method" not in message:
+                return dict(message)
+
+    send(json.dumps([{"jsonrpc": "2.0", "id": 7, "method": "initialize", "params": {"protocolVersion": 1}}]))
+    refused_batch = answer(7)["error"]
+    assert refused_batch["code"] == -32600 and "batches are not supported" in refused_batch["message"]
+    send("{not json")
+    assert answer(None)["error"]["code"] == -32700
+    send("42")
+    assert answer(None)["error"]["message"] == "Invalid Request: a message is a JSON-RPC object"
+    send(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": 1}}))
+    assert answer(1)["result"]["protocolVersion"] == 1
+    params = {"cwd": str(workspace), "mcpServers": []}
+    send(json.dumps({"jsonrpc": "2.0", "id": 2, "method": "session/new", "params": params}))
+    sid = answer(2)["result"]["sessionId"]
+    send(json.dumps({"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": sid}}))
+    prompt = {"sessionId": sid, "prompt": [{"type": "text", "text": "And now?"}]}
+    send(json.dumps({"jsonrpc": "2.0", "id": 3, "method": "session/prompt", "params": prompt}))
+    assert answer(3)["result"]["stopReason"] == "end_turn"  # the cancel before it did not count
+    proc.stdin.close()
+    proc.wait(timeout=10)
+    errors = proc.stderr.read()
+    proc.stdout.close()
+    proc.stderr.close()
+    assert "Traceback" not in errors, errors
+
+
+async def test_a_project_that_asks_for_read_only_gets_it_over_acp(workspace: Path, tmp_path: Path) -> None:
+    (workspace / ".zero").mkdir()
+    (workspace / ".zero" / "config.toml").write_text('permission_mode = "read-only"\n')
+    script = write_script(tmp_path / "s.toml", SCRIPT)
+    async with agent(Editor(), script, "--permission-mode", "auto") as conn:
+        new = await conn.new_session(cwd=str(workspace), mcp_servers=[])
+        assert new.modes.current_mode_id == "read-only"
+        assert [m.id for m in new.modes.available_modes] == ["read-only"]
+        assert "above the ceiling" in await refused(conn.set_session_mode(session_id=new.session_id, mode_id="auto"))
+        await conn.prompt(session_id=new.session_id, prompt=[text_block("Write two files")])
+        resumed = await conn.resume_session(cwd=str(workspace), session_id=new.session_id)
+        assert resumed.modes.current_mode_id == "read-only"
+    assert not (workspace / "yes.txt").exists()
