@@ -12,13 +12,15 @@ and spaces (``hides_syntax`` says whether a text's secrets held any, for an appr
 
 from __future__ import annotations
 
+import base64
+import itertools
 import os
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["MASK", "Redactor", "StreamRedactor", "hides_syntax", "redact", "redact_values"]
+__all__ = ["MASK", "Redactor", "StreamRedactor", "hides_syntax", "mask_across", "redact", "redact_values"]
 
 MASK = "[REDACTED]"
 # What a shell reads as syntax: a mask keeps these visible, so redaction never hides a command's structure.
@@ -37,10 +39,38 @@ class _Format:
     triggers: tuple[str, ...]
     group: int = 0
     exact: bool = False  # the triggers are matched as written, not against the lowercased text
+    valid: Callable[[str], bool] | None = None  # a check of what matched, where a pattern cannot say enough
+
+    def secrets(self, text: str) -> Iterator[re.Match[str]]:
+        """The matches in ``text`` that are secrets."""
+        for match in self.pattern.finditer(text):
+            if self.valid is None or self.valid(match.group(self.group)):
+                yield match
 
 
-def _f(name: str, pattern: str, *triggers: str, group: int = 0, exact: bool = False) -> _Format:
-    return _Format(name, re.compile(pattern), triggers, group, exact)
+def _f(
+    name: str,
+    pattern: str,
+    *triggers: str,
+    group: int = 0,
+    exact: bool = False,
+    valid: Callable[[str], bool] | None = None,
+) -> _Format:
+    return _Format(name, re.compile(pattern), triggers, group, exact, valid)
+
+
+def _basic_credentials(value: str) -> bool:
+    """Base64 of ``user:password`` (not a word that follows "Basic" in prose)."""
+    try:
+        decoded = base64.b64decode(value + "=" * (-len(value) % 4), validate=True)
+    except ValueError:
+        return False
+    return b":" in decoded and decoded.isascii() and decoded.decode().isprintable()
+
+
+def _mixed(value: str) -> bool:
+    """Upper and lower case letters and a digit: a random key, not a word or a hex digest."""
+    return any(c.isupper() for c in value) and any(c.islower() for c in value) and any(c.isdigit() for c in value)
 
 
 _SEP = r"""\\?["']?\s*[:=]\s*\\?["']?"""  # also inside JSON-encoded text: key\": \"value
@@ -50,6 +80,15 @@ FORMATS: tuple[_Format, ...] = (
     _f("github", r"\bgh[pousr]_[A-Za-z0-9]{30,}", "ghp_", "gho_", "ghu_", "ghs_", "ghr_"),
     _f("github fine-grained", r"github_pat_[A-Za-z0-9_]{22,}", "github_pat_"),
     _f("gitlab", r"\bgl(?:pat|dt|rt|ptt|cbt|soat)-[A-Za-z0-9_-]{20,}", "glpat-", "gldt-", "glrt-", "glptt-", "glcbt-"),
+    _f(
+        "aws secret access key after its key id",
+        r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b[^A-Za-z0-9/+=]{1,40}(?:[^\n]{0,80}?[^A-Za-z0-9/+=])?([A-Za-z0-9/+]{40})(?![A-Za-z0-9/+=])",
+        "AKIA",
+        "ASIA",
+        group=1,
+        exact=True,
+        valid=_mixed,
+    ),
     _f(
         "aws access key id",
         r"\b(?:AKIA|ASIA|AGPA|AIDA|AROA|ANPA|ANVA|AIPA)[0-9A-Z]{16}\b",
@@ -88,6 +127,13 @@ FORMATS: tuple[_Format, ...] = (
     ),
     _f("bearer", r"(?i)(\bbearer\s+)([A-Za-z0-9._~+/-]{16,}=*)", "bearer", group=2),
     _f("http basic header", r"(?i)(authorization\s*:\s*basic\s+)([A-Za-z0-9+/]{8,}={0,2})", "basic", group=2),
+    _f(
+        "basic credentials",
+        r"\b(Basic\s+)([A-Za-z0-9+/]{8,}={0,2})(?![A-Za-z0-9+/=])",
+        "basic",
+        group=2,
+        valid=_basic_credentials,
+    ),
     _f("credentials in a url", r"(?i)([a-z][a-z0-9+.-]*://[^/\s:@]+:)([^/\s@]+)(@)", "://", group=2),
     _f(
         "assigned secret",
@@ -112,9 +158,11 @@ _NOT_SECRET_ENV = {"PWD", "OLDPWD", "XAUTHORITY"}
 class Redactor:
     """Masks well-known token formats and the values of secret-looking environment variables."""
 
-    def __init__(self, environ: Mapping[str, str] | None = None):
+    def __init__(self, environ: Mapping[str, str] | None = None, *, values: Iterable[str] = ()):
+        """The secrets of ``environ`` (this process's environment if None), and ``values`` (at least 8
+        characters long: shorter ones would mask common words) whatever their names."""
         env = os.environ if environ is None else environ
-        values = {
+        values = {v for v in values if len(v) >= 8} | {
             v for k, v in env.items() if _SECRET_ENV.search(k) and k.upper() not in _NOT_SECRET_ENV and len(v) >= 8
         }
         # Longest first, so a value containing another is masked whole.
@@ -145,7 +193,7 @@ class Redactor:
                 found.append((start, start + len(value)))
                 start = text.find(value, start + 1)
         if _ANY_TRIGGER.search(text):
-            found += [m.span(fmt.group) for fmt in FORMATS for m in fmt.pattern.finditer(text)]
+            found += [m.span(fmt.group) for fmt in FORMATS for m in fmt.secrets(text)]
         return found
 
 
@@ -159,6 +207,24 @@ def hides_syntax(redact: Callable[[str], str], value: Any) -> bool:
         return False
     spans = getattr(redact, "spans", None) or _shared().spans
     return any(_SYNTAX.search(value, start, end) for start, end in spans(value))
+
+
+def mask_across(pieces: list[str], redact: Callable[[str], str]) -> list[str]:
+    """``pieces`` (the parts of one text, such as a tool result's content items) with each secret that spans
+    two or more of them masked in every piece it touches; each piece is still to be redacted on its own."""
+    spans = getattr(redact, "spans", None) or _shared().spans
+    joined = "".join(pieces)
+    ends = list(itertools.accumulate(len(p) for p in pieces))
+    crossing = [(a, b) for a, b in spans(joined) if any(a < end < b for end in ends)]
+    if not crossing:
+        return pieces
+    out = []
+    for start, piece in zip([0, *ends], pieces, strict=False):
+        cut = [(max(a, start) - start, min(b, start + len(piece)) - start) for a, b in crossing]
+        for a, b in sorted((c for c in cut if c[0] < c[1]), reverse=True):
+            piece = piece[:a] + MASK + piece[b:]
+        out.append(piece)
+    return out
 
 
 def redact_values(redact: Callable[[str], str], value: Any) -> Any:
@@ -177,6 +243,8 @@ def _mask(fmt: _Format, text: str) -> str:
         whole, start = match.group(0), match.start(0)
         a, b = match.start(fmt.group) - start, match.end(fmt.group) - start
         secret = whole[a:b]
+        if fmt.valid is not None and not fmt.valid(secret):
+            return whole
         if fmt.name != "private key":  # a key block is all secret, its newlines included
             secret = _NOT_SYNTAX.sub(MASK, secret)  # only what a secret is made of: the syntax stays visible
         else:

@@ -13,6 +13,7 @@ TOKENS: dict[str, str] = {
     "gitlab": "glpat-Ab3dEf6hIj9kLm2nOp5q",
     "aws access key id": "AKIAIOSFODNN7EXAMPLE",
     "aws secret access key": "aws_secret_access_key = wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
+    "aws secret access key after its key id": "AKIAI44QH8DHBEXAMPLE,je7MtGbClwBF/2Zp9Utk/h3yCo8nvbEXAMPLEKEY",
     "slack": "xoxb-123456789012-123456789012-Ab3dEf6hIj9kLm2nOp5qRs",
     "slack webhook": "https://hooks.slack.com/services/T00000000/B00000000/XXXXXXXXXXXXXXXXXXXXXXXX",
     "google api key": "AIzaSyA-Ab3dEf6hIj9kLm2nOp5qRs8tUv1wXy4",
@@ -37,6 +38,7 @@ TOKENS: dict[str, str] = {
     ),
     "bearer": "Authorization: Bearer Ab3dEf6hIj9kLm2nOp5qRs8tUv1wXy4z",
     "http basic header": "Authorization: Basic dXNlcjpodW50ZXIyMDI0cGFzcw==",
+    "basic credentials": "curl -H 'X-Auth: Basic ZGVwbG95OnMzY3IzdC1wYXNz'",
     "credentials in a url": "https://deploy:hunter2-2024-pass@git.example.com/repo.git",
     "assigned secret": 'password = "c0rrect-horse-battery-9"',
 }
@@ -45,6 +47,8 @@ TOKENS: dict[str, str] = {
 SECRETS: dict[str, str] = {
     **TOKENS,
     "aws secret access key": "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
+    "aws secret access key after its key id": "je7MtGbClwBF/2Zp9Utk/h3yCo8nvbEXAMPLEKEY",
+    "basic credentials": "ZGVwbG95OnMzY3IzdC1wYXNz",
     "bearer": "Ab3dEf6hIj9kLm2nOp5qRs8tUv1wXy4z",
     "http basic header": "dXNlcjpodW50ZXIyMDI0cGFzcw==",
     "credentials in a url": "hunter2-2024-pass",
@@ -72,4 +76,6 @@ HARMLESS = [
     "the sk- prefix, ghp_ alone, and the word Bearer alone are fine",
     "HOME=/root LANG=C.UTF-8 EDITOR=vim",
     "api_key = os.environ['OPENAI_API_KEY']",
+    "Basic Configuration of the build, Basic usage",
+    "AKIA is how AWS key ids start; 3f9a1c2b7d4e5f60718293a4b5c6d7e8f9012345 is a commit",
 ]
