@@ -12,6 +12,7 @@ run in ``read-only`` mode; the default lets them run in ``auto`` without asking,
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import tempfile
@@ -24,12 +25,13 @@ import anyio
 import httpx2
 import mcp_types
 from mcp.client import Client
-from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
-from zero.agent.mcpconfig import McpServer, tool_name
+from zero.agent._mcp_stdio import stdio_transport
+from zero.agent.mcpconfig import MAX_TOOL_NAME, McpServer, tool_name
 from zero.errors import ToolError
-from zero.tools import SideEffect, Tool, ToolContext, ToolOutput
+from zero.tools import Redactor, SideEffect, Tool, ToolContext, ToolOutput, redact, redact_values
+from zero.tools.redact import mask_across
 
 __all__ = ["McpTool", "open_servers"]
 
@@ -42,8 +44,11 @@ class McpTool:
         self.remote = tool.name
         self.full_name = f"mcp__{server.name}__{tool.name}"  # what manifests grant
         self.name = tool_name(server.name, tool.name)
-        self.description = f"[MCP server {server.name}] {tool.description or tool.title or tool.name}"
-        self.parameters: dict[str, Any] = dict(tool.input_schema or {"type": "object", "properties": {}})
+        # What the server says of its tools reaches the model: redacted like any other channel.
+        self.description = redact(f"[MCP server {server.name}] {tool.description or tool.title or tool.name}")
+        self.parameters: dict[str, Any] = redact_values(
+            redact, dict(tool.input_schema or {"type": "object", "properties": {}})
+        )
         self.parameters.setdefault("type", "object")
         trusted_effect: SideEffect = server.side_effect if server.side_effect != "network" else "write"
         self.side_effect: SideEffect = trusted_effect if server.trusted else "network"
@@ -72,6 +77,8 @@ class McpTool:
 
 
 def _text_of(result: mcp_types.CallToolResult) -> str:
+    """The result as one text; a secret split across two content items is masked in both (the text
+    is redacted again as a whole, like every tool's output)."""
     parts: list[str] = []
     for item in result.content:
         if isinstance(item, mcp_types.TextContent):
@@ -87,7 +94,7 @@ def _text_of(result: mcp_types.CallToolResult) -> str:
             parts.append(f"[resource {item.name}: {item.uri}]")
     if result.structured_content is not None and not parts:
         parts.append(json.dumps(result.structured_content, ensure_ascii=False, indent=2))
-    return "\n".join(parts) or "(no content)"
+    return "\n".join(mask_across(parts, redact)) or "(no content)"
 
 
 @dataclass
@@ -101,9 +108,10 @@ class _Slot:
 
 @asynccontextmanager
 async def open_servers(
-    servers: Sequence[McpServer], report: Callable[[str], None]
+    servers: Sequence[McpServer], report: Callable[[str], None], taken: Sequence[str] = ()
 ) -> AsyncIterator[dict[str, list[Tool]]]:
-    """The tools of each server that started (by server name), until the block ends."""
+    """The tools of each server that started (by server name), until the block ends. Tools whose names
+    come out alike for the model (``x.y`` and ``x_y``; or ``taken``, names already in use) are told apart."""
     if not servers:
         yield {}
         return
@@ -121,9 +129,12 @@ async def open_servers(
                 if slot.scope is not None:
                     slot.scope.cancel()
             if slot.error:
-                report(f"MCP server {slot.server.name!r} ({slot.server.describe()}) skipped: {slot.error}")
+                report(redact(f"MCP server {slot.server.name!r} ({slot.server.describe()}) skipped: {slot.error}"))
+        started_slots = [slot for slot in slots if slot.tools and not slot.error]
+        for problem in _unique_names([t for slot in started_slots for t in slot.tools], set(taken)):
+            report(problem)
         try:
-            yield {slot.server.name: list(slot.tools) for slot in slots if slot.tools and not slot.error}
+            yield {slot.server.name: list(slot.tools) for slot in started_slots}
         finally:
             stop.set()
 
@@ -148,7 +159,7 @@ async def _serve(slot: _Slot, stop: anyio.Event) -> None:
                 slot.ready.set()
                 await stop.wait()
         except Exception as e:  # noqa: BLE001 - any failure to start is this server's, reported, never the run's
-            slot.error = f"{type(e).__name__}: {e}" + _tail(errlog)
+            slot.error = f"{_reason(e)}" + _tail(errlog, server)
             slot.ready.set()
         finally:
             slot.ready.set()
@@ -161,10 +172,7 @@ async def _transport(server: McpServer, errlog: Any, stack: AsyncExitStack) -> A
         return streamable_http_client(server.url, http_client=http)
     if not server.command:
         raise ToolError(f"MCP server {server.name!r} has neither command nor url")
-    params = StdioServerParameters(
-        command=server.command, args=list(server.args), env=_expand(server.env), cwd=server.cwd
-    )
-    return stdio_client(params, errlog=errlog)
+    return stdio_transport(server.command, list(server.args), _expand(server.env), server.cwd, errlog)
 
 
 def _expand(values: dict[str, str]) -> dict[str, str]:
@@ -172,10 +180,41 @@ def _expand(values: dict[str, str]) -> dict[str, str]:
     return {key: os.path.expandvars(value) for key, value in values.items()}
 
 
-def _tail(errlog: Any, lines: int = 5) -> str:
+def _tail(errlog: Any, server: McpServer, lines: int = 5) -> str:
+    """The end of what the server wrote to stderr, its secrets masked: the values of its env and headers
+    (they may have come from the user's environment), and what redaction finds."""
     try:
         errlog.seek(0)
         text = errlog.read()[-4000:].strip().splitlines()[-lines:]
     except (OSError, ValueError):
         return ""
-    return ("; its stderr ended with: " + " | ".join(text)) if text else ""
+    given = {
+        f"SERVER_VALUE_{i}_KEY": v
+        for i, v in enumerate([*_expand(server.env).values(), *_expand(server.headers).values()])
+    }
+    mask = Redactor({**os.environ, **given})
+    return ("; its stderr ended with: " + mask(" | ".join(text))) if text else ""
+
+
+def _reason(error: BaseException) -> str:
+    """What went wrong, without the task groups an error came out through."""
+    while isinstance(error, BaseExceptionGroup) and len(error.exceptions) == 1:
+        error = error.exceptions[0]
+    return f"{type(error).__name__}: {error}"
+
+
+def _unique_names(tools: list[McpTool], taken: set[str]) -> list[str]:
+    """Give each tool a name no other has (for the model; grants still name it ``mcp__SERVER__TOOL``): the
+    first keeps its name, a later one that came out alike gets a suffix of its own. What was renamed."""
+    problems = []
+    for tool in tools:
+        if tool.name in taken:
+            digest = hashlib.sha256(tool.full_name.encode()).hexdigest()[:8]
+            renamed = f"{tool.name[: MAX_TOOL_NAME - 9]}_{digest}"
+            problems.append(
+                f"MCP tool {tool.remote!r} of server {tool.server.name!r} comes out as {tool.name!r} for the "
+                f"model, like another tool; it is called {renamed!r}"
+            )
+            tool.name = renamed
+        taken.add(tool.name)
+    return problems

@@ -135,7 +135,7 @@ def test_mcp_add_list_trust_and_remove_keep_the_rest_of_the_file(workspace: Path
     assert added.returncode == 0, added.stderr
     listed = json.loads(zero("mcp", "list", "--json", "--cwd", str(workspace)).stdout)
     assert listed[0]["name"] == "local" and listed[0]["started"] and listed[0]["trusted"] is False
-    assert listed[0]["tools"] == ["mcp__local__echo", "mcp__local__add"]
+    assert listed[0]["tools"][:2] == ["mcp__local__echo", "mcp__local__add"]
     assert zero("mcp", "trust", "local", "--cwd", str(workspace)).returncode == 0
     assert "trust = true" in config.read_text()
     assert zero("mcp", "remove", "local", "--cwd", str(workspace)).returncode == 0
@@ -171,6 +171,7 @@ text = "never"
 [[turns]]
 match = { system = 'You are "solo"' }
 text = "solo done"
+times = 0
 """
 
 
@@ -197,6 +198,9 @@ def test_zero_as_an_mcp_server(workspace: Path, tmp_path: Path) -> None:
             ran = await client.call_tool("run_team", {"team": "team.toml"})
             outside = await client.call_tool("run_team", {"team": "../s.toml"})
             broken = await client.call_tool("run_team", {"team": "README.md"})
+            bad_limit = await client.call_tool("run_team", {"team": "team.toml", "budget_tokens": -5})
+            nul = await client.call_tool("run_team", {"team": "team\x00.toml"})
+            lifted = await client.call_tool("run_team", {"team": "team.toml", "budget_cost": "none"})
             with anyio.move_on_after(1):  # the client gives up on a long run: the call is cancelled
                 await client.call_tool("explorer", {"prompt": "Take forever"})
             await anyio.sleep(0.3)
@@ -208,6 +212,9 @@ def test_zero_as_an_mcp_server(workspace: Path, tmp_path: Path) -> None:
                 "foreign": foreign,
                 "outside": outside,
                 "broken": broken,
+                "bad_limit": bad_limit,
+                "nul": nul,
+                "lifted": lifted,
             }
 
     got = anyio.run(scenario)
@@ -219,6 +226,12 @@ def test_zero_as_an_mcp_server(workspace: Path, tmp_path: Path) -> None:
     assert team["status"] == "completed" and team["members"][0]["output"] == "solo done"
     assert got["outside"].is_error and "must be in the workspace" in got["outside"].content[0].text
     assert got["broken"].is_error and "README.md" in got["broken"].content[0].text  # what is wrong, and where
+    assert got["bad_limit"].is_error
+    assert got["bad_limit"].content[0].text.endswith(
+        'budget limit tokens = -5: input should be greater than or equal to 1 (or "none": no limit)'
+    )
+    assert got["nul"].is_error and "holds a NUL byte" in got["nul"].content[0].text
+    assert json.loads(got["lifted"].content[0].text)["status"] == "completed"
     assert got["foreign"].content[0].text.endswith(": no session zero_20200101000000_000000000000 in this workspace")
     assert got["foreign"].is_error  # never says whether another workspace's session exists
     statuses = {m.title: m.status for m in store().list() if m.title in ("Look around", "Take forever")}
@@ -240,3 +253,70 @@ def test_long_tool_names_are_shortened_deterministically() -> None:
     )
     assert long != tool_name("a-very-long-server-name", "and_an_even_longer_tool_name_that_goes_on_and_off")
     assert tool_name("s", "odd name/with.dots") == "mcp__s__odd_name_with_dots"
+
+
+FAULTS = """
+[[turns]]
+match = { user = "Use the odd tools", turn = 1 }
+tool_calls = [
+  { name = "mcp__demo__x_y", arguments = {} },
+  { name = "mcp__demo__note", arguments = {} },
+  { name = "mcp__a_b__echo", arguments = { text = "one" } },
+]
+[[turns]]
+match = { user = "Use the odd tools", turn = 2 }
+tool_calls = [{ name = "mcp__demo__big", arguments = { size = 20000000 } }]
+[[turns]]
+match = { user = "Use the odd tools", turn = 3 }
+tool_calls = [{ name = "mcp__demo__echo", arguments = { text = "after" } }]
+[[turns]]
+match = { user = "Use the odd tools", turn = 4 }
+text = "done"
+"""
+
+
+def test_names_that_come_out_alike_a_huge_result_and_a_failing_servers_secrets(
+    workspace: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two tools (x.y, x_y) and two servers (a.b, a_b) that sanitize alike are told apart, not a crash; a result
+    over the cap is trimmed while it is read and the server's next call answers; a secret split across content
+    items is masked; a failing server's stderr is redacted (a secret-named variable, a value given in config)."""
+    monkeypatch.setenv("ZERO_TEST_SERVER_TOKEN", "env-secret-value-4242")
+    demo = f'command = {json.dumps(sys.executable)}\nargs = [{json.dumps(DEMO)}, "stdio"]\ntrust = true\n'
+    failing = "import os, sys; sys.stderr.write(f\"using {os.environ['T']} and {os.environ['U']}\\n\"); sys.exit(3)"
+    config = Path(os.environ["XDG_CONFIG_HOME"]) / "zero" / "config.toml"
+    config.parent.mkdir(parents=True)
+    config.write_text(
+        f'[mcp.servers.demo]\n{demo}[mcp.servers."a.b"]\n{demo}[mcp.servers.a_b]\n{demo}'
+        f'[mcp.servers.failing]\ncommand = {json.dumps(sys.executable)}\nargs = ["-c", {json.dumps(failing)}]\n'
+        'env = { T = "$ZERO_TEST_SERVER_TOKEN", U = "literal-secret-in-config" }\n'
+    )
+    done = zero("exec", "Use the odd tools", *scripted(write_script(tmp_path / "s.toml", FAULTS), workspace))
+    assert done.returncode == 0, done.stderr
+    assert "MCP tool 'x_y' of server 'demo' comes out as 'mcp__demo__x_y'" in done.stderr
+    assert "server 'a_b' comes out as 'mcp__a_b__echo'" in done.stderr
+    assert "MCP server 'failing'" in done.stderr and "[REDACTED]" in done.stderr
+    assert "env-secret-value-4242" not in done.stderr and "literal-secret-in-config" not in done.stderr
+    root = next(m for m in store().list() if not m.parent_session_id)
+    results = [e.event.output for e in store().events(root.session_id) if e.event.kind == "tool_result"]
+    assert results[:3] == ["x.y", "[REDACTED]\n[REDACTED]", "echo: one"]
+    # the note first, then (trimmed again to the output budget, as every tool's) what began and ended it
+    assert results[3].startswith("[the MCP server's answer was over 4,194,304 bytes: Zero read its first and last")
+    assert results[3].rstrip().endswith("aaaa END")
+    assert results[4] == "echo: after"  # the server's next call, answered
+
+
+@pytest.mark.anyio
+async def test_what_a_server_says_of_its_tools_is_redacted() -> None:
+    from zero.agent.mcp import open_servers
+    from zero.agent.mcpconfig import McpServer
+
+    demo = McpServer(name="demo", command=sys.executable, args=(DEMO, "stdio"))
+    async with open_servers([demo], lambda problem: None) as tools:
+        note = next(t for t in tools["demo"] if t.name == "mcp__demo__note")
+    assert "sk-proj" not in note.description and "[REDACTED]" in note.description
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
