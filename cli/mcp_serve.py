@@ -14,18 +14,18 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import anyio
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 
 from zero.cli.common import Streams, open_context, settings_from_args, workspace_from_args
-from zero.cli.config import RunSettings
+from zero.cli.config import RunSettings, load_config, resolve_settings
 from zero.cli.transcript import Transcript
 from zero.errors import ZeroError
-from zero.orchestrator import TeamBudget, TeamRunner, build_plan
-from zero.orchestrator.team import load_team
+from zero.orchestrator import TeamRunner, build_plan
+from zero.orchestrator.team import load_team, with_limits
 from zero.sessions import SessionStore, new_session_id, same_folder, session_tree, validate_session_id
 from zero.specialists import AgentContext, Placement, Specialist, open_specialist
 from zero.tools.describe import describe_call
@@ -49,15 +49,17 @@ async def _serve(args: argparse.Namespace, streams: Streams, workspace: Path, se
         async def run_team(
             team: str,
             context: Context,
-            budget_tokens: int | None = None,
-            budget_cost: float | None = None,
-            budget_seconds: float | None = None,
+            budget_tokens: int | Literal["none"] | None = None,
+            budget_cost: float | Literal["none"] | None = None,
+            budget_seconds: float | Literal["none"] | None = None,
         ) -> str:
-            """Run a team file (a path in the workspace) under its shared budget; the team's summary."""
+            """Run a team file (a path in the workspace) under its shared budget; the team's summary. A budget
+            limit given here overrides the team file's; "none" lifts it."""
             path = _in_workspace(workspace, team)
             try:
-                return await _team(ctx, settings, path, (budget_tokens, budget_cost, budget_seconds), context)
-            except ZeroError as e:  # a team file with mistakes: what they are, for the caller to fix
+                limits = {"tokens": budget_tokens, "cost_usd": budget_cost, "wall_seconds": budget_seconds}
+                return await _team(ctx, args, path, limits, context)
+            except ZeroError as e:  # a team file with mistakes, a bad limit: what they are, for the caller to fix
                 raise ToolError(str(e)) from None
 
         def session_tree_tool(session_id: str) -> str:
@@ -124,19 +126,17 @@ def _specialist_tool(ctx: AgentContext, spec: Specialist, settings: RunSettings)
 
 
 async def _team(
-    ctx: AgentContext,
-    settings: RunSettings,
-    path: Path,
-    overrides: tuple[int | None, float | None, float | None],
-    context: Any,
+    ctx: AgentContext, args: argparse.Namespace, path: Path, limits: dict[str, float | str | None], context: Any
 ) -> str:
     team, _, _ = load_team(path)
-    limits = team.budget.model_copy(
-        update={
-            key: value
-            for key, value in zip(("tokens", "cost_usd", "wall_seconds"), overrides, strict=True)
-            if value is not None
-        }
+    # What members inherit, as `zero swarm run` has it: the flags, else the team's [defaults], else config.
+    settings = resolve_settings(
+        load_config(ctx.workspace.root),
+        provider=args.provider or team.defaults.provider,
+        model=args.model or team.defaults.model,
+        base_url=args.base_url,
+        permission_mode=args.permission_mode,
+        max_turns=None,
     )
     plan = build_plan(
         path,
@@ -145,7 +145,7 @@ async def _team(
         model=settings.model,
         permission_mode=settings.permission_mode,
         prices=ctx.prices,
-        budget=TeamBudget.model_validate(limits.model_dump()),
+        budget=with_limits(team.budget, **limits),
     )
     runner = TeamRunner(plan, ctx)
     done = 0
@@ -167,6 +167,8 @@ async def _team(
 
 def _in_workspace(workspace: Path, name: str) -> Path:
     """The file ``name`` (relative to the workspace, or absolute) if it is in the workspace."""
+    if not name or "\x00" in name:
+        raise ToolError("team: give the path of a team file in the workspace (it is empty or holds a NUL byte)")
     path = (workspace / name).resolve()
     if not path.is_relative_to(workspace.resolve()):
         raise ToolError(f"{name}: a team file must be in the workspace ({workspace})")

@@ -12,7 +12,6 @@ from rich.console import Console
 from rich.table import Table
 
 from zero.agent import PriceTable, exit_code, format_cost
-from zero.cli.arguments import NO_LIMIT
 from zero.cli.common import (
     Streams,
     freeze_startup_heap,
@@ -30,9 +29,10 @@ from zero.cli.session_ids import resolve_session_id
 from zero.cli.streamjson import StreamJsonWriter, new_run_id
 from zero.cli.swarm_progress import PlainProgress
 from zero.errors import ConfigError, UsageError, ZeroError
-from zero.orchestrator import TeamBudget, TeamError, TeamPlan, TeamResult, TeamRunner, build_plan, load_team
+from zero.orchestrator import TeamError, TeamPlan, TeamResult, TeamRunner, build_plan, load_team
 from zero.orchestrator.live import draw_live, follow_run
 from zero.orchestrator.resume import RecordedTeam, read_team
+from zero.orchestrator.team import with_limits
 from zero.orchestrator.view import TeamTree, TreeNode
 from zero.sessions import session_workspace, validate_session_id
 from zero.specialists import SpecialistRegistry
@@ -130,16 +130,11 @@ def _plan(
             raise
     registry = SpecialistRegistry.load(workspace)
     base = recorded.budget if recorded is not None and not args.team else team.budget
-    limits = base.model_copy(
-        update={
-            k: None if v == NO_LIMIT else v  # "none" lifts the file's limit
-            for k, v in (
-                ("tokens", getattr(args, "budget_tokens", None)),
-                ("cost_usd", getattr(args, "budget_cost", None)),
-                ("wall_seconds", getattr(args, "budget_seconds", None)),
-            )
-            if v is not None
-        }
+    limits = with_limits(
+        base,
+        tokens=getattr(args, "budget_tokens", None),
+        cost_usd=getattr(args, "budget_cost", None),
+        wall_seconds=getattr(args, "budget_seconds", None),
     )
     prices = PriceTable.builtin().with_overrides(settings.prices if settings else {})
     plan = build_plan(
@@ -149,7 +144,7 @@ def _plan(
         model=settings.model if settings else (args.model or team.defaults.model or "(provider default)"),
         permission_mode=mode,
         prices=prices,
-        budget=TeamBudget.model_validate(limits.model_dump()),
+        budget=limits,
         max_concurrency=getattr(args, "max_concurrency", None),
         goal=getattr(args, "goal", None),
         recorded=None if from_file else team,

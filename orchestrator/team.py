@@ -6,12 +6,14 @@ import re
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from zero.errors import ConfigError
 from zero.strictfile import NAME_PATTERN, FileError, KeyLines, Problem, read_data, validate_model
 from zero.tools import PermissionMode
 
 __all__ = [
+    "NO_LIMIT",
     "MemberSpec",
     "TeamBudget",
     "TeamError",
@@ -20,6 +22,7 @@ __all__ = [
     "load_team",
     "member_subject",
     "template_refs",
+    "with_limits",
 ]
 
 TEMPLATE = re.compile(r"\{\{\s*([^{}]*?)\s*\}\}")
@@ -38,6 +41,22 @@ class TeamBudget(_Strict):
     turns: int | None = Field(None, ge=1)
     retries: int | None = Field(None, ge=0, description="Retries of model calls, all agents together.")
     wall_seconds: float | None = Field(None, gt=0)
+
+
+NO_LIMIT = "none"  # a limit given as this lifts the team file's (cli/arguments.py keeps a copy)
+
+
+def with_limits(budget: TeamBudget, **limits: float | str | None) -> TeamBudget:
+    """``budget`` with each limit given set to its number, or lifted by ``"none"``; None leaves one as the
+    team file has it. A value a budget cannot hold is a ``ConfigError`` that says which and why."""
+    update = {key: None if value == NO_LIMIT else value for key, value in limits.items() if value is not None}
+    try:
+        return TeamBudget.model_validate({**budget.model_dump(), **update})
+    except ValidationError as e:
+        first = e.errors()[0]
+        key = ".".join(str(part) for part in first["loc"])
+        why = first["msg"].lower()
+        raise ConfigError(f'budget limit {key} = {first["input"]!r}: {why} (or "none": no limit)') from None
 
 
 class MemberBudget(_Strict):
