@@ -14,6 +14,7 @@ from rich.console import Console
 
 from zero.agent import RunResult, Usage, exit_code, format_cost, incomplete_message
 from zero.agent.prompts import default_system_prompt
+from zero.cli._warnings import WarningLog
 from zero.cli.common import (
     Streams,
     freeze_startup_heap,
@@ -143,11 +144,14 @@ async def _execute(
     async with open_context(args, settings, workspace, streams) as ctx:
         session = await opener(ctx)
         freeze_startup_heap(streams)
+        warnings = WarningLog()
         async with anyio.create_task_group() as consumers:
             if args.output_format == "stream-json":
                 writer = StreamJsonWriter(streams.stdout, run_id, session.session_id)
                 consumers.start_soon(writer.consume, session.events())
-            elif args.output_format == "text":
+            else:
+                consumers.start_soon(warnings.consume, session.events())
+            if args.output_format == "text":
                 progress = TextProgress(Console(file=streams.stderr, highlight=False, soft_wrap=True))
                 consumers.start_soon(progress.consume, session.events())
             async with session:
@@ -155,13 +159,13 @@ async def _execute(
     total = session.run_usage  # with its children's
     code = exit_code(result.status, result.error_code)
     if args.output_format == "json":
-        streams.stdout.write(_json_result(run_id, session.session_id, result, code, total) + "\n")
+        streams.stdout.write(_json_result(run_id, session.session_id, result, code, total, warnings) + "\n")
     elif args.output_format == "text":
         _print_text(result, session.session_id, total, streams)
     return code
 
 
-def _json_result(run_id: str, session_id: str, result: RunResult, code: int, total: Usage) -> str:
+def _json_result(run_id: str, session_id: str, result: RunResult, code: int, total: Usage, warnings: WarningLog) -> str:
     failed = result.status != "completed"
     return json.dumps(
         redact_values(
@@ -183,6 +187,7 @@ def _json_result(run_id: str, session_id: str, result: RunResult, code: int, tot
                 }
                 if failed
                 else None,
+                "warnings": warnings.to_json(),
             },
         ),
         ensure_ascii=False,

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
@@ -126,7 +127,7 @@ def _specialist_tool(ctx: AgentContext, spec: Specialist, settings: RunSettings)
 
 
 async def _team(
-    ctx: AgentContext, args: argparse.Namespace, path: Path, limits: dict[str, float | str | None], context: Any
+    ctx: AgentContext, args: argparse.Namespace, path: Path, limits: Mapping[str, float | str | None], context: Any
 ) -> str:
     team, _, _ = load_team(path)
     # What members inherit, as `zero swarm run` has it: the flags, else the team's [defaults], else config.

@@ -6,7 +6,16 @@ from anyio.streams.memory import MemoryObjectReceiveStream
 from rich.console import Console
 from rich.text import Text
 
-from zero.agent import ChildFinished, ChildStarted, Event, RetryScheduled, ToolCallStarted, ToolFinished, format_cost
+from zero.agent import (
+    ChildFinished,
+    ChildStarted,
+    Event,
+    RetryScheduled,
+    ToolCallStarted,
+    ToolFinished,
+    WarningRaised,
+    format_cost,
+)
 from zero.tools.describe import describe_call, printable
 
 __all__ = ["TextProgress"]
@@ -53,3 +62,5 @@ class TextProgress:
         elif isinstance(event, RetryScheduled):
             text = f"{prefix}  ! {event.message}; retrying in {event.delay_seconds:.1f} s"
             self._print(text, "yellow")
+        elif isinstance(event, WarningRaised):
+            self._print(f"{prefix}! warning: {event.message} ({event.code})", "yellow")

@@ -12,6 +12,7 @@ from rich.console import Console
 from rich.table import Table
 
 from zero.agent import PriceTable, exit_code, format_cost
+from zero.cli._warnings import WarningLog
 from zero.cli.common import (
     Streams,
     freeze_startup_heap,
@@ -260,11 +261,15 @@ async def _run(
         # --retries overrides [scheduler] retries
         runner = TeamRunner(plan, ctx, retries=args.retries, resume=recorded)
         freeze_startup_heap(streams)
+        warnings = WarningLog()
+        live = args.output_format == "text" and out.isatty() and not args.no_live
         async with anyio.create_task_group() as consumers:
             if args.output_format == "stream-json":
                 writer = StreamJsonWriter(out, run_id, runner.session_id)
                 consumers.start_soon(writer.consume, runner.events())
-            elif args.output_format == "text" and out.isatty() and not args.no_live:
+            else:
+                consumers.start_soon(warnings.consume, runner.events())
+            if live:
                 console = Console(file=out)
                 console.print(
                     f"team [bold]{plan.name}[/bold] · follow it from another terminal with: "
@@ -279,10 +284,19 @@ async def _run(
             result = await interruptible(runner.run, runner.interrupt)
     code = exit_code(result.status)
     if args.output_format == "json":
-        summary = {"type": "result", "runId": run_id, "team": plan.name, "exitCode": code, **result.to_json()}
+        summary = {
+            "type": "result",
+            "runId": run_id,
+            "team": plan.name,
+            "exitCode": code,
+            **result.to_json(),
+            "warnings": warnings.to_json(),
+        }
         out.write(json.dumps(redact_values(Redactor(), summary), ensure_ascii=False) + "\n")
     elif args.output_format == "text":
         _print_summary(result, plan, out)
+        if live:  # (the plain progress said them as they came)
+            streams.stderr.write("".join(line + "\n" for line in warnings.lines()))
     return code
 
 

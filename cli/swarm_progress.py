@@ -8,7 +8,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream
 from rich.console import Console
 from rich.text import Text
 
-from zero.agent import ChildFinished, ChildStarted, Event, RetryScheduled, TeamStarted, format_cost
+from zero.agent import ChildFinished, ChildStarted, Event, RetryScheduled, TeamStarted, WarningRaised, format_cost
 from zero.orchestrator import TeamPlan
 from zero.tools.describe import printable
 
@@ -68,3 +68,6 @@ class PlainProgress:
             name = self._names.get(event.session_id, event.session_id)
             text = f"retrying in {event.delay_seconds:.1f}s ({event.code}: {event.message[:80]})"
             self._line(name, text, "yellow")
+        elif isinstance(event, WarningRaised):
+            name = self._names.get(event.session_id, event.session_id)
+            self._line(name, f"warning: {event.message} ({event.code})", "yellow")

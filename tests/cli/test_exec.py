@@ -254,3 +254,24 @@ def test_help_does_not_import_the_sdks() -> None:
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip().splitlines()[-1] == "[]"
+
+
+RESTARTED = """
+[[turns]]
+match = { turn = 1 }
+text = "Half an answer that"
+error = { kind = "stream_dropped" }
+[[turns]]
+match = { turn = 1 }
+text = "A whole answer."
+"""
+
+
+def test_a_warning_is_said_in_text_and_in_json(workspace: Path, tmp_path: Path) -> None:
+    script = write_script(tmp_path / "s.toml", RESTARTED)
+    text = zero("exec", "go", *scripted(script, workspace), "--retry-max-delay", "0.01")
+    assert text.returncode == 0 and text.stdout == "A whole answer.\n"
+    assert "! warning: " in text.stderr and "(stream_restarted)" in text.stderr
+    done = zero("exec", "go", *scripted(script, workspace), "--retry-max-delay", "0.01", "--output-format", "json")
+    warnings = json.loads(done.stdout)["warnings"]
+    assert [w["code"] for w in warnings] == ["stream_restarted"] and warnings[0]["sessionId"].startswith("zero_")

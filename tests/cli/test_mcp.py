@@ -227,8 +227,10 @@ def test_zero_as_an_mcp_server(workspace: Path, tmp_path: Path) -> None:
     assert got["outside"].is_error and "must be in the workspace" in got["outside"].content[0].text
     assert got["broken"].is_error and "README.md" in got["broken"].content[0].text  # what is wrong, and where
     assert got["bad_limit"].is_error
-    assert got["bad_limit"].content[0].text.endswith(
-        'budget limit tokens = -5: input should be greater than or equal to 1 (or "none": no limit)'
+    assert (
+        got["bad_limit"]
+        .content[0]
+        .text.endswith('budget limit tokens = -5: input should be greater than or equal to 1 (or "none": no limit)')
     )
     assert got["nul"].is_error and "holds a NUL byte" in got["nul"].content[0].text
     assert json.loads(got["lifted"].content[0].text)["status"] == "completed"

@@ -368,3 +368,28 @@ def test_a_reader_that_does_not_read_never_slows_the_team(workspace: Path, tmp_p
         texts = [m.content for m in said if m.kind == "message" and m.role == "assistant"]
         assert texts == [f"{member.member_name} first: {answer}", f"{member.member_name}: {answer}"]
         assert by_session[member.session_id] == "".join(texts)
+
+
+def test_a_members_warning_is_said_in_text_and_in_json(workspace: Path, tmp_path: Path) -> None:
+    team = write_script(
+        tmp_path / "team.toml", 'name = "t"\n[[members]]\nname = "solo"\nspecialist = "explorer"\nprompt = "Go."\n'
+    )
+    script = write_script(
+        tmp_path / "s.toml",
+        """
+[[turns]]
+match = { system = 'You are "solo"' }
+text = "Half an answer that"
+error = { kind = "stream_dropped" }
+[[turns]]
+match = { system = 'You are "solo"' }
+text = "A whole answer."
+""",
+    )
+    text = zero("swarm", "run", str(team), *scripted(script, workspace), "--retry-max-delay", "0.01")
+    assert text.returncode == 0, text.stderr
+    assert re.search(r"solo\s+warning: .*\(stream_restarted\)", text.stderr), text.stderr
+    done = zero(
+        "swarm", "run", str(team), *scripted(script, workspace), "--retry-max-delay", "0.01", "--output-format", "json"
+    )
+    assert [w["code"] for w in json.loads(done.stdout)["warnings"]] == ["stream_restarted"]
