@@ -2,29 +2,74 @@
 
 from __future__ import annotations
 
+import codecs
+import os
 import platform
-from pathlib import Path
+import stat
 
-__all__ = ["INSTRUCTION_FILES", "default_system_prompt", "project_instructions"]
+from zero.errors import ToolError
+from zero.tools import NotFound, OutsideWorkspace, Workspace
+
+__all__ = ["INSTRUCTION_FILES", "default_system_prompt", "project_instructions", "read_instructions"]
 
 INSTRUCTION_FILES = ("AGENTS.md", "CLAUDE.md")
 """A workspace's instructions for agents: the first of these at its root (CLAUDE.md when there is no
 AGENTS.md), added to the system prompt of every run in that workspace."""
 MAX_INSTRUCTIONS = 20_000
+"""Bytes of an instruction file that join a system prompt; no more is read."""
+
+
+def read_instructions(cwd: str) -> tuple[str, list[str]]:
+    """The workspace's ``AGENTS.md`` (else ``CLAUDE.md``) as a section of a system prompt (or ''), and why a
+    file that is there was not used. A file comes with the repository, so it is read as the file tools read:
+    beneath the workspace (a link that leads outside is refused), a regular file only (a FIFO or a device
+    could block or never end), and no more than the cut."""
+    workspace, refused = Workspace([cwd]), []
+    for name in INSTRUCTION_FILES:
+        try:
+            data = _read_beneath(workspace, name)
+        except NotFound:
+            continue
+        except ToolError as e:
+            refused.append(f"{workspace.root / name} not added to the system prompt: {e}")
+            continue
+        text = codecs.getincrementaldecoder("utf-8")("replace").decode(data[:MAX_INSTRUCTIONS])
+        if len(data) > MAX_INSTRUCTIONS:
+            text += f"\n[... {name} is longer; the rest is not shown]"
+        section = f"\n\nProject instructions, from {name} at the workspace root (follow them):\n\n{text.strip()}"
+        return section, refused
+    return "", refused
+
+
+def _read_beneath(workspace: Workspace, name: str) -> bytes:
+    try:
+        fd = workspace.open(name, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
+    except OutsideWorkspace:
+        raise ToolError("it is a link that leads outside the workspace") from None
+    kind = stat.S_IFMT(os.fstat(fd).st_mode)
+    if kind != stat.S_IFREG:
+        os.close(fd)
+        raise ToolError(f"it is not a regular file but {_KINDS.get(kind, 'a special file')}")
+    with os.fdopen(fd, "rb", buffering=0) as f:
+        chunks, size = [], 0
+        while size <= MAX_INSTRUCTIONS and (chunk := f.read(MAX_INSTRUCTIONS + 1 - size)):
+            chunks.append(chunk)
+            size += len(chunk)
+        return b"".join(chunks)
+
+
+_KINDS = {
+    stat.S_IFDIR: "a directory",
+    stat.S_IFIFO: "a FIFO",
+    stat.S_IFCHR: "a character device",
+    stat.S_IFBLK: "a block device",
+    stat.S_IFSOCK: "a socket",
+}
 
 
 def project_instructions(cwd: str) -> str:
-    """The workspace's ``AGENTS.md`` (else ``CLAUDE.md``) as a section of a system prompt, or ''."""
-    for name in INSTRUCTION_FILES:
-        path = Path(cwd) / name
-        try:
-            text = path.read_text("utf-8", errors="replace")
-        except OSError:
-            continue
-        if len(text) > MAX_INSTRUCTIONS:
-            text = text[:MAX_INSTRUCTIONS] + f"\n[... {name} is longer; the rest is not shown]"
-        return f"\n\nProject instructions, from {name} at the workspace root (follow them):\n\n{text.strip()}"
-    return ""
+    """The workspace's instructions as a section of a system prompt, or '' (see ``read_instructions``)."""
+    return read_instructions(cwd)[0]
 
 
 def default_system_prompt(cwd: str) -> str:

@@ -17,6 +17,7 @@ import anyio.to_thread
 
 from zero.agent import PriceTable, Provider
 from zero.agent.mcpconfig import McpServer
+from zero.agent.prompts import read_instructions
 from zero.agent.providers import ProviderPool, create_provider
 from zero.cli._streams import Streams
 from zero.cli.config import Network, RunSettings, load_config, resolve_settings
@@ -121,6 +122,7 @@ async def open_context(
     store = session_store()
     servers, skipped = run_servers(settings.configs, workspace)
     print_warnings(tuple(skipped), streams.stderr)
+    print_warnings(tuple(read_instructions(str(workspace))[1]), streams.stderr)
     if registry is None:
         registry = await anyio.to_thread.run_sync(SpecialistRegistry.load, workspace)
         for problem in registry.errors:

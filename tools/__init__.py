@@ -8,7 +8,7 @@ from zero.tools.builtin import builtin_tools
 from zero.tools.permissions import PERMISSION_MODES, Decision, PermissionMode, decide, narrower, within
 from zero.tools.redact import Redactor, StreamRedactor, hides_syntax, redact, redact_values
 from zero.tools.registry import CATEGORIES, ToolRegistry, expand_tools
-from zero.tools.workspace import Workspace
+from zero.tools.workspace import NotFound, OutsideWorkspace, Workspace
 
 __all__ = [
     "CATEGORIES",
@@ -16,6 +16,8 @@ __all__ = [
     "ArgsModel",
     "BuiltinTool",
     "Decision",
+    "NotFound",
+    "OutsideWorkspace",
     "PermissionMode",
     "Redactor",
     "StreamRedactor",

@@ -11,11 +11,15 @@ from pathlib import Path
 from zero.errors import ToolError
 from zero.tools._beneath import Outside, open_beneath
 
-__all__ = ["NotFound", "Workspace"]
+__all__ = ["NotFound", "OutsideWorkspace", "Workspace"]
 
 
 class NotFound(ToolError):
     """The path does not exist (yet)."""
+
+
+class OutsideWorkspace(ToolError):
+    """The path, or a link on the way, leads outside every root."""
 
 
 class Workspace:
@@ -84,8 +88,8 @@ class Workspace:
                     return root, str(real.relative_to(root))
         raise self._outside(path)
 
-    def _outside(self, path: str) -> ToolError:
-        return ToolError(
+    def _outside(self, path: str) -> OutsideWorkspace:
+        return OutsideWorkspace(
             f"{path!r} is outside the workspace ({', '.join(str(r) for r in self.roots)}); "
             "only paths inside it can be read or written"
         )
