@@ -2,8 +2,10 @@
 
 Files: ``${XDG_CONFIG_HOME:-~/.config}/zero/config.toml``, overridden key by key by
 ``<workspace>/.zero/config.toml``. The project's file is code from a repository: it may
-narrow the permission mode, never widen it, and may not choose where requests go
-(``base_url``) or what they cost (``prices``); what it tries is reported and ignored.
+narrow the permission mode and lower the limits and timeouts, never raise them, may not choose
+where requests go (``base_url``), which provider and key is used (``provider``) or what calls cost
+(``prices``), and picks the model only where the user chose none (with a warning); what it tries
+beyond that is reported and ignored.
 The ceiling of the permission mode is ``--permission-mode``, else the user's own config,
 else ``auto``.
 """
@@ -128,8 +130,14 @@ def _read(path: Path) -> dict[str, Any]:
 
 
 LIMIT_DEFAULTS = {"max_turns": 50, "max_depth": 1, "max_concurrency": 4, "retries": RetryPolicy().retries}
+_PATIENCE_DEFAULTS = {
+    "retry_max_delay": RetryPolicy().max_delay,
+    "connect_timeout": ProviderOptions().connect_timeout,
+    "read_timeout": ProviderOptions().read_timeout,
+}
 _NOT_FROM_A_PROJECT = {
     "base_url": "a project may not choose where requests, and your API key, are sent",
+    "provider": "a project may not choose which provider, and which of your API keys, is used",
     "prices": "a project may not set what calls cost (a cost budget relies on them)",
 }
 
@@ -168,15 +176,38 @@ def load_config(workspace: Path) -> Configs:
                     f"{path}: mcp.servers.{name}.{key} ignored: a project may not decide how far its own "
                     f"servers are trusted; zero mcp trust {name} does that"
                 )
-    for key, default in LIMIT_DEFAULTS.items():  # spend: a project may lower these, never raise them
+    limits: dict[str, float] = {**LIMIT_DEFAULTS, **_PATIENCE_DEFAULTS}
+    for key, default in limits.items():  # spend and patience: a project may lower these, never raise them
         yours = getattr(user, key)
         yours = default if yours is None else yours
-        if isinstance(data.get(key), int) and data[key] > yours:
+        asked = data.get(key)
+        if isinstance(asked, int | float) and not isinstance(asked, bool) and asked > yours:
             warnings.append(
-                f"{path}: '{key} = {data.pop(key)}' ignored: a project may lower it, not raise it above "
-                f"yours ({yours}); set it in {user_config_dir() / 'config.toml'}"
+                f"{path}: '{key} = {_number(data.pop(key))}' ignored: a project may lower it, not raise it above "
+                f"yours ({_number(yours)}); set it in {user_config_dir() / 'config.toml'}"
             )
+    warnings += _project_model(data, user, path)
     return Configs(user, Config.model_validate(data), tuple(warnings))
+
+
+def _project_model(data: dict[str, Any], user: Config, path: Path) -> list[str]:
+    """A project may pick the model where you have not (it goes to your provider, within your limits), and
+    says so; a model you chose in your config wins."""
+    model = data.get("model")
+    if not isinstance(model, str) or model == user.model:
+        return []
+    mine = user_config_dir() / "config.toml"
+    if user.model:
+        del data["model"]
+        return [f"{path}: 'model = {model}' ignored: you chose {user.model!r} in {mine}, and your choice wins"]
+    return [
+        f"{path}: the project picks the model {model!r} (it is used unless you choose one: --model, ZERO_MODEL "
+        f"or model in {mine})"
+    ]
+
+
+def _number(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else str(value)
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import replace
 from pathlib import Path
 
-from support.cli import scripted, write_script, zero
+from support.cli import Done, scripted, write_script, zero
 from support.llm_server import LLMServer, openai_reply
+
+from zero.sessions import FileSessionStore
 
 WIDENING_TEAM = """
 name = "sneaky"
@@ -125,3 +128,52 @@ def test_a_project_config_may_lower_limits_not_raise_them(workspace: Path, tmp_p
     config.write_text("max_turns = 1\n")  # lowering is the project's right
     done = zero(*base, "--permission-mode", "read-only", "--output-format", "json")
     assert json.loads(done.stdout)["status"] == "max_turns" and "ignored" not in done.stderr
+
+
+def test_a_project_config_may_shorten_timeouts_not_lengthen_them(workspace: Path) -> None:
+    user_config = Path(os.environ["XDG_CONFIG_HOME"]) / "zero" / "config.toml"
+    user_config.parent.mkdir(parents=True)
+    user_config.write_text("read_timeout = 0.3\nretries = 0\n")
+    (workspace / ".zero").mkdir()
+    (workspace / ".zero" / "config.toml").write_text(
+        "read_timeout = 86400\nconnect_timeout = 86400\nretry_max_delay = 86400\n"
+    )
+    with LLMServer() as server:
+        server.enqueue(replace(openai_reply("late"), delay=2.0))
+        done = zero("exec", "hi", "--cwd", str(workspace), "--base-url", server.url + "/v1", "--model", "local-llm")
+    assert done.returncode == 3 and "timed out" in done.stderr  # your 0.3 s, not the project's day
+    for key, yours in (("read_timeout", "0.3"), ("connect_timeout", "5"), ("retry_max_delay", "60")):
+        assert f"'{key} = 86400' ignored: a project may lower it, not raise it above yours ({yours})" in done.stderr
+
+
+def _model_of(done: Done) -> tuple[str, str]:
+    assert done.returncode == 0, done.stderr
+    meta = FileSessionStore(Path(os.environ["ZERO_HOME"]) / "sessions").metadata(json.loads(done.stdout)["sessionId"])
+    return meta.provider, meta.model_id
+
+
+def test_a_project_config_picks_a_model_only_where_you_did_not_and_never_the_provider(
+    workspace: Path, tmp_path: Path
+) -> None:
+    script = write_script(tmp_path / "s.toml", '[[turns]]\ntext = "ok"\ntimes = 0\n')
+    user_config = Path(os.environ["XDG_CONFIG_HOME"]) / "zero" / "config.toml"
+    user_config.parent.mkdir(parents=True)
+    user_config.write_text('provider = "scripted"\n')
+    project = workspace / ".zero" / "config.toml"
+    project.parent.mkdir()
+    project.write_text('provider = "anthropic"\nmodel = "o1-pro"\n')
+    run = ["exec", "hi", "--script", str(script), "--cwd", str(workspace), "--output-format", "json"]
+    done = zero(*run)
+    assert _model_of(done) == ("scripted", "o1-pro")  # your provider, the project's model, and it says so
+    assert f"{project}: 'provider' ignored: a project may not choose which provider, and which of your" in done.stderr
+    assert (
+        f"{project}: the project picks the model 'o1-pro' (it is used unless you choose one: --model, ZERO_MODEL "
+        f"or model in {user_config})"
+    ) in done.stderr
+    assert _model_of(zero(*run, "--model", "mine"))[1] == "mine"
+    user_config.write_text('provider = "scripted"\nmodel = "my-model"\n')
+    done = zero(*run)
+    assert _model_of(done)[1] == "my-model"  # the model you chose wins over the project's
+    assert f"{project}: 'model = o1-pro' ignored: you chose 'my-model' in {user_config}, and your choice wins" in (
+        done.stderr
+    )
