@@ -121,7 +121,13 @@ def _specialists(specialists: argparse.ArgumentParser) -> None:
     sp_new.add_argument("--force", action="store_true", help="overwrite an existing manifest")
     sp_validate = sp.add_parser("validate", help="check manifest files; exit 2 if any is invalid")
     sp_validate.add_argument("files", nargs="+", metavar="FILE")
-    for sub in (sp_list, sp_show, sp_new, sp_validate):
+    sp_trust = sp.add_parser(
+        "trust",
+        help="let a project's specialist run as written: its tools, model and provider (until its file changes)",
+    )
+    sp_trust.add_argument("name")
+    sp_trust.add_argument("--yes", "-y", action="store_true", help="do not ask (for scripts)")
+    for sub in (sp_list, sp_show, sp_new, sp_validate, sp_trust):
         sub.add_argument("--json", action="store_true", help="print JSON")
         sub.add_argument("--cwd", help="workspace folder (default: the current folder)")
 
@@ -246,6 +252,7 @@ def _mcp(mcp: argparse.ArgumentParser) -> None:
         sub.add_argument("--project", action="store_true", help="<workspace>/.zero/config.toml")
     mc_trust = mc.add_parser("trust", help="let a project's server start, or a server's tools run without asking")
     mc_trust.add_argument("name")
+    mc_trust.add_argument("--yes", "-y", action="store_true", help="do not ask (for scripts)")
     for sub in (mc_list, mc_add, mc_remove, mc_trust):
         sub.add_argument("--cwd", help="workspace folder (default: the current folder)")
     mc_serve = mc.add_parser(

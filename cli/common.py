@@ -22,6 +22,7 @@ from zero.agent.providers import ProviderPool, create_provider
 from zero.cli._streams import Streams
 from zero.cli.config import Network, RunSettings, load_config, resolve_settings
 from zero.cli.mcp_config import run_servers
+from zero.cli.trust import load_specialists, specialist_warnings
 from zero.errors import UsageError
 from zero.sessions import FileSessionStore
 from zero.specialists import AgentContext, SpecialistRegistry
@@ -29,6 +30,7 @@ from zero.tools import Tool, Workspace
 
 __all__ = [
     "Streams",
+    "confirm",
     "freeze_startup_heap",
     "interruptible",
     "make_provider",
@@ -124,9 +126,8 @@ async def open_context(
     print_warnings(tuple(skipped), streams.stderr)
     print_warnings(tuple(read_instructions(str(workspace))[1]), streams.stderr)
     if registry is None:
-        registry = await anyio.to_thread.run_sync(SpecialistRegistry.load, workspace)
-        for problem in registry.errors:
-            streams.stderr.write(f"zero: warning: skipped specialist manifest {problem}\n")
+        registry = await anyio.to_thread.run_sync(load_specialists, workspace, settings.configs, settings)
+        print_warnings(specialist_warnings(registry), streams.stderr)
     try:
         async with _mcp(servers, streams) as mcp:
             yield AgentContext(
@@ -189,6 +190,18 @@ def unwrap(error: BaseException) -> BaseException:
     while isinstance(error, BaseExceptionGroup) and len(error.exceptions) == 1:
         error = error.exceptions[0]
     return error
+
+
+def confirm(question: str, streams: Streams, *, yes: bool, needs: str) -> bool:
+    """The user's yes to ``question`` (on the terminal), or ``yes`` (``--yes``); without a terminal to ask,
+    a usage error saying that ``needs`` it."""
+    if yes:
+        return True
+    if not streams.stdin.isatty():
+        raise UsageError(f"{needs} needs --yes when there is no terminal to ask")
+    streams.stderr.write(f"{question} [y/N] ")
+    streams.stderr.flush()
+    return streams.stdin.readline().strip().lower() in ("y", "yes")
 
 
 def print_warnings(warnings: tuple[str, ...], stream: TextIO) -> None:

@@ -13,7 +13,8 @@ import anyio
 
 from zero.cli.common import Streams, print_error, print_warnings, workspace_from_args
 from zero.cli.config import McpServerEntry, load_config, user_config_dir
-from zero.cli.mcp_config import approve, configured_servers, edit_table, run_servers, server_table
+from zero.cli.mcp_config import configured_servers, edit_table, fingerprint, run_servers, server_table
+from zero.cli.trust import approve
 from zero.errors import UsageError, ZeroError
 from zero.strictfile import NAME_PATTERN
 
@@ -104,7 +105,7 @@ def _add(args: argparse.Namespace, workspace: Path, streams: Streams) -> int:
     load_config(workspace)  # the edited file still reads
     streams.stdout.write(f"added MCP server {args.name} to {path}\n")
     if args.project:
-        approve(workspace, args.name, entry)  # the user added it: it may start
+        approve("mcp", workspace, args.name, fingerprint(entry))  # the user added it: it may start
     return 0
 
 
@@ -123,7 +124,7 @@ def _trust(args: argparse.Namespace, workspace: Path, streams: Streams) -> int:
         raise UsageError(f"no MCP server {args.name!r} is configured (zero mcp list shows them)")
     entry, where = found
     if where == "project":
-        approve(workspace, args.name, entry)
+        approve("mcp", workspace, args.name, fingerprint(entry))
         streams.stdout.write(f"approved the project's MCP server {args.name}: it starts in runs in {workspace}\n")
         return 0
     path = _config_file(False, workspace)

@@ -16,43 +16,16 @@ from pathlib import Path
 
 from zero.agent.mcpconfig import McpServer
 from zero.cli.config import Configs, McpServerEntry, user_config_dir
+from zero.cli.trust import approved
 from zero.errors import UsageError
-from zero.sessions import default_data_dir
 
-__all__ = ["approve", "configured_servers", "edit_table", "fingerprint", "run_servers", "server_table"]
+__all__ = ["configured_servers", "edit_table", "fingerprint", "run_servers", "server_table"]
 
 
 def fingerprint(entry: McpServerEntry) -> str:
     """What an approval covers: how the server is started."""
     what = entry.model_dump(include={"command", "args", "env", "cwd", "url", "headers"})
     return hashlib.sha256(json.dumps(what, sort_keys=True).encode()).hexdigest()[:16]
-
-
-def _approvals() -> Path:
-    return default_data_dir() / "mcp-approved.json"
-
-
-def _approved(workspace: Path) -> dict[str, str]:
-    try:
-        data = json.loads(_approvals().read_text())
-    except (OSError, ValueError):
-        return {}
-    found = data.get(str(workspace), {}) if isinstance(data, dict) else {}
-    return found if isinstance(found, dict) else {}
-
-
-def approve(workspace: Path, name: str, entry: McpServerEntry) -> None:
-    """Remember that the user lets this workspace's server ``name`` start, as it is configured now."""
-    path = _approvals()
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):
-        data = {}
-    data.setdefault(str(workspace), {})[name] = fingerprint(entry)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(data, indent=2))
-    tmp.replace(path)
 
 
 def configured_servers(configs: Configs) -> dict[str, tuple[McpServerEntry, str]]:
@@ -66,14 +39,14 @@ def configured_servers(configs: Configs) -> dict[str, tuple[McpServerEntry, str]
 def run_servers(configs: Configs, workspace: Path) -> tuple[list[McpServer], list[str]]:
     """The servers a run in ``workspace`` starts, and warnings about the ones it does not."""
     servers, warnings = [], []
-    approved = _approved(workspace)
+    allowed = approved("mcp", workspace)
     project_file = workspace / ".zero" / "config.toml"
     for name, (entry, where) in configured_servers(configs).items():
         if not entry.enabled:
             continue
         if where == "project" and name in configs.user.mcp.servers:
             continue
-        if where == "project" and approved.get(name) != fingerprint(entry):
+        if where == "project" and allowed.get(name) != fingerprint(entry):
             warnings.append(
                 f"MCP server {name!r} of {project_file} not started: a project's servers start once you "
                 f"approve them (zero mcp trust {name})"

@@ -12,7 +12,7 @@ from typing import TextIO
 from rich.console import Console
 
 from zero.agent import Usage, format_cost
-from zero.cli.common import Streams, print_error, session_store, workspace_from_args
+from zero.cli.common import Streams, confirm, print_error, session_store, workspace_from_args
 from zero.cli.session_ids import resolve_session_id
 from zero.cli.transcript import Transcript
 from zero.errors import SessionError, UsageError, ZeroError
@@ -238,14 +238,10 @@ def _remove(store: FileSessionStore, session_id: str, args: argparse.Namespace, 
     running = [n.meta.session_id for n in nodes if not n.meta.finished]
     if running:
         raise UsageError(f"{', '.join(running)} is still running; stop it first (or wait for it to end)")
-    if not args.yes:
-        if not streams.stdin.isatty():
-            raise UsageError(f"removing {len(nodes)} sessions needs --yes when there is no terminal to ask")
-        streams.stderr.write(f"remove {session_id} and its {len(nodes) - 1} descendants? [y/N] ")
-        streams.stderr.flush()
-        if streams.stdin.readline().strip().lower() not in ("y", "yes"):
-            streams.stderr.write("nothing removed\n")
-            return 1
+    question = f"remove {session_id} and its {len(nodes) - 1} descendants?"
+    if not confirm(question, streams, yes=args.yes, needs=f"removing {len(nodes)} sessions"):
+        streams.stderr.write("nothing removed\n")
+        return 1
     ids = [n.meta.session_id for n in nodes]
     removed = [sid for sid in ids if store.remove(sid)]
     if left := [sid for sid in ids if sid not in removed and store.exists(sid)]:

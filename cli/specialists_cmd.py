@@ -1,4 +1,4 @@
-"""``zero specialists list | show NAME | new NAME | validate FILE...``"""
+"""``zero specialists list | show NAME | new NAME | validate FILE... | trust NAME``"""
 
 from __future__ import annotations
 
@@ -11,8 +11,10 @@ from typing import Any, TextIO
 
 import tomli_w
 
-from zero.cli.common import Streams, print_error, workspace_from_args
-from zero.errors import UsageError, ZeroError
+from zero.cli.common import Streams, confirm, print_error, workspace_from_args
+from zero.cli.config import RunSettings, load_config, resolve_settings
+from zero.cli.trust import approve, load_specialists
+from zero.errors import ConfigError, UsageError, ZeroError
 from zero.specialists import ManifestError, ManifestFile, Specialist, SpecialistRegistry, project_dir, user_dir
 from zero.specialists.manifest import NAME_PATTERN
 from zero.specialists.registry import resolve
@@ -31,6 +33,8 @@ def run_specialists(args: argparse.Namespace, streams: Streams) -> int:
             return _show(workspace, args.name, args.json, out)
         if action == "new":
             return _new(workspace, args, out)
+        if action == "trust":
+            return _trust(workspace, args.name, args.yes, streams)
         return _validate(workspace, [Path(f) for f in args.files], args.json, out)
     except ZeroError as e:
         print_error(str(e), streams.stderr)
@@ -49,11 +53,31 @@ def _spec_json(spec: Specialist, registry: SpecialistRegistry) -> dict[str, Any]
         "provider": spec.provider,
         "reasoningEffort": spec.reasoning_effort,
         "maxTurns": spec.max_turns,
+        "maxOutputTokens": spec.max_output_tokens,
         "timeoutSeconds": spec.timeout_seconds,
         "budget": {"tokens": spec.budget_tokens, "costUsd": spec.budget_cost_usd},
         "overrides": [str(p) for p in registry.overridden.get(spec.name, [])],
+        "trusted": spec.trusted,
+        "narrowed": list(spec.narrowed),
         "prompt": spec.prompt,
     }
+
+
+def _registry(workspace: Path, trusting: dict[str, str] | None = None) -> SpecialistRegistry:
+    """The specialists as a run here would have them, with the user's config and the defaults (``trusting``:
+    as if these were trusted too)."""
+    configs = load_config(workspace)
+    try:
+        settings: RunSettings | None = resolve_settings(
+            configs, provider=None, model=None, base_url=None, permission_mode=None, max_turns=None
+        )
+    except ConfigError:  # no provider configured: the limits of the config and the defaults
+        settings = None
+    return load_specialists(workspace, configs, settings, trusting)
+
+
+def _where(spec: Specialist) -> str:
+    return f"{spec.location}, trusted" if spec.trusted else spec.location
 
 
 def _errors_json(e: ManifestError) -> list[dict[str, Any]]:
@@ -61,7 +85,7 @@ def _errors_json(e: ManifestError) -> list[dict[str, Any]]:
 
 
 def _list(workspace: Path, as_json: bool, out: TextIO) -> int:
-    registry = SpecialistRegistry.load(workspace)
+    registry = _registry(workspace)
     specs = [registry.specialists[n] for n in registry.names()]
     if as_json:
         data = {
@@ -75,9 +99,10 @@ def _list(workspace: Path, as_json: bool, out: TextIO) -> int:
     for s in specs:
         over = registry.overridden.get(s.name)
         note = f" (overrides {', '.join(str(p) for p in over)})" if over else ""
-        out.write(f"  {s.name:<{width}}  [{s.location}]  {s.description}{note}\n")
+        out.write(f"  {s.name:<{width}}  [{_where(s)}]  {s.description}{note}\n")
         tools = ", ".join(s.tools) + (" (default)" if s.default_tools else "")
         out.write(f"  {'':<{width}}  tools: {tools}\n")
+        out.writelines(f"  {'':<{width}}  narrowed: {n}\n" for n in s.narrowed)
     if registry.errors:
         out.write(f"\nSkipped {len(registry.errors)} manifest file(s) with errors:\n")
         for e in registry.errors:
@@ -86,7 +111,7 @@ def _list(workspace: Path, as_json: bool, out: TextIO) -> int:
 
 
 def _show(workspace: Path, name: str, as_json: bool, out: TextIO) -> int:
-    registry = SpecialistRegistry.load(workspace)
+    registry = _registry(workspace)
     spec = registry.get(name)
     data = _spec_json(spec, registry)
     if as_json:
@@ -102,6 +127,7 @@ def _show(workspace: Path, name: str, as_json: bool, out: TextIO) -> int:
         "provider",
         "reasoningEffort",
         "maxTurns",
+        "maxOutputTokens",
         "timeoutSeconds",
         "budget",
         "overrides",
@@ -111,6 +137,9 @@ def _show(workspace: Path, name: str, as_json: bool, out: TextIO) -> int:
             continue
         shown = ", ".join(value) if isinstance(value, list) else value
         out.write(f"{key}: {shown}\n")
+    if spec.trusted is not None:
+        out.write(f"trusted: {'yes' if spec.trusted else f'no (zero specialists trust {spec.name})'}\n")
+    out.writelines(f"narrowed: {note}\n" for note in spec.narrowed)
     out.write(f"prompt:\n{spec.prompt}\n")
     return 0
 
@@ -146,12 +175,37 @@ def _new(workspace: Path, args: argparse.Namespace, out: TextIO) -> int:
     tmp = path.with_suffix(".toml.tmp")
     tmp.write_text(text, encoding="utf-8")
     os.replace(tmp, path)
+    if not args.user:  # the user wrote it: it runs as written (until someone else's edit)
+        approve("specialists", workspace, name, SpecialistRegistry.load(workspace).get(name).fingerprint)
     if args.json:
         out.write(json.dumps({"path": str(path), "name": name}) + "\n")
     else:
         out.write(
             f"Wrote {path}\nEdit its description and prompt, then check it with: zero specialists validate {path}\n"
         )
+    return 0
+
+
+def _trust(workspace: Path, name: str, yes: bool, streams: Streams) -> int:
+    """Show what a project's specialist asks for, and on a yes remember it for this workspace as it is now."""
+    spec = _registry(workspace).get(name)
+    if spec.trusted is None:
+        raise UsageError(f"{name} is a {spec.location} specialist ({spec.path}): only a project's needs trusting")
+    if spec.trusted:
+        streams.stdout.write(f"{name} ({spec.path}) is trusted already, as it is now\n")
+        return 0
+    whole = _registry(workspace, trusting={name: spec.fingerprint}).get(name)
+    out = streams.stdout
+    out.write(f"{name}: a specialist of this project ({spec.path}). Trusted, it runs as written:\n")
+    out.write(f"  model: {whole.model or 'the caller’s'} (provider: {whole.provider or 'the caller’s'})\n")
+    out.write(f"  tools: {', '.join(whole.tools)}\n")
+    out.writelines(f"  still: {note}\n" for note in whole.narrowed)  # spend limits hold even when trusted
+    out.write(f"  its prompt: zero specialists show {name}\n")
+    if not confirm(f"Trust {name} in {workspace}?", streams, yes=yes, needs=f"trusting {name}"):
+        streams.stderr.write(f"{name} is not trusted\n")
+        return 1
+    approve("specialists", workspace, name, spec.fingerprint)
+    out.write(f"trusted {name} in {workspace}, as it is now (an edit of its file asks again)\n")
     return 0
 
 

@@ -29,6 +29,7 @@ from zero.cli.config import RunSettings, load_config, permission_ceiling, resolv
 from zero.cli.session_ids import resolve_session_id
 from zero.cli.streamjson import StreamJsonWriter, new_run_id
 from zero.cli.swarm_progress import PlainProgress
+from zero.cli.trust import load_specialists, specialist_warnings
 from zero.errors import ConfigError, UsageError, ZeroError
 from zero.orchestrator import TeamError, TeamPlan, TeamResult, TeamRunner, build_plan, load_team
 from zero.orchestrator.live import draw_live, follow_run
@@ -129,7 +130,7 @@ def _plan(
     except ConfigError:
         if need_provider:
             raise
-    registry = SpecialistRegistry.load(workspace)
+    registry = load_specialists(workspace, configs, settings)
     base = recorded.budget if recorded is not None and not args.team else team.budget
     limits = with_limits(
         base,
@@ -154,6 +155,7 @@ def _plan(
         *configs.warnings,
         *([note] if note else []),
         *(m.narrowed for m in plan.members.values() if m.narrowed),
+        *specialist_warnings(registry),
     ]
     print_warnings(tuple(w for w in warnings if w), streams.stderr)
     return plan, settings, registry

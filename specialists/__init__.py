@@ -7,6 +7,7 @@ from zero.specialists.agents import Placement, open_agent, open_child, open_spec
 from zero.specialists.delegation import ChildFactory, Delegator
 from zero.specialists.envelope import envelope
 from zero.specialists.manifest import Manifest, ManifestError, ManifestFile
+from zero.specialists.project import ProjectLimits
 from zero.specialists.registry import Specialist, SpecialistRegistry, builtin_dir, project_dir, user_dir
 from zero.specialists.session import AgentSession, ToolSet
 from zero.specialists.tools import Task, TaskOutput, TaskRunner, TaskStop
@@ -21,6 +22,7 @@ __all__ = [
     "ManifestError",
     "ManifestFile",
     "Placement",
+    "ProjectLimits",
     "Specialist",
     "SpecialistRegistry",
     "Task",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -64,6 +65,7 @@ class ManifestFile:
     manifest: Manifest
     path: Path
     location: Location
+    digest: str = ""  # a hash of the text it was read from: what a user's trust of a project file covers
 
     @property
     def set_fields(self) -> set[str]:
@@ -88,6 +90,7 @@ class ManifestFile:
     @classmethod
     def _check(cls, data: dict[str, object], text: str, path: Path, location: Location) -> ManifestFile:
         manifest, problems = validate_model(Manifest, data, path, text)
+        digest = hashlib.sha256(text.encode()).hexdigest()[:16]
         lines = KeyLines(text)
         tools = data.get("tools")
         for item in tools if isinstance(tools, list) else []:
@@ -113,4 +116,4 @@ class ManifestFile:
                 )
         if manifest is None or problems:
             raise ManifestError(sorted(problems, key=lambda p: p.line or 0))
-        return cls(manifest, path, location)
+        return cls(manifest, path, location, digest)

@@ -4,19 +4,23 @@ Precedence: a project manifest (``<workspace>/.zero/specialists/``) overrides a 
 (``${XDG_CONFIG_HOME:-~/.config}/zero/specialists/``), which overrides a built-in one.
 A bad file is reported with its path and key and skipped; it never hides the others.
 ``extends`` is resolved after the merge; a cycle or a missing base drops only the
-specialists on that chain.
+specialists on that chain. A project's manifest comes with a repository: it is narrowed to
+what the user set (``zero.specialists.project``), and a user's or built-in manifest never
+extends a project's, so a repository cannot change them either.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from importlib import resources
 from pathlib import Path
 from typing import TypeVar
 
 from zero.errors import ConfigError
 from zero.specialists.manifest import KNOWN_TOOLS, Location, Manifest, ManifestError, ManifestFile
+from zero.specialists.project import ProjectLimits, narrow
 from zero.tools import expand_tools
 
 __all__ = ["Specialist", "SpecialistRegistry", "builtin_dir", "project_dir", "user_dir"]
@@ -42,6 +46,9 @@ class Specialist:
     budget_cost_usd: float | None = None
     tool_selection: tuple[str, ...] = ()
     default_tools: bool = False
+    fingerprint: str = ""  # of its project files' text (a project's specialist): what trusting it covers
+    trusted: bool | None = None  # a project's specialist: does the user trust it as it is now (None: not a project's)
+    narrowed: tuple[str, ...] = ()  # what it asked beyond what the user set, and what it got instead
 
 
 def builtin_dir() -> Path:
@@ -66,12 +73,17 @@ class SpecialistRegistry:
     overridden: dict[str, list[Path]] = field(default_factory=dict)
 
     @classmethod
-    def load(cls, workspace: Path | None = None, *, user: Path | None = None) -> SpecialistRegistry:
+    def load(
+        cls, workspace: Path | None = None, *, user: Path | None = None, limits: ProjectLimits | None = None
+    ) -> SpecialistRegistry:
+        """The specialists of ``workspace``; ``limits``: what the user set, which the project's stay within
+        (by default the defaults, with no model configured and no project specialist trusted)."""
         folders: list[tuple[Path, Location]] = [(builtin_dir(), "builtin"), (user or user_dir(), "user")]
         if workspace is not None:
             folders.append((project_dir(workspace), "project"))
         registry = cls()
         files: dict[str, ManifestFile] = {}
+        mine: dict[str, ManifestFile] = {}  # the built-in and user manifests: what the project's are held to
         for folder, location in folders:
             for path in sorted(folder.glob("*.toml")) if folder.is_dir() else []:
                 if path.is_symlink() or not path.is_file():
@@ -85,9 +97,15 @@ class SpecialistRegistry:
                 if name in files:
                     registry.overridden.setdefault(name, []).append(files[name].path)
                 files[name] = loaded
-        for name in files:
+                if location != "project":
+                    mine[name] = loaded
+        limits = _with_own_models(limits or ProjectLimits(), mine)
+        for name, file in files.items():
             try:
-                registry.specialists[name] = resolve(name, files)
+                if file.location != "project":
+                    registry.specialists[name] = resolve(name, mine)
+                else:
+                    registry.specialists[name] = narrow(resolve(name, files), _base(name, mine), limits)
             except ManifestError as e:
                 registry.errors.append(e)
         return registry
@@ -100,6 +118,21 @@ class SpecialistRegistry:
 
     def names(self) -> list[str]:
         return sorted(self.specialists)
+
+
+def _base(name: str, mine: dict[str, ManifestFile]) -> Specialist | None:
+    """The user's (or built-in) specialist that a project's of the same name overrides, if it resolves."""
+    try:
+        return resolve(name, mine) if name in mine else None
+    except ManifestError:
+        return None
+
+
+def _with_own_models(limits: ProjectLimits, mine: dict[str, ManifestFile]) -> ProjectLimits:
+    """``limits`` with the models and providers of the user's own manifests: configured by the user too."""
+    models = {f.manifest.model for f in mine.values() if f.manifest.model}
+    providers = {f.manifest.provider for f in mine.values() if f.manifest.provider}
+    return replace(limits, models=limits.models | models, providers=limits.providers | providers)
 
 
 def resolve(name: str, files: dict[str, ManifestFile]) -> Specialist:
@@ -165,4 +198,10 @@ def _specialist(file: ManifestFile, description: str, prompt: str, base: Special
         budget_cost_usd=_pick(has_budget, budget.cost_usd if budget else None, b.budget_cost_usd),
         tool_selection=selection,
         default_tools="tools" not in file.set_fields and (base is None or base.default_tools),
+        fingerprint=_fingerprint(b.fingerprint, file) if file.location == "project" else b.fingerprint,
     )
+
+
+def _fingerprint(base: str, file: ManifestFile) -> str:
+    """Of a project's specialist: its file's text and that of its project bases."""
+    return hashlib.sha256(f"{base}:{file.digest}".encode()).hexdigest()[:16]

@@ -101,8 +101,9 @@ args = ["-c", "import time; time.sleep(60)  # {HANG_MARK}"]
 timeout_seconds = 1
 """
         )
-        (workspace / ".zero" / "specialists").mkdir(parents=True)
-        (workspace / ".zero" / "specialists" / "helper.toml").write_text(
+        mine = Path(os.environ["XDG_CONFIG_HOME"]) / "zero" / "specialists"
+        mine.mkdir(parents=True)
+        (mine / "helper.toml").write_text(
             'name = "helper"\ndescription = "Helps with MCP."\n'
             'tools = ["read-only", "mcp:local"]\nprompt = "You help."\n'
         )

@@ -56,8 +56,9 @@ def store() -> FileSessionStore:
 
 
 def run_team(workspace: Path, tmp_path: Path, team: str, script: str, *extra: str) -> dict[str, Any]:
-    (workspace / ".zero" / "specialists").mkdir(parents=True, exist_ok=True)
-    write_script(workspace / ".zero" / "specialists" / "lead.toml", LEAD)
+    mine = Path(os.environ["XDG_CONFIG_HOME"]) / "zero" / "specialists"  # yours: it may delegate
+    mine.mkdir(parents=True, exist_ok=True)
+    write_script(mine / "lead.toml", LEAD)
     done = zero(
         "swarm", "run", str(write_script(tmp_path / "team.toml", team)), "--provider", "scripted",
         "--script", str(write_script(tmp_path / "script.toml", script)), "--cwd", str(workspace),

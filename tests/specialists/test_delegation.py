@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -165,7 +166,7 @@ async def test_the_narrower_of_manifest_and_caller_always_wins(
 
 
 async def test_unknown_specialists_and_depth_are_refused_with_clear_errors(workspace: Path, tmp_path: Path) -> None:
-    folder = workspace / ".zero" / "specialists"
+    folder = Path(os.environ["XDG_CONFIG_HOME"]) / "zero" / "specialists"  # yours: it may delegate
     folder.mkdir(parents=True)
     (folder / "boss.toml").write_text(
         'name = "boss"\ndescription = "delegates"\ntools = ["read-only", "delegate"]\nprompt = "You are the boss."\n'
@@ -195,7 +196,7 @@ async def test_unknown_specialists_and_depth_are_refused_with_clear_errors(works
 
 
 async def test_a_child_can_delegate_below_max_depth(workspace: Path, tmp_path: Path) -> None:
-    folder = workspace / ".zero" / "specialists"
+    folder = Path(os.environ["XDG_CONFIG_HOME"]) / "zero" / "specialists"  # yours: it may delegate
     folder.mkdir(parents=True)
     (folder / "boss.toml").write_text(
         'name = "boss"\ndescription = "delegates"\ntools = ["read-only", "delegate"]\nprompt = "You are the boss."\n'

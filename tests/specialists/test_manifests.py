@@ -48,8 +48,8 @@ def test_project_overrides_user_overrides_builtin(workspace: Path, user_folder: 
     assert registry.overridden["helper"] == [user_folder / "helper.toml"]
 
 
-def test_extends_concatenates_prompts_and_own_tools_replace(workspace: Path) -> None:
-    folder = workspace / ".zero" / "specialists"
+def test_extends_concatenates_prompts_and_own_tools_replace(workspace: Path, user_folder: Path) -> None:
+    folder = user_folder
     write(
         folder,
         "strict-review",
