@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import shlex
 from pathlib import Path
@@ -11,12 +12,21 @@ from typing import Any
 
 import anyio
 
-from zero.cli.common import Streams, print_error, print_warnings, workspace_from_args
+from zero.cli.common import Streams, confirm, print_error, print_warnings, workspace_from_args
 from zero.cli.config import McpServerEntry, load_config, user_config_dir
-from zero.cli.mcp_config import configured_servers, edit_table, fingerprint, run_servers, server_table
-from zero.cli.trust import approve
+from zero.cli.mcp_config import (
+    configured_servers,
+    edit_table,
+    fingerprint,
+    repository_files,
+    run_servers,
+    server_cwd,
+    server_table,
+)
+from zero.cli.trust import approve, approved
 from zero.errors import UsageError, ZeroError
 from zero.strictfile import NAME_PATTERN
+from zero.tools import secret_name
 
 __all__ = ["run_mcp"]
 
@@ -55,6 +65,7 @@ async def _list(workspace: Path, as_json: bool, streams: Streams) -> int:
 
         async with open_servers(servers, problems.append) as tools:
             found = {name: [t.name for t in ts] for name, ts in tools.items()}
+    trusted = {s.name for s in servers if s.trusted}
     rows: list[dict[str, Any]] = []
     for name, (entry, where) in configured_servers(configs).items():
         started = name in found
@@ -64,7 +75,7 @@ async def _list(workspace: Path, as_json: bool, streams: Streams) -> int:
                 "name": name,
                 "config": where,
                 "command": entry.url or shlex.join([entry.command or "", *entry.args]),
-                "trusted": entry.trust and where == "user",
+                "trusted": name in trusted,
                 "sideEffect": entry.side_effect,
                 "started": started,
                 "problem": None if started else why,
@@ -105,7 +116,7 @@ def _add(args: argparse.Namespace, workspace: Path, streams: Streams) -> int:
     load_config(workspace)  # the edited file still reads
     streams.stdout.write(f"added MCP server {args.name} to {path}\n")
     if args.project:
-        approve("mcp", workspace, args.name, fingerprint(entry))  # the user added it: it may start
+        approve("mcp", workspace, args.name, fingerprint(entry, workspace))  # the user added it: it may start
     return 0
 
 
@@ -123,14 +134,70 @@ def _trust(args: argparse.Namespace, workspace: Path, streams: Streams) -> int:
     if found is None:
         raise UsageError(f"no MCP server {args.name!r} is configured (zero mcp list shows them)")
     entry, where = found
+    streams.stdout.writelines(f"{line}\n" for line in _described(args.name, entry, where, workspace))
     if where == "project":
-        approve("mcp", workspace, args.name, fingerprint(entry))
-        streams.stdout.write(f"approved the project's MCP server {args.name}: it starts in runs in {workspace}\n")
+        now = fingerprint(entry, workspace)  # what was shown is what the approval covers
+        if approved("mcp", workspace).get(args.name) == now:
+            streams.stdout.write(f"approved already, as it is now: it starts in runs in {workspace}\n")
+            return 0
+        question = f"Start {args.name} in runs in {workspace}, its tools running without asking?"
+        if not confirm(question, streams, yes=args.yes, needs=f"trusting {args.name}"):
+            streams.stderr.write(f"{args.name} is not approved\n")
+            return 1
+        approve("mcp", workspace, args.name, now)
+        streams.stdout.write(
+            f"approved the project's MCP server {args.name}: it starts in runs in {workspace} and its tools run "
+            "without asking, until its entry or its files change\n"
+        )
         return 0
+    if not confirm(
+        f"Let {args.name}'s tools run without asking?", streams, yes=args.yes, needs=f"trusting {args.name}"
+    ):
+        streams.stderr.write(f"{args.name} is not trusted\n")
+        return 1
     path = _config_file(False, workspace)
     edit_table(path, f"mcp.servers.{args.name}", server_table(entry.model_copy(update={"trust": True})))
     streams.stdout.write(f"trusted MCP server {args.name}: its tools run without asking ({path})\n")
     return 0
+
+
+def _described(name: str, entry: McpServerEntry, where: str, workspace: Path) -> list[str]:
+    """What a server runs, as the user approves it: its command, arguments, folder, environment and headers
+    (with the variables of yours they take), and the repository's files it runs."""
+    whose = f"the project's ({workspace / '.zero' / 'config.toml'})" if where == "project" else "yours"
+    lines = [f"MCP server {name}, {whose}:"]
+    if entry.url:
+        lines.append(f"  url: {entry.url}")
+    else:
+        lines += [f"  command: {entry.command}", f"  args: {shlex.join(entry.args) or '(none)'}"]
+        lines.append(f"  cwd: {server_cwd(entry, workspace) if where == 'project' else entry.cwd or '(zero’s)'}")
+    for title, values in (("env", entry.env), ("headers", entry.headers)):
+        for key, value in values.items():
+            lines.append(f"  {title}: {key} = {value}{_takes(value)}")
+    if where == "project":
+        files = ", ".join(repository_files(entry, workspace)) or "none"
+        lines.append(f"  its files in the repository (an edit asks again): {files}")
+    return lines
+
+
+def _takes(value: str) -> str:
+    """Which variables of the user's environment ``value`` takes, the secret ones named as such."""
+    names = [m.group(1) or m.group(2) for m in _VARIABLE.finditer(value)]
+    if not names:
+        return ""
+    shown = [
+        f"{n} (named like a secret: its value goes to this server)" if secret_name(n) else n
+        for n in names
+        if n in os.environ
+    ]
+    unset = [n for n in names if n not in os.environ]
+    parts = ([f"from your environment: {', '.join(shown)}"] if shown else []) + (
+        [f"not set here: {', '.join(unset)}"] if unset else []
+    )
+    return f"  ({'; '.join(parts)})"
+
+
+_VARIABLE = re.compile(r"\$(?:\{([A-Za-z_][A-Za-z0-9_]*)\}|([A-Za-z_][A-Za-z0-9_]*))")
 
 
 def _check_name(name: str) -> None:

@@ -1,31 +1,70 @@
 """Which MCP servers a run starts: the user's ``[mcp.servers]``, and the project's once approved.
 
 A project's config comes with a repository, so its servers are code someone else wrote: each starts
-only after the user approved it (``zero mcp trust NAME``, remembered per workspace in
-``$ZERO_HOME/mcp-approved.json`` with a fingerprint of the entry, so an edited entry asks again), and
-it cannot say how far it is trusted. ``add``, ``remove`` and ``trust`` edit a config file's text
-table by table, so the rest of the file, comments included, stays as it was.
+only after the user approved it (``zero mcp trust NAME``, which shows what it runs), and then its
+tools run as a trusted server's do. The approval is remembered per workspace in
+``$ZERO_HOME/mcp-approved.json`` with a fingerprint of the entry and of the repository's files it
+runs, so an edited entry, or edited code, asks again; the entry cannot say how far it is trusted. A
+project's server runs in the workspace (or its ``cwd`` there). ``add``, ``remove`` and ``trust`` edit
+a config file's text table by table, so the rest of the file, comments included, stays as it was.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
+import stat
 from pathlib import Path
 
 from zero.agent.mcpconfig import McpServer
 from zero.cli.config import Configs, McpServerEntry, user_config_dir
 from zero.cli.trust import approved
-from zero.errors import UsageError
+from zero.errors import ToolError, UsageError
+from zero.tools import Workspace
 
-__all__ = ["configured_servers", "edit_table", "fingerprint", "run_servers", "server_table"]
+__all__ = [
+    "configured_servers",
+    "edit_table",
+    "fingerprint",
+    "repository_files",
+    "run_servers",
+    "server_cwd",
+    "server_table",
+]
 
 
-def fingerprint(entry: McpServerEntry) -> str:
-    """What an approval covers: how the server is started."""
-    what = entry.model_dump(include={"command", "args", "env", "cwd", "url", "headers"})
-    return hashlib.sha256(json.dumps(what, sort_keys=True).encode()).hexdigest()[:16]
+def fingerprint(entry: McpServerEntry, workspace: Path) -> str:
+    """What the approval of a project's server covers: how it is started, then the repository's files it runs."""
+    started = entry.model_dump(include={"command", "args", "env", "cwd", "url", "headers"})
+    return f"{_digest(started)}.{_digest(repository_files(entry, workspace))}"
+
+
+def _digest(data: object) -> str:
+    return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def server_cwd(entry: McpServerEntry, workspace: Path) -> Path:
+    """Where a project's server runs: its ``cwd`` in the workspace, else the workspace."""
+    return workspace / entry.cwd if entry.cwd else workspace
+
+
+def repository_files(entry: McpServerEntry, workspace: Path) -> dict[str, str]:
+    """The files of ``workspace`` a server runs, each with a hash of its content: its command if that is a
+    path there, and the arguments that name files there (what those files import is not followed)."""
+    files: dict[str, str] = {}
+    here, cwd = Workspace([workspace]), server_cwd(entry, workspace)
+    for item in ([entry.command] if entry.command and "/" in entry.command else []) + entry.args:
+        path = str(cwd / item)  # an absolute item stays itself
+        try:
+            fd = here.open(path, os.O_RDONLY | os.O_NONBLOCK)
+        except ToolError:  # not a file, or not the repository's
+            continue
+        with os.fdopen(fd, "rb") as f:
+            if stat.S_ISREG(os.fstat(fd).st_mode):
+                files[here.shown(path)] = hashlib.file_digest(f, "sha256").hexdigest()[:16]
+    return files
 
 
 def configured_servers(configs: Configs) -> dict[str, tuple[McpServerEntry, str]]:
@@ -46,10 +85,10 @@ def run_servers(configs: Configs, workspace: Path) -> tuple[list[McpServer], lis
             continue
         if where == "project" and name in configs.user.mcp.servers:
             continue
-        if where == "project" and allowed.get(name) != fingerprint(entry):
+        if where == "project" and (why := _unapproved(allowed.get(name), entry, workspace)):
             warnings.append(
-                f"MCP server {name!r} of {project_file} not started: a project's servers start once you "
-                f"approve them (zero mcp trust {name})"
+                f"MCP server {name!r} of {project_file} not started: {why}; zero mcp trust {name} shows what it "
+                "runs and asks"
             )
             continue
         servers.append(
@@ -58,17 +97,30 @@ def run_servers(configs: Configs, workspace: Path) -> tuple[list[McpServer], lis
                 command=entry.command,
                 args=tuple(entry.args),
                 env=dict(entry.env),
-                cwd=entry.cwd,
+                cwd=str(server_cwd(entry, workspace)) if where == "project" else entry.cwd,
                 url=entry.url,
                 headers=dict(entry.headers),
                 timeout_seconds=entry.timeout_seconds,
                 call_timeout_seconds=entry.call_timeout_seconds,
-                trusted=entry.trust and where == "user",
+                trusted=entry.trust or where == "project",  # a project's: approved, or it would not start
                 side_effect=entry.side_effect if where == "user" else "network",
                 config_path=str(user_config_dir() / "config.toml" if where == "user" else project_file),
             )
         )
     return servers, warnings
+
+
+def _unapproved(approval: str | None, entry: McpServerEntry, workspace: Path) -> str:
+    """Why a project's server may not start (its approval is missing or out of date), or ''."""
+    now = fingerprint(entry, workspace)
+    if approval == now:
+        return ""
+    if approval is None:
+        return "a project's servers start once you approve them"
+    if approval.split(".")[0] != now.split(".")[0]:
+        return "its entry changed since you approved it"
+    files = ", ".join(repository_files(entry, workspace)) or "a file it runs"
+    return f"the code it runs from the repository ({files}) changed since you approved it"
 
 
 _TABLE = re.compile(r"^\s*\[([^\[\]]+)\]\s*(#.*)?$")

@@ -6,7 +6,7 @@ from zero.tools.base import ArgsModel, BuiltinTool, SideEffect, Tool, ToolContex
 from zero.tools.budget import budget_output
 from zero.tools.builtin import builtin_tools
 from zero.tools.permissions import PERMISSION_MODES, Decision, PermissionMode, decide, narrower, within
-from zero.tools.redact import Redactor, StreamRedactor, hides_syntax, redact, redact_values
+from zero.tools.redact import Redactor, StreamRedactor, hides_syntax, redact, redact_values, secret_name
 from zero.tools.registry import CATEGORIES, ToolRegistry, expand_tools
 from zero.tools.workspace import NotFound, OutsideWorkspace, Workspace
 
@@ -35,5 +35,6 @@ __all__ = [
     "narrower",
     "redact",
     "redact_values",
+    "secret_name",
     "within",
 ]

@@ -155,6 +155,11 @@ _SECRET_ENV = re.compile(r"(KEY|TOKEN|SECRET|SECRETS|PASSWORD|PASSWD|PASS|PWD|CR
 _NOT_SECRET_ENV = {"PWD", "OLDPWD", "XAUTHORITY"}
 
 
+def secret_name(name: str) -> bool:
+    """Does the environment variable ``name`` say its value is a secret (``*_KEY``, ``*_TOKEN``, ...)?"""
+    return bool(_SECRET_ENV.search(name)) and name.upper() not in _NOT_SECRET_ENV
+
+
 class Redactor:
     """Masks well-known token formats and the values of secret-looking environment variables."""
 
@@ -162,9 +167,7 @@ class Redactor:
         """The secrets of ``environ`` (this process's environment if None), and ``values`` (at least 8
         characters long: shorter ones would mask common words) whatever their names."""
         env = os.environ if environ is None else environ
-        values = {v for v in values if len(v) >= 8} | {
-            v for k, v in env.items() if _SECRET_ENV.search(k) and k.upper() not in _NOT_SECRET_ENV and len(v) >= 8
-        }
+        values = {v for v in values if len(v) >= 8} | {v for k, v in env.items() if secret_name(k) and len(v) >= 8}
         # Longest first, so a value containing another is masked whole.
         self.literals = sorted(values, key=len, reverse=True)
 

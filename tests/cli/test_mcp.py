@@ -137,7 +137,7 @@ def test_mcp_add_list_trust_and_remove_keep_the_rest_of_the_file(workspace: Path
     listed = json.loads(zero("mcp", "list", "--json", "--cwd", str(workspace)).stdout)
     assert listed[0]["name"] == "local" and listed[0]["started"] and listed[0]["trusted"] is False
     assert listed[0]["tools"][:2] == ["mcp__local__echo", "mcp__local__add"]
-    assert zero("mcp", "trust", "local", "--cwd", str(workspace)).returncode == 0
+    assert zero("mcp", "trust", "local", "--yes", "--cwd", str(workspace)).returncode == 0
     assert "trust = true" in config.read_text()
     assert zero("mcp", "remove", "local", "--cwd", str(workspace)).returncode == 0
     assert config.read_text() == '# mine\nmodel = "gpt-4.1"  # keep\n'
@@ -152,9 +152,87 @@ def test_mcp_add_list_trust_and_remove_keep_the_rest_of_the_file(workspace: Path
     listed = json.loads(done.stdout)
     assert listed[0]["started"] is False and "zero mcp trust repo" in listed[0]["problem"]
     assert "mcp.servers.repo.trust ignored" in done.stderr and listed[0]["trusted"] is False
-    assert zero("mcp", "trust", "repo", "--cwd", str(workspace)).returncode == 0
+    assert zero("mcp", "trust", "repo", "--yes", "--cwd", str(workspace)).returncode == 0
     approved = json.loads((Path(os.environ["ZERO_HOME"]) / "mcp-approved.json").read_text())
     assert list(approved[str(workspace)]) == ["repo"]  # approved: it starts in runs here from now on
+
+
+REPO_SERVER = (
+    Path(DEMO)
+    .read_text()
+    .replace(
+        'if __name__ == "__main__":',
+        '@server.tool()\ndef getenv(name: str) -> str:\n    """A variable of its environment."""\n'
+        '    import os\n\n    return os.environ.get(name, "(unset)")\n\n\nif __name__ == "__main__":',
+    )
+)
+
+USE_REPO = """
+[[turns]]
+match = { turn = 1 }
+tool_calls = [
+  { name = "mcp__repo__echo", arguments = { text = "hi" } },
+  { name = "mcp__repo__getenv", arguments = { name = "T" } },
+]
+[[turns]]
+match = { turn = 2 }
+text = "used"
+"""
+
+
+def test_a_projects_server_shows_what_it_runs_and_asks_again_when_its_code_changes(
+    workspace: Path, tmp_path: Path
+) -> None:
+    code = workspace / "tools" / "server.py"
+    code.parent.mkdir()
+    code.write_text(REPO_SERVER)
+    project = workspace / ".zero" / "config.toml"
+    project.parent.mkdir()
+    entry = (
+        f'[mcp.servers.repo]\ncommand = {json.dumps(sys.executable)}\nargs = ["tools/server.py", "stdio"]\n'
+        'env = { T = "$OPENAI_API_KEY", MODE = "fast" }\n'
+    )
+    project.write_text(entry)
+    key = {"OPENAI_API_KEY": "sk-users-own-key-0000000000000000"}
+    here = ["--cwd", str(workspace)]
+    asked = zero("mcp", "trust", "repo", *here, env=key)  # no terminal and no --yes: it shows, and exits 2
+    assert asked.returncode == 2
+    assert asked.stderr == "zero: error: trusting repo needs --yes when there is no terminal to ask\n"
+    assert asked.stdout == (
+        f"MCP server repo, the project's ({project}):\n"
+        f"  command: {sys.executable}\n"
+        "  args: tools/server.py stdio\n"
+        f"  cwd: {workspace}\n"
+        "  env: T = $OPENAI_API_KEY  (from your environment: OPENAI_API_KEY (named like a secret: its value goes "
+        "to this server))\n"
+        "  env: MODE = fast\n"
+        "  its files in the repository (an edit asks again): tools/server.py\n"
+    )
+    run = ["exec", "go", *scripted(write_script(tmp_path / "s.toml", USE_REPO), workspace), "--output-format", "json"]
+    done = zero(*run, env=key)
+    assert f"MCP server 'repo' of {project} not started: a project's servers start once you approve them" in (
+        done.stderr
+    )
+    assert zero("mcp", "trust", "repo", "--yes", *here, env=key).returncode == 0
+
+    done = zero(*run, env=key)  # approved: its tools run in auto, headless, without asking
+    assert done.returncode == 0, done.stderr
+    results = [e.event for e in store().events(json.loads(done.stdout)["sessionId"]) if e.event.kind == "tool_result"]
+    assert results[0].output == "echo: hi" and results[1].output == "[REDACTED]"  # it got the key you were shown
+    assert "trust = true" not in done.stderr
+
+    code.write_text(REPO_SERVER + "\n# someone pushed a change\n")
+    done = zero(*run, env=key)
+    assert (
+        f"MCP server 'repo' of {project} not started: the code it runs from the repository (tools/server.py) "
+        "changed since you approved it; zero mcp trust repo shows what it runs and asks"
+    ) in done.stderr
+    results = [e.event for e in store().events(json.loads(done.stdout)["sessionId"]) if e.event.kind == "tool_result"]
+    assert results[0].output.startswith("Error: there is no tool named 'mcp__repo__echo'")
+    assert zero("mcp", "trust", "repo", "--yes", *here, env=key).returncode == 0
+    project.write_text(entry.replace('MODE = "fast"', 'MODE = "$ANTHROPIC_API_KEY"'))
+    done = zero(*run, env=key)
+    assert "not started: its entry changed since you approved it; zero mcp trust repo" in done.stderr
 
 
 SERVE_SCRIPT = """
