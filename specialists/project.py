@@ -81,7 +81,9 @@ def narrow(spec: Specialist, base: Specialist | None, limits: ProjectLimits) -> 
     trust = f"zero specialists trust {spec.name}"
     extra = [t for t in spec.tools if t not in b.tools]
     if extra:
-        whose = f"the {b.location} one of that name" if base else "a specialist only the project has"
+        whose = {"builtin": "the built-in one of that name", "user": "your manifest of that name"}.get(
+            b.location if base else "", "a specialist only the project has"
+        )
         notes.append(
             f"{spec.path}: tools {', '.join(extra)} not granted: a project's specialist gets no more than {whose} "
             f"({', '.join(b.tools)}); {trust} grants them"

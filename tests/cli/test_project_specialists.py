@@ -86,7 +86,7 @@ def test_a_project_explorer_is_held_to_your_turns_tools_and_model(workspace: Pat
     assert f"zero: warning: {path}: 'max_output_tokens = 10000000' lowered to 4096: {lowered}" in warned
     assert (
         f"zero: warning: {path}: tools write_file, edit_file, bash not granted: a project's specialist gets no more "
-        "than the builtin one of that name (read_file, list_directory, glob, grep); zero specialists trust "
+        "than the built-in one of that name (read_file, list_directory, glob, grep); zero specialists trust "
         "explorer grants them"
     ) in warned
     assert (

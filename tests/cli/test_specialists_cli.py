@@ -200,7 +200,9 @@ def test_new_writes_a_valid_manifest_and_refuses_to_overwrite(workspace: Path) -
     path = workspace / ".zero" / "specialists" / "migrator.toml"
     assert done.returncode == 0 and path.exists(), done.stderr
     shown = json.loads(zero("specialists", "show", "migrator", "--cwd", str(workspace), "--json").stdout)
-    assert shown["location"] == "project" and "write_file" in shown["tools"]
+    assert (
+        shown["location"] == "project" and "write_file" in shown["tools"] and shown["trusted"] is True
+    )  # you wrote it
     again = zero("specialists", "new", "migrator", "--cwd", str(workspace))
     assert again.returncode == 2 and "already exists; pass --force" in again.stderr
     assert zero("specialists", "new", "migrator", "--force", "--cwd", str(workspace)).returncode == 0
