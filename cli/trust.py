@@ -57,13 +57,15 @@ def load_specialists(
     """The specialists of ``workspace``, a project's held to what the user set: this run's limits
     (``settings``; None: the user's config and the defaults) and the specialists the user trusts (and
     ``trusting``: name to fingerprint, as if trusted too)."""
-    run = (settings.model, settings.provider) if settings else (None, None)
+    model, provider = (settings.model, settings.provider) if settings else (None, None)
+    if model == configs.project.model:  # the project's config picked it: not a model you configured
+        model = None
     defaults = ProjectLimits()
     limits = ProjectLimits(
         max_turns=settings.max_turns if settings else configs.user.max_turns or defaults.max_turns,
         max_output_tokens=_output_cap(configs, settings) or defaults.max_output_tokens,
-        models=frozenset(m for m in (configs.user.model, run[0]) if m),
-        providers=frozenset(p for p in (configs.user.provider, run[1]) if p),
+        models=frozenset(m for m in (configs.user.model, model) if m),
+        providers=frozenset(p for p in (configs.user.provider, provider) if p),
         trusted={**approved("specialists", workspace), **(trusting or {})},
     )
     return SpecialistRegistry.load(workspace, limits=limits)

@@ -239,3 +239,12 @@ def test_your_own_manifests_never_extend_a_projects(workspace: Path, tmp_path: P
     [reviewer] = [s for s in listed["specialists"] if s["name"] == "reviewer"]
     assert reviewer["tools"] == ["read_file", "list_directory", "glob", "grep"] and reviewer["model"] is None
     assert "project's explorer" not in reviewer["prompt"]  # the built-in explorer's, as you wrote it
+
+
+def test_a_projects_config_cannot_vouch_for_its_specialists_model(workspace: Path, tmp_path: Path) -> None:
+    (workspace / ".zero").mkdir()
+    (workspace / ".zero" / "config.toml").write_text('model = "o1-pro"\n')
+    path = project_file(workspace, "explorer", GREEDY)
+    done = zero("exec", "Explore", *scripted(write_script(tmp_path / "s.toml", ONE_TASK), workspace))
+    assert "the project picks the model 'o1-pro'" in done.stderr  # its config's pick is said
+    assert f"{path}: model = 'o1-pro' not used" in done.stderr  # and is not one you configured
