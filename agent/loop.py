@@ -233,8 +233,11 @@ class AgentRun:
         self._recorded = len(self.messages)
         self.emit(MessageAdded(session_id=self.session_id, role=message.role, content=message.content))
 
-    async def run(self, prompt: str | None) -> RunResult:
-        """Work on ``prompt``; ``max_turns``, turns and usage count this run only."""
+    async def run(self, prompt: str | None, *, call: ToolCall | None = None) -> RunResult:
+        """Work on ``prompt``; ``max_turns``, turns and usage count this run only. With ``call`` (the user
+        called a tool, as an ``@specialist`` message calls ``Task``), the run makes that call as if the model
+        had asked for it (the same checks, the same record) instead of calling the model, and its result is
+        the run's output: the conversation holds it, so a later turn knows what the call found."""
         started = time.monotonic()
         self.turns, self.usage, self.output, self.result = 0, self._no_usage(), "", None
         self._warned = set()
@@ -257,7 +260,13 @@ class AgentRun:
         turn = _Turn()
         try:
             status: RunStatus = "max_turns"
-            while config.max_turns is None or self.turns < config.max_turns:
+            if call is not None:
+                turn = _Turn(calls=[call])
+                self._answer(turn)
+                await self._run_tools(turn)
+                self._close(turn)
+                self.output, status = turn.results[call.id].content, "completed"
+            while call is None and (config.max_turns is None or self.turns < config.max_turns):
                 turn = _Turn()
                 if self._request().estimated_prompt_tokens() > COMPACT_AT * config.prices.context_window(config.model):
                     await self.compact(automatic=True)

@@ -284,7 +284,14 @@ def shell_parser() -> argparse.ArgumentParser:
     which.add_argument(
         "--continue", "-c", dest="continue_", action="store_true", help="reopen this folder's latest session"
     )
-    which.add_argument("--resume", "-r", metavar="ID", help="reopen a session (an id, a unique prefix, or last)")
+    which.add_argument(
+        "--resume",
+        "-r",
+        metavar="ID",
+        nargs="?",
+        const="",
+        help="reopen a session (an id, a unique prefix, or last); without ID, pick one from a list",
+    )
     parser.add_argument("--max-turns", type=count(10_000), help="model calls a message may take (default 50)")
     common(parser)
     return parser

@@ -71,6 +71,8 @@ def main(
     """
     streams = Streams(stdout or sys.stdout, stderr or sys.stderr, stdin or sys.stdin, real=argv is None)
     words = list(sys.argv[1:] if argv is None else argv)
+    if words in (["help"], ["version"]):  # as commands, not a first message sent to a paid model
+        words = ["--" + words[0]]
     shell = not words or (words[0] not in COMMANDS and words[0] not in ("-h", "--help", "--version"))
     if shell:
         from zero.cli.arguments import shell_parser

@@ -14,6 +14,7 @@ import contextlib
 import difflib
 import os
 import re
+import secrets
 import signal
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -24,22 +25,40 @@ import anyio
 from prompt_toolkit import PromptSession
 from prompt_toolkit.completion import Completer, Completion, PathCompleter
 from prompt_toolkit.document import Document
+from prompt_toolkit.filters import Condition
 from prompt_toolkit.history import FileHistory
 from prompt_toolkit.key_binding import KeyBindings
 from rich.console import Console
 from rich.markdown import Markdown
 from rich.text import Text
 
-from zero.agent import Approval, ApprovalRequest, PermissionRequested, Usage, format_cost
+from zero.agent import Approval, ApprovalRequest, PermissionRequested, ToolCall, Usage, format_cost
 from zero.agent.prompts import default_system_prompt
 from zero.agent.providers import LazyProvider
 from zero.cli.approvals import HIDDEN_WARNING, SessionRule, edit_of, session_rule
-from zero.cli.common import Streams, open_context, print_error, session_store, settings_from_args, workspace_from_args
+from zero.cli.common import (
+    Streams,
+    open_context,
+    print_error,
+    print_warnings,
+    session_store,
+    settings_from_args,
+    workspace_from_args,
+)
 from zero.cli.config import RunSettings
 from zero.cli.session_ids import resolve_session_id
 from zero.cli.shell_view import TurnView
 from zero.errors import UsageError, ZeroError
-from zero.sessions import FileSessionStore, default_data_dir, same_folder, session_tree, session_workspace, short_id
+from zero.sessions import (
+    FileSessionStore,
+    SessionMetadata,
+    default_data_dir,
+    same_folder,
+    session_tree,
+    session_workspace,
+    short_id,
+)
+from zero.sessions.index import Row
 from zero.specialists import AgentSession, open_agent, resume_agent
 from zero.tools import PERMISSION_MODES, PermissionMode, within
 from zero.tools.describe import printable
@@ -62,6 +81,9 @@ COMMANDS = {
     "exit": "leave (the session stays resumable: zero --continue)",
 }
 T = TypeVar("T")
+PICK = ""  # --resume with no id: pick from a list
+RECAP_TURNS, RECAP_LINES = 3, 12  # of a reopened session: its last exchanges, each answer's first lines
+PICKER_ROWS = 10
 ATTACH_BYTES = 200_000  # of a file attached with @path
 PREVIEW_LINES = 80  # of a diff shown for approval at a time
 INIT_PROMPT = (
@@ -81,27 +103,118 @@ def run_shell(args: argparse.Namespace, streams: Streams) -> int:
         return 2
     try:
         workspace = workspace_from_args(args)
-        settings = settings_from_args(args, workspace)
-        resume = _session_to_open(args, workspace)
+        resume = _session_to_open(args, workspace, streams)
+        settings = _settings(args, workspace, resume, streams)
     except ZeroError as e:
         print_error(str(e), streams.stderr)
         return e.exit_code
+    print_warnings(settings.warnings, streams.stderr)
     return anyio.run(Shell(args, streams, workspace, settings, resume).main)
 
 
-def _session_to_open(args: argparse.Namespace, workspace: Path) -> str | None:
-    if args.resume and args.continue_:
+def _session_to_open(args: argparse.Namespace, workspace: Path, streams: Streams) -> str | None:
+    """The session to reopen: ``--continue``'s (the folder's newest one the shell can hold), ``--resume ID``'s,
+    or the one picked from a list (``--resume`` alone); None for a new one."""
+    if args.resume is not None and args.continue_:
         raise UsageError("give --continue or --resume ID, not both")
-    if not (args.resume or args.continue_):
+    store = session_store()
+    if args.continue_:
+        return _newest_here(store, workspace)
+    if args.resume == PICK:
+        return _pick(store, workspace, streams)
+    if args.resume is None:
         return None
-    return _session_here(session_store(), args.resume or "last", workspace)
+    return _session_here(store, args.resume, workspace)
 
 
 def _session_here(store: FileSessionStore, text: str, workspace: Path) -> str:
-    """The session ``text`` names (an id, a prefix, ``last``), if it was run in ``workspace``."""
-    session_id = resolve_session_id(store, text, here=workspace)
-    session_workspace(store.metadata(session_id), workspace)
+    """The session ``text`` names (an id, a prefix, ``last``), if the shell can hold it in ``workspace``."""
+    session_id = _newest_here(store, workspace) if text == "last" else resolve_session_id(store, text, here=workspace)
+    meta = store.metadata(session_id)
+    _conversation(meta)
+    session_workspace(meta, workspace)
     return session_id
+
+
+def _conversation(meta: SessionMetadata) -> None:
+    """``UsageError`` saying why the shell cannot hold ``meta``'s session, if it cannot (a team run, a
+    member or a child: they continue with their run)."""
+    sid = meta.session_id
+    if meta.session_kind == "team":
+        raise UsageError(f"session {sid} is a team run, not a conversation: continue it with zero swarm resume {sid}")
+    if meta.parent_session_id or meta.session_kind in ("member", "child"):
+        root = meta.root_session_id or meta.parent_session_id
+        raise UsageError(
+            f"session {sid} is a {meta.session_kind or 'child'} of {root}: continue it on its own with "
+            f"zero sessions resume {sid} PROMPT, or open {root}"
+        )
+
+
+def _holdable_here(store: FileSessionStore, workspace: Path) -> list[Row]:
+    """The sessions of ``workspace`` the shell can hold (conversations, not team runs), newest first."""
+    return [
+        r
+        for r in store.rows()
+        if not r.get("parentSessionId")
+        and r.get("sessionKind") not in ("team", "member", "child")
+        and same_folder(str(r.get("cwd") or ""), workspace)
+    ]
+
+
+def _newest_here(store: FileSessionStore, workspace: Path) -> str:
+    rows = _holdable_here(store, workspace)
+    if rows:
+        return str(rows[0]["sessionId"])
+    team = next((r for r in store.rows() if same_folder(str(r.get("cwd") or ""), workspace)), None)
+    if team is not None:
+        sid = team["sessionId"]
+        raise UsageError(f"no conversation of {workspace} to continue: its newest session, {sid}, is a team run "
+                         f"(continue it with zero swarm resume {sid}); zero alone opens a new one")  # fmt: skip
+    raise UsageError(f"there is no session of {workspace} to continue yet; zero alone opens a new one")
+
+
+def _pick(store: FileSessionStore, workspace: Path, streams: Streams) -> str | None:
+    """``--resume`` with no id: the folder's recent conversations, numbered, and the one the user picks."""
+    rows = _holdable_here(store, workspace)[:PICKER_ROWS]
+    if not rows:
+        streams.stdout.write(f"no session of {workspace} to resume yet: a new one\n")
+        return None
+    for number, row in enumerate(rows, 1):
+        when = str(row.get("updatedAt") or "")[:16].replace("T", " ")
+        title = printable(str(row.get("title") or ""))[:60]
+        streams.stdout.write(
+            f"  {number:>2}  {short_id(str(row['sessionId']))}  {row.get('status', ''):<12} {when}  {title}\n"
+        )
+    streams.stdout.flush()
+    from prompt_toolkit import prompt
+
+    while True:
+        try:
+            answer = prompt(f"resume which? [1-{len(rows)}, Enter for a new session] ").strip()
+        except (KeyboardInterrupt, EOFError):
+            return None
+        if not answer:
+            return None
+        if answer.isdigit() and 1 <= int(answer) <= len(rows):
+            return str(rows[int(answer) - 1]["sessionId"])
+
+
+def _settings(args: argparse.Namespace, workspace: Path, resume: str | None, streams: Streams) -> RunSettings:
+    """The run's settings; a reopened session keeps the provider and model it ran on, unless flags say
+    otherwise (or its provider cannot be set up here: then the usual one, with a warning)."""
+    meta = session_store().metadata(resume) if resume is not None and not (args.provider or args.model) else None
+    if meta is None or not meta.provider:
+        return settings_from_args(args, workspace)
+    try:
+        recorded = argparse.Namespace(**{**vars(args), "provider": meta.provider, "model": meta.model_id or None})
+        return settings_from_args(recorded, workspace)
+    except ZeroError as e:
+        settings = settings_from_args(args, workspace)
+        streams.stderr.write(
+            f"zero: warning: session {resume} ran on {meta.provider}/{meta.model_id}, which cannot be used here "
+            f"({e}); it continues on {settings.provider}/{settings.model}\n"
+        )
+        return settings
 
 
 @dataclass
@@ -130,7 +243,8 @@ class Shell:
             completer=_Completer(self),
             key_bindings=_keys(),
             bottom_toolbar=self._toolbar,
-            complete_while_typing=False,
+            # the menu of commands opens as "/" is typed; paths and specialists complete with Tab
+            complete_while_typing=Condition(lambda: _typing_command(self.prompt.default_buffer.text)),
         )
 
     # -- the loop --------------------------------------------------------------
@@ -188,7 +302,14 @@ class Shell:
     async def _turn(self, text: str) -> None:
         assert self.session is not None
         session = self.session
-        message, specialist = self._message(text)
+        message, specialist, task = self._message(text)
+        call = None
+        if specialist is not None:  # ``@name task``: a Task call of this session, made for the user
+            if session.delegator is None:
+                self.console.print("[red]this session cannot delegate (no specialists, or max_depth is 0)[/red]")
+                return
+            arguments = {"name": specialist, "prompt": task, "description": task[:60]}
+            call = ToolCall(f"user_{secrets.token_hex(6)}", "Task", arguments)
         self.view = view = TurnView(self.console, session.session_id)
         async with anyio.create_task_group() as tg:
             tg.start_soon(view.consume, session.events())
@@ -200,41 +321,27 @@ class Shell:
                         return
 
             tg.start_soon(watch)
-            if specialist is not None:
-                await self._delegate(specialist, message)
-                view.done.set()  # no run of this session ends it
-            else:
-                result = await session.send(message)
-                with anyio.move_on_after(5):
-                    await view.done.wait()  # everything the turn did is on the screen
-                if result.status not in ("completed", "cancelled"):
-                    reason = result.error or result.status
-                    self.console.print(Text(f"[{result.status}] {printable(reason)}", style="red"))
-                elif result.status == "cancelled":
-                    self.console.print(Text("[cancelled] the turn was stopped; what it did is kept", style="yellow"))
+            result = await session.send(message, call=call)
+            with anyio.move_on_after(5):
+                await view.done.wait()  # everything the turn did is on the screen
+            if call is not None and result.output:
+                self.console.print(Markdown(printable(result.output)))
+            if result.status == "cancelled":
+                self.console.print(Text("[cancelled] the turn was stopped; what it did is kept", style="yellow"))
+            elif result.status != "completed" and not view.errors:  # (an error the view showed is said once)
+                reason = result.error or result.status
+                self.console.print(Text(f"[{result.status}] {printable(reason)}", style="red"))
             tg.cancel_scope.cancel()
         self.view = None
         self.spent = self.spent + session.run_usage
 
-    async def _delegate(self, name: str, task: str) -> None:
-        """``@name task``: the task straight to the specialist, as a Task call of this session."""
-        assert self.session is not None
-        delegator = self.session.delegator
-        if delegator is None:
-            self.console.print("[red]this session cannot delegate (no specialists, or max_depth is 0)[/red]")
-            return
-        output = await delegator.task(
-            name=name, prompt=task, description=task[:60], background=False, resume=None, call_id="user"
-        )
-        self.console.print(Markdown(printable(output.text)))
-
-    def _message(self, text: str) -> tuple[str, str | None]:
-        """The message to send, with the files its ``@path`` words name attached, and the specialist its
-        leading ``@name`` names (if any)."""
+    def _message(self, text: str) -> tuple[str, str | None, str]:
+        """The message to send, with the files its ``@path`` words name attached; the specialist its leading
+        ``@name`` names (if any), and the task for it (the message without the name)."""
         specialist = None
         match = re.match(r"@([A-Za-z0-9][\w-]*)\s+(.*)", text.strip(), re.DOTALL)
         if match and match.group(1) in self.ctx.registry.specialists:
-            specialist, text = match.group(1), match.group(2)
+            specialist = match.group(1)
         attached = []
         for word in re.findall(r"(?<!\S)@([^\s@]+)", text):
             if not (self.workspace / word).is_file():
@@ -247,7 +354,10 @@ class Shell:
                 self.console.print(f"[yellow]@{printable(word)} not attached: {printable(str(e))}[/yellow]")
                 continue
             attached.append(f'<file path="{word}">\n{content}\n</file>')
-        return ("\n\n".join([text, *attached]) if attached else text), specialist
+            self.console.print(Text(f"attached @{printable(word)} ({len(content):,} characters)", style="dim"))
+        message = "\n\n".join([text, *attached]) if attached else text
+        task = "\n\n".join([match.group(2), *attached]) if specialist and match else message
+        return message, specialist, task
 
     # -- sessions ----------------------------------------------------------------
 
@@ -255,7 +365,7 @@ class Shell:
         if session_id is None:
             self.session = await open_agent(
                 self.ctx,
-                title="interactive",
+                title="",  # its first message names it
                 system_prompt=default_system_prompt(str(self.workspace)),
                 permission_mode=self.mode,
                 max_turns=self.settings.max_turns,
@@ -270,6 +380,8 @@ class Shell:
             self.spent = meta.subtree_usage
         await self.session.__aenter__()
         self._header(resumed=session_id is not None)
+        if session_id is not None:
+            self._recap()
 
     async def _close(self) -> None:
         if self.session is not None:
@@ -290,6 +402,24 @@ class Shell:
             )
         )
         self.console.print("[dim]/help for commands, @name to delegate, Ctrl-C stops a turn, Ctrl-D leaves[/dim]")
+
+    def _recap(self) -> None:
+        """The last exchanges of a reopened session, so the user sees where it left off."""
+        assert self.session is not None
+        messages = [m for m in self.session.agent.messages if m.role in ("user", "assistant")]
+        starts = [i for i, m in enumerate(messages) if m.role == "user"][-RECAP_TURNS:]
+        for start, end in zip(starts, [*starts[1:], len(messages)], strict=True):
+            asked = messages[start].content.strip().splitlines() or [""]
+            self.console.print(Text(f"› {printable(asked[0])[:200]}" + (" …" if len(asked) > 1 else ""), style="dim"))
+            answer = next((m.content for m in reversed(messages[start + 1 : end]) if m.content.strip()), "")
+            lines = answer.strip().splitlines()
+            if lines:
+                shown = "\n".join(lines[:RECAP_LINES]) + (
+                    f"\n\n… {len(lines) - RECAP_LINES} more lines" if len(lines) > RECAP_LINES else ""
+                )
+                self.console.print(Markdown(printable(shown)))
+        if starts:
+            self.console.print(Text("(the conversation goes on from here)", style="dim"))
 
     def _toolbar(self) -> str:
         if self.session is None:
@@ -333,10 +463,8 @@ class Shell:
             if more:
                 self.console.print(Text(f"  ... {more:,} more lines not shown: [m] shows the next", style="dim"))
             question = f"allow? [y] once{always}  [n] no{'  [m] more' if more else ''}: "
-            try:
-                answer = (await self.prompt.prompt_async(question)).strip().lower()
-            except (KeyboardInterrupt, EOFError):
-                answer = "n"
+            keys = "yn" + ("a" if rule is not None else "") + ("m" if more else "")
+            answer = await _choose(question, keys)
             if answer in ("m", "more") and more:
                 for line in preview[shown_lines : shown_lines + PREVIEW_LINES]:
                     self.console.print(line)
@@ -401,8 +529,12 @@ class Shell:
             case "cost":
                 await self._cost()
             case "compact":
-                done = await self.session.agent.compact()
-                self.console.print("compacted" if done else "nothing to compact yet")
+                try:
+                    done = await self.session.agent.compact()
+                except ZeroError as e:  # a failed model call is a message; the prompt comes back
+                    self.console.print(Text(f"/compact failed: {printable(str(e))}", style="red"))
+                else:
+                    self.console.print("compacted" if done else "nothing to compact yet")
             case "init":
                 await self._turn(INIT_PROMPT)
         return True
@@ -491,6 +623,25 @@ def _preview(request: PermissionRequested, root: Path) -> list[Text]:
     if request.name == "bash":
         return [Text(f"  $ {printable(str(args.get('command', '')))}")]
     return [Text(f"  {printable(str(args))[:400]}", style="dim")]
+
+
+async def _choose(question: str, keys: str) -> str:
+    """One of ``keys``, answered with a single key press (a word and Enter works too); Ctrl-C or Ctrl-D is
+    "n"."""
+    bindings = KeyBindings()
+    for key in keys:
+        bindings.add(key)(lambda event, key=key: event.app.exit(result=key))
+    for key in ("c-c", "c-d"):
+        bindings.add(key)(lambda event: event.app.exit(result="n"))
+    session: PromptSession[str] = PromptSession(key_bindings=bindings)
+    try:
+        return (await session.prompt_async(question)).strip().lower()
+    except (KeyboardInterrupt, EOFError):
+        return "n"
+
+
+def _typing_command(text: str) -> bool:
+    return text.startswith("/") and " " not in text
 
 
 class _Completer(Completer):

@@ -34,6 +34,8 @@ from zero.tools.describe import describe_call, printable
 
 __all__ = ["TurnView"]
 
+TICK = 0.25  # seconds between redraws of running children (their clocks)
+
 
 class TurnView:
     """Draws one turn of the session ``session_id`` from its events (and its children's)."""
@@ -46,19 +48,29 @@ class TurnView:
         self.tree = TeamTree(TreeNode(session_id, "delegated", "root", status="running"))
         self.live = self._live()
         self.done = anyio.Event()  # the turn's last event is shown
+        self.errors = 0  # errors shown (the shell does not say them again)
 
     async def consume(self, events: MemoryObjectReceiveStream[Event]) -> None:
-        """Show the turn's events until its run ends."""
+        """Show the turn's events until its run ends; while a child runs, its clock and spinner move on
+        between events too."""
         self.live.start()
         try:
-            async with events:
+            async with events, anyio.create_task_group() as tg:
+                tg.start_soon(self._tick)
                 async for event in events:
                     self.apply(event)
                     if isinstance(event, RunFinished) and event.session_id == self.session_id:
                         break
+                tg.cancel_scope.cancel()
         finally:
             self.live.stop()
             self.done.set()
+
+    async def _tick(self) -> None:
+        while True:
+            await anyio.sleep(TICK)
+            if self._children_running():
+                self.live.update(self._render())
 
     def pause(self) -> None:
         """Stop drawing while the user answers a question (an approval)."""
@@ -109,6 +121,7 @@ class TurnView:
             case WarningRaised():
                 print_(Text(f"! {printable(event.message)}", style="yellow"))
             case ErrorRaised():
+                self.errors += 1
                 print_(Text(f"✗ {event.code}: {printable(event.message)}", style="red"))
         self.live.update(self._render())
 
@@ -116,9 +129,12 @@ class TurnView:
         parts: list[RenderableType] = []
         if self.text:
             parts.append(Markdown(printable(self.text)))
-        if any(n.status == "running" for sid, n in self.tree.nodes.items() if sid != self.session_id):
+        if self._children_running():
             parts.append(render_tree(self.tree))
         return Group(*parts)
+
+    def _children_running(self) -> bool:
+        return any(n.status == "running" for sid, n in self.tree.nodes.items() if sid != self.session_id)
 
 
 def _result_line(event: ToolFinished) -> Text:

@@ -138,6 +138,8 @@ def apply_event(meta: SessionMetadata, event: Event) -> None:
             meta.status = "running"
         case ChildFinished():
             meta.children_usage.add(event.usage)
+        case MessageAdded(role="user") if not meta.title:  # a session opened untitled: its first prompt names it
+            meta.title = " ".join(event.content.split("<file path=", 1)[0].split())[:80]
         case (
             MessageAdded()
             | AssistantText()

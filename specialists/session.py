@@ -32,6 +32,7 @@ from zero.agent import (
     RunResult,
     RunStatus,
     StatusChanged,
+    ToolCall,
     Usage,
 )
 from zero.errors import SessionError
@@ -185,12 +186,13 @@ class AgentSession:
     def emit(self, event: Event) -> None:
         self.hub.emit(event)
 
-    async def send(self, prompt: str | None) -> RunResult:
-        """Run the agent on ``prompt`` until it answers, a limit stops it, or it is cancelled."""
+    async def send(self, prompt: str | None, *, call: ToolCall | None = None) -> RunResult:
+        """Run the agent on ``prompt`` until it answers, a limit stops it, or it is cancelled; with ``call``,
+        make that tool call for the user instead of asking the model (see ``AgentRun.run``)."""
         self._usage = Usage()
         try:
             with self._scope:  # a cancel that came before this run ends it at once
-                await self.agent.run(prompt)
+                await self.agent.run(prompt, call=call)
         finally:
             self._scope = anyio.CancelScope()
         assert self.agent.result is not None  # the loop records a result even when cancelled

@@ -195,23 +195,23 @@ def test_the_pairs_in_the_shell(workspace: Path, tmp_path: Path) -> None:
                 n += 1
                 shown = call[1].get("command") or f"b/{call[1]['path']}"
                 assert shown.splitlines()[-1] in asked(term, n)  # B asks: it was not covered by A
-                term.type(answer, settle=0)
+                term.type(answer, enter=False, settle=0)
                 if answer == "n":
                     term.wait_for("a note for the model")
                     term.type("", settle=0)
         seen = asked(term, n + 1).replace("\n", "")
         assert HIDDEN_WARNING[:40] in seen and "[a] always" not in seen
         assert SHOWN_HIDDEN in seen  # the syntax shows
-        term.type("a")  # not an answer here: asked again
-        term.type("n")
+        term.type("a", enter=False)  # not an answer here: asked again
+        term.type("n", enter=False)
         term.wait_for("a note for the model")
         term.type("")
         # a long diff: the first 80 lines, how many are not shown, and the rest on request
         seen = asked(term, n + 2)
         assert "+line 77\n" in seen and "+line 78" not in seen and "... 73 more lines not shown: [m]" in seen
-        term.type("m", settle=0)
+        term.type("m", enter=False, settle=0)
         term.wait_for("+line 150")
-        term.type("n")
+        term.type("n", enter=False)
         term.wait_for("a note for the model")
         term.type("")
         term.wait_for("All asked.")

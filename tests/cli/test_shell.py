@@ -146,9 +146,9 @@ def test_a_session_in_the_shell(workspace: Path, tmp_path: Path) -> None:
         term.type("Write the files")
         term.wait_for("allow? [y] once")
         assert "+alpha" in term.screen()  # the write shown as a diff
-        term.type("y")
+        term.type("y", enter=False)
         term.wait_for("b/b.txt")
-        term.type("n")
+        term.type("n", enter=False)
         term.wait_for("a note for the model")
         term.type("not b, please")
         term.wait_for("I wrote a.txt only.")
@@ -185,13 +185,13 @@ def test_a_session_in_the_shell(workspace: Path, tmp_path: Path) -> None:
         asked_before = term.text().count("needs approval")
         term.type("Check twice")
         term.wait_for("$ echo checking one")
-        term.type("a")  # always, for `echo checking ...` in this session: the second call is not asked
+        term.type("a", enter=False)  # always, for `echo checking ...` in this session: the second call is not asked
         term.wait_for("Checked twice.")
         assert term.text().count("needs approval") == asked_before + 1
         term.type("Ask the worker")
         asked = term.wait_for("write_file (worker) needs approval")
         assert "+gamma" in asked  # the child's request, named, with its diff
-        term.type("y")
+        term.type("y", enter=False)
         term.wait_for("The worker is done.")
         assert (workspace / "c.txt").read_text() == "gamma"
         term.type("/permission unsafe")  # never above the mode the shell started with
