@@ -36,6 +36,7 @@ from zero.agent.retry import RetryPolicy
 from zero.agent.status import RunStatus
 from zero.errors import (
     BudgetExhaustedError,
+    EmptyAnswerError,
     InternalError,
     OutputCappedError,
     ProviderError,
@@ -70,6 +71,8 @@ SUMMARIZE = (
     "their results), decisions taken and why, and what is left to do. Be complete on facts (paths, names, "
     "numbers, errors) and brief on prose. Answer with the summary only."
 )
+
+_EMPTY = "the model returned nothing (no text and no tool call); asking it once more"
 
 RESTARTED = "stream_restarted"
 """The code of the warning that marks a model's answer starting over (after a retry): the text deltas
@@ -258,6 +261,7 @@ class AgentRun:
             self._add(Message("user", prompt))
         error: ZeroError | None = None
         turn = _Turn()
+        empty = 0  # answers in a row with nothing in them
         try:
             status: RunStatus = "max_turns"
             if call is not None:
@@ -283,7 +287,16 @@ class AgentRun:
                     self.emit(WarningRaised(session_id=self.session_id, code="output_capped", message=self._capped()))
                     if not turn.calls:
                         raise OutputCappedError(f"the answer was cut: {self._capped()}")
+                if not turn.calls and not "".join(turn.text).strip():  # neither text nor a call: ask once more
+                    empty += 1
+                    if empty > 1:
+                        raise EmptyAnswerError("the model returned nothing (no text and no tool call), twice")
+                    self.emit(WarningRaised(session_id=self.session_id, code="empty_answer", message=_EMPTY))
+                    continue
+                empty = 0
                 if not turn.calls:
+                    if self._checkpoint is not None:
+                        await self._checkpoint()  # an answer the log lost is not a completed run
                     status = "completed"
                     break
                 await self._run_tools(turn)

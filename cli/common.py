@@ -112,6 +112,7 @@ async def open_context(
 
     On the way out the providers are closed and every session's last writes are on disk.
     """
+    store = session_store(writable=True)  # before anything runs: a run that cannot be recorded does not start
     provider, prices = make_provider(settings, args)
 
     def other(name: str) -> Provider:
@@ -121,7 +122,6 @@ async def open_context(
         return make_provider(resolved, args)[0]
 
     pool = ProviderPool(provider, other)
-    store = session_store()
     servers, skipped = run_servers(settings.configs, workspace)
     print_warnings(tuple(skipped), streams.stderr)
     print_warnings(tuple(read_instructions(str(workspace))[1]), streams.stderr)
@@ -159,9 +159,10 @@ def _mcp(servers: list[McpServer], streams: Streams) -> AbstractAsyncContextMana
     return open_servers(servers, lambda problem: print_warnings((problem,), streams.stderr))
 
 
-def session_store() -> FileSessionStore:
-    """The sessions of ``$ZERO_HOME`` (with the secrets of this environment to redact)."""
-    return FileSessionStore.default()
+def session_store(*, writable: bool = False) -> FileSessionStore:
+    """The sessions of ``$ZERO_HOME`` (with the secrets of this environment to redact); ``writable``: for a
+    command that writes them, checked first (``ConfigError``, exit 2, naming the folder and the fix)."""
+    return FileSessionStore.default(writable=writable)
 
 
 async def interruptible(body: Callable[[], Awaitable[T]], on_signal: Callable[[], None]) -> T:

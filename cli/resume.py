@@ -22,7 +22,7 @@ __all__ = ["resumed"]
 def resumed(args: argparse.Namespace, workspace: Path, settings: RunSettings) -> Opener:
     """The opener of the session ``args.session_id`` names, checked before anything runs: it exists,
     it is not a team (``swarm resume`` runs those), and it belongs to ``workspace``."""
-    store = session_store()
+    store = session_store(writable=True)
     session_id = resolve_session_id(store, args.session_id, here=workspace if args.here else None)
     meta = store.metadata(session_id)
     if meta.session_kind == "team":

@@ -14,7 +14,7 @@ from rich.console import Console
 from zero.agent import Usage, format_cost
 from zero.cli.common import Streams, confirm, print_error, session_store, workspace_from_args
 from zero.cli.session_ids import resolve_session_id
-from zero.cli.transcript import Transcript
+from zero.cli.transcript import Transcript, logged_events
 from zero.errors import SessionError, UsageError, ZeroError
 from zero.sessions import (
     FileSessionStore,
@@ -42,7 +42,7 @@ def run_sessions(args: argparse.Namespace, streams: Streams) -> int:
         return run_resume(args, streams)
     out = streams.stdout
     try:
-        store = session_store()
+        store = session_store(writable=action in ("fork", "rm", "prune"))
         if action == "list":
             return _list(store, args, out)
         if action == "prune":
@@ -69,7 +69,9 @@ def run_sessions(args: argparse.Namespace, streams: Streams) -> int:
 
 
 def _list(store: FileSessionStore, args: argparse.Namespace, out: TextIO) -> int:
-    rows = store.rows()
+    rows, damaged = store.listing()
+    rows += [_damaged_row(store, sid, why) for sid, why in damaged.items()]
+    rows.sort(key=lambda m: (m.get("updatedAt", ""), m.get("sessionId", "")), reverse=True)
     by_id = {r["sessionId"]: r for r in rows}
     if args.root:
         top = resolve_session_id(store, args.root)
@@ -97,15 +99,29 @@ def _list(store: FileSessionStore, args: argparse.Namespace, out: TextIO) -> int
         indent = "  " * depth if args.tree else ""
         own, subtree = _usages(row)
         agent = indent + str(row.get("memberName") or row.get("specialist") or row.get("agentName") or "zero")
-        tokens = f"{_short(own.total_tokens)}/{_short(subtree.total_tokens)}"
+        tokens, cost = f"{_short(own.total_tokens)}/{_short(subtree.total_tokens)}", format_cost(subtree)
+        title = str(row.get("title", ""))[:60]
+        if "damaged" in row:  # nothing of it can be trusted: what is wrong goes where the title would
+            agent, tokens, cost = "?", "?", "?"
+            title = " ".join(line.strip() for line in str(row["damaged"]).splitlines())
+            title = title.replace(f"{store.root / row['sessionId']}/", "")[:120]
         out.write(
             f"{short_id(row['sessionId']):<9} {(row.get('sessionKind') or 'root'):<6} {row.get('status', ''):<16} "
-            f"{printable(agent[:18]):<18} {tokens:>15} {format_cost(subtree):>10} {_age(row, now):>5}  "
-            f"{printable(str(row.get('title', ''))[:60])}\n"
+            f"{printable(agent[:18]):<18} {tokens:>15} {cost:>10} {_age(row, now):>5}  {printable(title)}\n"
         )
     if args.limit and len(ordered) > args.limit:
         out.write(f"({len(ordered) - args.limit} more: --limit 0 shows all, or filter with --kind, --status, --here)\n")
     return 0
+
+
+def _damaged_row(store: FileSessionStore, session_id: str, why: str) -> Row:
+    """A session that cannot be read, as a row of the list: ``status`` says ``damaged``, ``damaged`` says why."""
+    try:
+        mtime = (store.root / session_id).stat().st_mtime
+        updated = datetime.fromtimestamp(mtime, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    except OSError:
+        updated = ""
+    return {"sessionId": session_id, "status": "damaged", "damaged": why, "updatedAt": updated}
 
 
 def _ancestry(row: Row, by_id: dict[str, Row]) -> set[str]:
@@ -169,7 +185,7 @@ def _age(row: Row, now: datetime) -> str:
 def _show(store: SessionStore, session_id: str, args: argparse.Namespace, out: TextIO) -> int:
     if args.json:
         meta = store.metadata(session_id)
-        records = records_json(store.events(session_id), session_id)
+        records = records_json(logged_events(store, meta), session_id)
         out.write(json.dumps({"metadata": meta.to_json(), "events": records}, indent=2) + "\n")
         return 0
     for line in Transcript(store, children=args.children, full=args.full).lines(session_id):

@@ -103,6 +103,7 @@ def run_shell(args: argparse.Namespace, streams: Streams) -> int:
         return 2
     try:
         workspace = workspace_from_args(args)
+        session_store(writable=True)  # before the prompt: a session that cannot be recorded does not start
         resume = _session_to_open(args, workspace, streams)
         settings = _settings(args, workspace, resume, streams)
     except ZeroError as e:

@@ -85,7 +85,7 @@ def run_swarm(args: argparse.Namespace, streams: Streams) -> int:
 def _recorded(args: argparse.Namespace, workspace: Path) -> RecordedTeam:
     """The team run ``swarm resume`` continues, in this workspace; with ``--team``, an edited file
     that has the same members."""
-    store = session_store()
+    store = session_store(writable=True)
     team_id = resolve_session_id(store, args.session_id, here=workspace if args.here else None)
     session_workspace(store.metadata(team_id), workspace)
     recorded = read_team(store, team_id)

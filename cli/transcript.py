@@ -36,14 +36,28 @@ from zero.agent import (
     WarningRaised,
     format_cost,
 )
-from zero.sessions import SessionMetadata, SessionStore
+from zero.errors import SessionError
+from zero.sessions import SessionMetadata, SessionStore, StoredEvent
 from zero.tools.describe import printable
 
-__all__ = ["Transcript"]
+__all__ = ["Transcript", "logged_events"]
 
 MESSAGE_CHARS = 2_000
 RESULT_LINES = 12
 RESULT_CHARS = 1_200
+
+
+def logged_events(store: SessionStore, meta: SessionMetadata) -> list[StoredEvent]:
+    """The session's events; a log that is missing, or empty while the metadata counts events, is damage
+    (``SessionError``), never an empty transcript."""
+    events = store.events(meta.session_id)
+    if not events and meta.event_count:
+        raise SessionError(
+            f"the log of session {meta.session_id} is empty, but its metadata counts {meta.event_count} "
+            f"event{'' if meta.event_count == 1 else 's'}: "
+            "the log was cut or replaced, and what it held is lost"
+        )
+    return events
 
 
 @dataclass
@@ -58,7 +72,10 @@ class Transcript:
         pad = "" if self.markdown else "    " * depth
         for line in self._header(meta, depth):
             yield pad + line
-        for stored in self.store.events(session_id):
+        events = logged_events(self.store, meta)
+        if not events:
+            yield pad + "(no events yet: the session's log is empty)"
+        for stored in events:
             event = stored.event
             for line in self._event(event, stored.sequence):
                 yield pad + line

@@ -43,8 +43,10 @@ def replace_file(path: str, spare: str, data: bytes, *, exists: bool) -> None:
     """Make ``path`` hold ``data``, atomically for readers: they see the old content or the new.
 
     ``spare`` is the file next to ``path`` used for the swap (it keeps the previous version);
-    ``exists`` says whether ``path`` is there to swap with (else it is simply renamed into place).
-    Neither file is fsynced: the caller's own log is the durable record.
+    ``exists`` says whether ``path`` is there to swap with (else it is simply renamed into place, and
+    the spare made again at once: its blocks are held from then on, so a later swap needs no new room,
+    and a full disk still takes the last word of a session). Neither file is fsynced: the caller's own
+    log is the durable record.
     """
     global _renameat2
     if _renameat2 is not None and exists:
@@ -64,9 +66,17 @@ def replace_file(path: str, spare: str, data: bytes, *, exists: bool) -> None:
         if code not in _UNSUPPORTED:
             raise OSError(code, os.strerror(code), path)
         _renameat2 = None  # this system cannot swap names: fall back for good
-    fd = os.open(spare, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+    if _renameat2 is not None:
+        data += b" " * (-len(data) % BLOCK)
+    _write_new(spare, data)
+    os.replace(spare, path)
+    if _renameat2 is not None:
+        _write_new(spare, data)  # the spare of the swaps to come, made now: its blocks are held from here on
+
+
+def _write_new(path: str, data: bytes) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
     try:
         os.write(fd, data)
     finally:
         os.close(fd)
-    os.replace(spare, path)

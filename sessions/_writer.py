@@ -4,11 +4,13 @@ keeps open. ``store.SessionStore`` is its public face; the rules it keeps are wr
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import functools
 import json
 import math
 import os
+import shutil
 import threading
 import time
 from collections import OrderedDict
@@ -18,7 +20,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from zero.agent import Event, StatusChanged, decode_event
-from zero.errors import SessionError
+from zero.errors import SessionError, SessionWriteError
 from zero.sessions._replace import replace_file
 from zero.sessions.models import SessionMetadata, StoredEvent, apply_event, now_iso, record_of
 from zero.tools import redact_values
@@ -42,6 +44,16 @@ class Request:
     error: BaseException | None = None
 
 
+@dataclass(eq=False)
+class Fault:
+    """Why a session's writes stopped; ``reported`` once someone was told (a flush of every session
+    raises only the faults nobody heard of)."""
+
+    error: BaseException
+    reported: bool = False
+    meta: SessionMetadata | None = None  # the session's metadata as its writes left it
+
+
 class Writer:
     """The thread that commits requests in order, and the sessions it keeps open."""
 
@@ -56,7 +68,9 @@ class Writer:
         self.current: list[Request] = []  # the requests of the round being written
         self.thread: threading.Thread | None = None
         self.idle = False  # the writer sleeps until asked: a new batch must wake it
-        self.failed: dict[str, BaseException] = {}  # errors of submitted batches, not yet raised
+        # Sessions a write of failed: nothing more is written to them (the log stays a prefix of what
+        # happened), and ``written``, ``check`` and ``flush`` raise why. "" is a bug of the writer.
+        self.faults: dict[str, Fault] = {}
         self.logs: OrderedDict[str, OpenLog] = OrderedDict()  # owned by the writer thread
         self.dirty: dict[str, OpenLog] = {}  # open sessions whose metadata.json is behind
         self.due_at = math.inf  # no dirty session's metadata is due before this (monotonic clock)
@@ -67,8 +81,8 @@ class Writer:
 
     def put(self, request: Request) -> None:
         with self.lock:
-            if request.session_id in self.failed:
-                raise self.failed.pop(request.session_id)
+            if request.kind == "append" and request.done is None and request.session_id in self.faults:
+                return  # after a batch that could not be written, nothing is (the run hears it from check)
             while len(self.queue) >= MAX_QUEUED:
                 self.room.wait()
             self.queue.append(request)
@@ -86,13 +100,21 @@ class Writer:
             request.done.wait()
         if request.error is not None:
             raise request.error
-        if request.kind == "flush":
-            with self.lock:
-                keys = list(self.failed) if request.session_id is None else [request.session_id]
-                errors = [self.failed.pop(k) for k in keys if k in self.failed]
-            if errors:
-                raise errors[0]
+        if request.kind in ("flush", "write"):
+            self.check(request.session_id)
         return request.result
+
+    def check(self, session_id: str | None) -> None:
+        """Raise why the session's writes stopped, if they did (None: the first fault nobody was told of)."""
+        with self.lock:
+            if session_id is None:
+                fault = next((f for f in self.faults.values() if not f.reported), None)
+            else:
+                fault = self.faults.get(session_id)
+            if fault is None:
+                return
+            fault.reported = True
+        raise fault.error
 
     def busy(self) -> bool:
         with self.lock:
@@ -107,7 +129,7 @@ class Writer:
             with self.lock:
                 self.thread = None
                 stranded, self.queue = self.current + self.queue, []
-                self.failed.setdefault("", e)
+                self.faults.setdefault("", Fault(e))
             for request in stranded:
                 if request.done is not None and not request.done.is_set():
                     request.error = e
@@ -151,8 +173,14 @@ class Writer:
             self._settle(everything, self._write_all_dirty)
 
     def _commit(self, session_id: str, requests: list[Request]) -> None:
+        kinds = {r.kind for r in requests}
+        fault = self.faults.get(session_id)
+        if fault is not None:
+            self._settle(requests, lambda: self._refuse(session_id, requests, fault))
+            return
+        took = session_id not in self.leases  # a lease this commit takes is given back if it fails
+
         def work() -> SessionMetadata | None:
-            kinds = {r.kind for r in requests}
             if requests[0].kind == "create":
                 assert requests[0].meta is not None
                 log = self._create(self.root / session_id, requests[0].meta)
@@ -162,23 +190,85 @@ class Writer:
                 return None  # someone runs it after all: nothing to repair
             else:
                 log = self._open(session_id)
-            with log.locked():
-                log.sync()
-                if kinds & {"lease", "repair"}:
-                    self._take_lease(session_id)
-                    if log.meta.status in ("pending", "running"):  # its last run died: rebuild from the log
-                        log.rebuild(self.redact)
-                self._write_events(log, requests)
-                if log.dirty and (any(r.write_meta for r in requests) or log.due(self.interval)):
-                    log.write_metadata()
-                elif "read" in kinds:
-                    log.refresh_metadata()
-                self._track(log)
+            try:
+                with log.locked():
+                    log.sync()
+                    if kinds & {"lease", "repair"}:
+                        self._take_lease(session_id)
+                        if log.meta.status in ("pending", "running"):  # its last run died: rebuild from the log
+                            log.rebuild(self.redact)
+                    self._write_events(log, requests)
+                    if log.dirty and (any(r.write_meta for r in requests) or log.due(self.interval)):
+                        log.write_metadata()
+                    elif "read" in kinds:
+                        log.refresh_metadata()
+                    self._track(log)
+            finally:
                 if kinds & {"release", "repair"}:
                     self._release(session_id)
-                return copy_metadata(log.meta) if any(r.done for r in requests) else None
+            return copy_metadata(log.meta) if any(r.done for r in requests) else None
 
-        self._settle(requests, work)
+        def guarded() -> SessionMetadata | None:
+            try:
+                return work()
+            except BaseException as e:
+                made = "create" in kinds and session_id in self.logs
+                error = _as_fault(e, self.root / session_id, created=not made)
+                ours = session_id in self.leases and not kinds & {"lease", "repair"}
+                if made:  # half made: as if it was never asked for
+                    self._forget(session_id)
+                    self._release(session_id)
+                    shutil.rmtree(self.root / session_id, ignore_errors=True)
+                elif "append" in kinds or (ours and isinstance(error, SessionWriteError)):
+                    self._break(session_id, error)  # a batch (or the summary) of this process's run is lost
+                elif isinstance(error, SessionWriteError):  # a lease or a repair that failed: read afresh next time
+                    self._forget(session_id)
+                if took and "lease" in kinds:
+                    self._release(session_id)
+                if error is e:
+                    raise
+                raise error from e
+
+        self._settle(requests, guarded)
+
+    def _refuse(self, session_id: str, requests: list[Request], fault: Fault) -> SessionMetadata | None:
+        """The requests for a session whose writes stopped: nothing is written, its lease is still given
+        back, a reader gets the metadata as the writes left it, anything else the fault."""
+        for request in requests:
+            if request.kind == "release":
+                self._release(session_id)
+            elif request.kind in ("append", "lease") and request.done is not None:
+                fault.reported = True
+                raise fault.error
+        log = self.logs.get(session_id)
+        meta = log.meta if log is not None else fault.meta
+        return copy_metadata(meta) if meta is not None and any(r.done for r in requests) else None
+
+    def _break(self, session_id: str, error: BaseException) -> None:
+        """Stop writing the session: its log stays a prefix of what happened, whole events only. Its metadata
+        says ``failed`` if the disk still takes that (in place of the spare: usually no new room needed)."""
+        with self.lock:
+            fault = self.faults.setdefault(session_id, Fault(error))
+        log = self.logs.get(session_id)
+        if log is None:
+            return
+        self.dirty.pop(session_id, None)
+        failed = StatusChanged(session_id=session_id, status="failed", reason=str(error))
+        apply_event(log.meta, failed)
+        log.changes.append(failed)
+        log.meta.updated_at = now_iso()
+        with contextlib.suppress(OSError, SessionError), log.locked():
+            log.write_metadata()
+        log.dirty = False
+        fault.meta = copy_metadata(log.meta)
+
+    def _forget(self, session_id: str) -> None:
+        """Close the session's log and drop what was known of it: the next request reads it afresh."""
+        log = self.logs.pop(session_id, None)
+        self.dirty.pop(session_id, None)
+        if log is not None:
+            with contextlib.suppress(OSError):
+                os.close(log.fd)
 
     def _settle(self, requests: list[Request], work: Callable[[], SessionMetadata | None]) -> None:
         try:
@@ -188,10 +278,14 @@ class Writer:
         except BaseException as e:
             for request in requests:
                 request.error = e
-            if any(r.done is None for r in requests):
-                sid = requests[0].session_id
-                with self.lock:
-                    self.failed.setdefault(sid or "", e)
+            waited = any(r.done is not None for r in requests)
+            sid = requests[0].session_id or ""
+            with self.lock:
+                fault = self.faults.get(sid)
+                if fault is None and not all(r.done is not None for r in requests):
+                    fault = self.faults[sid] = Fault(e)  # a submitted batch met it: the next check or flush says
+                if fault is not None and waited:
+                    fault.reported = True
         finally:
             for request in requests:
                 if request.done is not None:
@@ -199,23 +293,22 @@ class Writer:
 
     def _write_events(self, log: OpenLog, requests: list[Request]) -> None:
         lines: list[str] = []
-        seq, last_type = log.seq, log.last_type
+        events: list[Event] = []
+        seq = log.seq
         for request in requests:
             for event in request.events:
                 seq += 1
                 record = record_of(log.session_id, seq, request.created, event)
                 record["payload"] = self.redact(record["payload"])  # values only, never keys or structure
                 lines.append(_encode(record))
-                last_type = event.kind
-                apply_event(log.meta, event)
-                log.changes.append(event)
+                events.append(event)
         if lines:
             data = ("\n".join(lines) + "\n").encode("utf-8")
-            view = memoryview(data)
-            while view:
-                view = view[os.write(log.fd, view) :]
-            log.size, log.seq, log.last_type = log.size + len(data), seq, last_type
-            log.unsynced = True
+            log.append(data)
+            log.seq, log.last_type = seq, events[-1].kind
+            for event in events:  # only what the log holds is folded in
+                apply_event(log.meta, event)
+                log.changes.append(event)
         for request in requests:
             if request.kind == "append":
                 log.meta.updated_at = request.created
@@ -239,8 +332,10 @@ class Writer:
             raise SessionError(
                 f"session {session_id} is being run by another process{who}; wait for it to end, or stop it"
             ) from None
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        # Who holds it is a courtesy for the message above: a full disk may refuse it, the lease still holds.
+        with contextlib.suppress(OSError):
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
         self.leases[session_id] = fd
         return True
 
@@ -292,6 +387,8 @@ class Writer:
         try:
             if log.dirty:
                 self._write_one(log)
+        except (OSError, SessionError) as e:
+            self._break(log.session_id, _as_fault(e, log.folder))
         finally:
             self.dirty.pop(log.session_id, None)
             os.close(log.fd)
@@ -305,17 +402,19 @@ class Writer:
     def _write_due(self) -> None:
         for log in list(self.dirty.values()):
             if log.due(self.interval):
-                try:
-                    self._write_one(log)
-                except Exception as e:  # kept for the next submit or flush; retried after the interval
-                    log.written_at = time.monotonic()
-                    with self.lock:
-                        self.failed.setdefault(log.session_id, e)
+                self._write_or_break(log)
         self.due_at = min((log.written_at + self.interval for log in self.dirty.values()), default=math.inf)
 
     def _write_all_dirty(self) -> None:
         for log in list(self.dirty.values()):
+            self._write_or_break(log)
+
+    def _write_or_break(self, log: OpenLog) -> None:
+        """Write a session's metadata; if that fails, its writes stop (the next check or flush says why)."""
+        try:
             self._write_one(log)
+        except (OSError, SessionError) as e:
+            self._break(log.session_id, _as_fault(e, log.folder))
 
     def _write_one(self, log: OpenLog) -> None:
         with log.locked():
@@ -355,6 +454,20 @@ class OpenLog:
     def due(self, interval: float) -> bool:
         return self.dirty and time.monotonic() - self.written_at >= interval
 
+    def append(self, data: bytes) -> None:
+        """Add whole lines to the log. A write the disk refuses part way is taken back: the log ends
+        with its last whole event, never with part of a batch."""
+        view = memoryview(data)
+        try:
+            while view:
+                view = view[os.write(self.fd, view) :]
+        except OSError as e:
+            with contextlib.suppress(OSError):
+                os.ftruncate(self.fd, self.size)  # shrinking needs no room, and no file-size limit stops it
+            raise write_fault(e, self.log_path) from e
+        self.size += len(data)
+        self.unsynced = True
+
     def sync(self) -> None:
         """Catch up with the log if another process appended to it (or a crash tore its tail)."""
         size = os.fstat(self.fd).st_size
@@ -378,13 +491,17 @@ class OpenLog:
 
     def write_metadata(self) -> None:
         if self.unsynced:
-            os.fsync(self.fd)
+            try:
+                os.fsync(self.fd)
+            except OSError as e:
+                raise write_fault(e, self.log_path) from e
             self.unsynced = False
         self.refresh_metadata()
         data = self.meta.model_dump_json(by_alias=True, indent=2).encode("utf-8") + b"\n"
-        replace_file(
-            self.meta_path, self.spare_path, data, exists=self.stamp is not None
-        )  # under the session's lock: one writer
+        try:  # under the session's lock: one writer
+            replace_file(self.meta_path, self.spare_path, data, exists=self.stamp is not None)
+        except OSError as e:
+            raise write_fault(e, self.meta_path) from e
         self.stamp = _stamp(os.stat(self.meta_path))
         self.changes.clear()
         self.dirty = False
@@ -393,34 +510,16 @@ class OpenLog:
     def rebuild(self, redact: Callable[[Any], Any]) -> None:
         """The metadata again from the log alone (the run that wrote it died, maybe before it wrote its
         metadata), and an event that says the run ended ``interrupted``."""
-        meta = self.meta.model_copy(
-            update={
-                "status": "pending",
-                "usage": type(self.meta.usage)(),
-                "children_usage": type(self.meta.usage)(),
-                "event_count": 0,
-                "last_event_type": "",
-            }
-        )
         with open(self.log_path, "rb") as f:
-            data = f.read(self.size)
-        for stored in parse_log(data, self.log_path):
-            apply_event(meta, stored.event)
+            meta = folded(self.meta, f.read(self.size), self.log_path)
         self.meta, self.changes, self.dirty = meta, [], True
         if meta.status in ("pending", "running"):
-            end = StatusChanged(
-                session_id=self.session_id,
-                status="interrupted",
-                reason="the process running it ended before it did (killed, or it crashed)",
-            )
-            self.seq += 1
-            record = record_of(self.session_id, self.seq, now_iso(), end)
+            end = _interrupted(self.session_id)
+            record = record_of(self.session_id, self.seq + 1, now_iso(), end)
             record["payload"] = redact(record["payload"])
-            line = (_encode(record) + "\n").encode("utf-8")
-            os.write(self.fd, line)
-            self.size += len(line)
+            self.append((_encode(record) + "\n").encode("utf-8"))
+            self.seq += 1
             self.last_type = end.kind
-            self.unsynced = True
             apply_event(meta, end)
         meta.event_count, meta.last_event_type = self.seq, self.last_type
 
@@ -432,6 +531,69 @@ class OpenLog:
 
 
 _encode = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+
+
+def _interrupted(session_id: str) -> StatusChanged:
+    return StatusChanged(
+        session_id=session_id,
+        status="interrupted",
+        reason="the process running it ended before it did (killed, or it crashed)",
+    )
+
+
+def folded(meta: SessionMetadata, log: bytes, path: str | Path) -> SessionMetadata:
+    """``meta`` with its status, usage and counts folded again from the log's whole lines."""
+    meta = meta.model_copy(
+        update={
+            "status": "pending",
+            "usage": type(meta.usage)(),
+            "children_usage": type(meta.usage)(),
+            "event_count": 0,
+            "last_event_type": "",
+        }
+    )
+    end = log.rfind(b"\n") + 1  # what follows the last newline is a write cut short
+    for stored in parse_log(log[:end], path):
+        apply_event(meta, stored.event)
+        meta.event_count, meta.last_event_type = stored.sequence, stored.event.kind
+    return meta
+
+
+def derive_interrupted(folder: Path) -> SessionMetadata:
+    """What the repair of a dead run's session would store, derived without writing (its folder is
+    read-only, or its disk full): the metadata folded from the log, ``interrupted``."""
+    meta = read_metadata(folder)
+    try:
+        log = (folder / "events.jsonl").read_bytes()
+    except FileNotFoundError:
+        log = b""
+    meta = folded(meta, log, folder / "events.jsonl")
+    if meta.status in ("pending", "running"):
+        apply_event(meta, _interrupted(meta.session_id))
+    return meta
+
+
+def write_fault(e: OSError, path: str | Path, *, created: bool = True) -> SessionWriteError:
+    """What a user is told when the disk refuses a session's file: what, where, and how to go on
+    (``created`` False: the session could not even be made, so there is nothing to resume)."""
+    what = "disk full" if e.errno == errno.ENOSPC else (e.strerror or type(e).__name__).lower()
+    fix = "make room" if e.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG) else "fix that"
+    if not created:
+        return SessionWriteError(f"cannot write the session: {what} ({path}); nothing ran: {fix}, then try again")
+    return SessionWriteError(
+        f"cannot write the session: {what} ({path}); it keeps everything up to its last whole event: "
+        f"{fix}, then continue it with zero sessions resume {Path(path).parent.name}"
+    )
+
+
+def _as_fault(e: BaseException, folder: Path, *, created: bool = True) -> BaseException:
+    """An OS error met on a session's files as the error users see; anything else as it is."""
+    if not created and isinstance(e, SessionWriteError) and isinstance(e.__cause__, OSError):
+        e = e.__cause__  # said again, for a session that could not be made
+    if isinstance(e, OSError) and not isinstance(e, (FileNotFoundError, NotADirectoryError)):
+        path = e.filename if isinstance(e.filename, str) else folder / "events.jsonl"
+        return write_fault(e, path, created=created)
+    return e
 
 
 def copy_metadata(meta: SessionMetadata) -> SessionMetadata:

@@ -30,37 +30,38 @@ INDEX = ".index.json"
 _VERSION = 1
 
 
-def read_index(root: Path, fresh: Callable[[str], SessionMetadata]) -> list[Row]:
-    """Every readable session under ``root``, as rows. ``fresh(id)`` reads a session whose cached entry
-    cannot be trusted: its file changed, or it says ``pending``/``running`` (its process may have died)."""
+def read_index(root: Path, fresh: Callable[[str], SessionMetadata | None]) -> tuple[list[Row], dict[str, str]]:
+    """Every readable session under ``root``, as rows, and the damaged ones with what is wrong with them.
+    ``fresh(id)`` reads a session whose cached entry cannot be trusted (its file changed or is missing, or
+    it says ``pending``/``running``: its process may have died); None: not a session yet (being made)."""
     cached = _load(root / INDEX)
     entries: dict[str, list[Any]] = {}
-    changed = False
+    damaged: dict[str, str] = {}
     base = str(root)
     try:
-        names = [e.name for e in os.scandir(base) if SESSION_ID.fullmatch(e.name)]
+        names = [e.name for e in os.scandir(base) if e.is_dir() and SESSION_ID.fullmatch(e.name)]
     except OSError:
-        return []
+        return [], {}
+    changed = False
     for name in names:
         path = f"{base}/{name}/metadata.json"
         key = _identity(path)
-        if key is None:
-            changed = True
-            continue
         entry = cached.get(name)
         if entry is not None and entry[0] == key and entry[1].get("status") not in ("pending", "running"):
             entries[name] = entry
             continue
+        changed = changed or entry is not None
         try:
             meta = fresh(name)
-        except (ZeroError, ValueError, OSError):  # damaged or half-made: not listed, as before
-            changed = True
+        except (ZeroError, ValueError, OSError) as e:  # listed as damaged, never in the cache
+            damaged[name] = str(e) or type(e).__name__
             continue
-        entries[name] = [_identity(path) or key, meta.to_json()]
-        changed = True
+        if meta is not None:
+            entries[name] = [_identity(path) or key, meta.to_json()]
+            changed = True
     if changed or len(entries) != len(cached):
         _save(root / INDEX, entries)
-    return [data for _, data in entries.values()]
+    return [data for _, data in entries.values()], damaged
 
 
 def _identity(path: str) -> list[int] | None:

@@ -60,6 +60,9 @@ class MemorySessionStore:
     def written(self, session_id: str) -> None:
         return None
 
+    def check(self, session_id: str) -> None:
+        return None
+
     def acquire(self, session_id: str) -> None:
         self._get(session_id)  # one process: nobody else can hold it
 

@@ -13,6 +13,11 @@ On disk a session is ``sessions/<id>/metadata.json`` + ``events.jsonl``. Durabil
   next append; any other corrupt line is an error naming the line.
 * Secrets are redacted from every string value before it is encoded; keys and the
   structure of a record are never touched.
+* A write the disk refuses (full, a file-size limit, read-only, failing) is taken back
+  whole, and nothing more is written to that session: its log stays a prefix of what
+  happened. Its metadata says ``failed`` where the disk still takes that (the spare it
+  is swapped with holds its blocks from the start), and the run learns it from ``check``
+  before its next model call and from ``written`` before its next side effect.
 
 One writer thread per store does every write, in the order they were asked for, so
 callers on an event loop hand a batch over without waiting (``submit``) and batches
@@ -31,14 +36,22 @@ import contextlib
 import fcntl
 import os
 import shutil
+import tempfile
 import weakref
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
 from zero.agent import Event
-from zero.errors import ConfigError, SessionError
-from zero.sessions._writer import Request, Writer, copy_metadata, parse_log, read_metadata
+from zero.errors import ConfigError, SessionError, SessionWriteError
+from zero.sessions._writer import (
+    Request,
+    Writer,
+    copy_metadata,
+    derive_interrupted,
+    parse_log,
+    read_metadata,
+)
 from zero.sessions.ids import validate_session_id
 from zero.sessions.index import Row, read_index
 from zero.sessions.models import SessionMetadata, StoredEvent, now_iso, record_of
@@ -69,6 +82,10 @@ class SessionStore(Protocol):
     def written(self, session_id: str) -> None:
         """Wait until everything submitted so far for the session is written (not necessarily fsynced):
         a tool with a side effect runs only once its call is in the log."""
+        ...
+
+    def check(self, session_id: str) -> None:
+        """Raise ``SessionWriteError`` if a batch of the session could not be written (never waits)."""
         ...
 
     def acquire(self, session_id: str) -> None:
@@ -115,8 +132,9 @@ class FileSessionStore:
         _STORES.add(self)
 
     @classmethod
-    def default(cls) -> FileSessionStore:
-        """The sessions under ``$ZERO_HOME`` (``ConfigError`` if that, or its ``sessions``, is not a folder)."""
+    def default(cls, *, writable: bool = False) -> FileSessionStore:
+        """The sessions under ``$ZERO_HOME`` (``ConfigError`` if that, or its ``sessions``, is not a folder,
+        or, for a command that writes, if no file can be made there)."""
         home = default_data_dir()
         for path in (home, home / "sessions"):
             if path.exists() and not path.is_dir():
@@ -124,6 +142,8 @@ class FileSessionStore:
                 raise ConfigError(
                     f"{where} {path} is a file, not a folder: point ZERO_HOME at a folder, or move the file"
                 )
+        if writable:
+            _check_writable(home)
         return cls(home / "sessions")
 
     def path(self, session_id: str) -> Path:
@@ -165,6 +185,9 @@ class FileSessionStore:
     def written(self, session_id: str) -> None:
         self._writer.call(Request("write", self._checked(session_id)))
 
+    def check(self, session_id: str) -> None:
+        self._writer.check(session_id)
+
     def acquire(self, session_id: str) -> None:
         """Take the session's lease for a run of this process; a run that died before is repaired first
         (its metadata rebuilt from the log, its status ``interrupted``)."""
@@ -186,7 +209,10 @@ class FileSessionStore:
         meta = self._writer.call(Request("read", session_id))
         meta = meta if meta is not None else read_metadata(folder)
         if meta.status in ("pending", "running") and session_id not in self._writer.leases and _unheld(folder):
-            meta = self._writer.call(Request("repair", session_id, write_meta=True)) or read_metadata(folder)
+            try:
+                meta = self._writer.call(Request("repair", session_id, write_meta=True)) or read_metadata(folder)
+            except SessionWriteError:  # a read-only or full disk: say what the repair would store
+                meta = derive_interrupted(folder)
         return meta
 
     def events(self, session_id: str) -> list[StoredEvent]:
@@ -204,7 +230,9 @@ class FileSessionStore:
                 f.seek(cursor)
                 data = f.read()
         except FileNotFoundError:
-            return [], cursor
+            raise SessionError(
+                f"{log} is missing: the session's log (its record) was removed, and what it held is lost"
+            ) from None
         end = data.rfind(b"\n") + 1  # what follows the last newline is a write cut short (or under way)
         return list(parse_log(data[:end], log, first_line=_line_at(log, cursor))), cursor + end
 
@@ -233,28 +261,61 @@ class FileSessionStore:
     def rows(self) -> list[Row]:
         """All readable sessions as their ``metadata.json`` holds them, newest first: from the index,
         checked against every session's file (fast for many sessions; validate only what you show)."""
+        return self.listing()[0]
+
+    def listing(self) -> tuple[list[Row], dict[str, str]]:
+        """``rows()``, and the sessions that cannot be read, with why (their metadata is missing or damaged,
+        or a dead run's log is)."""
         if not self.root.is_dir():
-            return []
+            return [], {}
         self.flush()
 
-        def fresh(session_id: str) -> SessionMetadata:
-            meta = read_metadata(self.root / session_id)
+        def fresh(session_id: str) -> SessionMetadata | None:
+            folder = self.root / session_id
+            if not (folder / "metadata.json").is_file():
+                if not _unheld(folder):
+                    return None  # being made: its metadata follows its lease
+                raise SessionError(f"{folder / 'metadata.json'} is missing")
+            meta = read_metadata(folder)
             return self.metadata(session_id) if meta.status in ("pending", "running") else meta
 
-        found = read_index(self.root, fresh)
-        return sorted(found, key=lambda m: (m.get("updatedAt", ""), m.get("sessionId", "")), reverse=True)
+        found, damaged = read_index(self.root, fresh)
+        rows = sorted(found, key=lambda m: (m.get("updatedAt", ""), m.get("sessionId", "")), reverse=True)
+        return rows, damaged
 
     def list(self) -> list[SessionMetadata]:
         """All readable sessions, newest first."""
         return [SessionMetadata.model_validate(row) for row in self.rows()]
 
 
+def _check_writable(home: Path) -> None:
+    """Make a file in ``home/sessions`` and remove it: the one proof that runs can be recorded there (as root,
+    mode bits say nothing; a read-only mount or an immutable folder do)."""
+    sessions = home / "sessions"
+    try:
+        sessions.mkdir(parents=True, exist_ok=True, mode=0o700)
+        fd, probe = tempfile.mkstemp(prefix=".probe-", dir=sessions)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as e:
+        where = f"ZERO_HOME={home}" if os.environ.get("ZERO_HOME") else f"the data folder {home}"
+        reason = (e.strerror or type(e).__name__).lower()
+        raise ConfigError(f"{where} is not writable: {reason}; set ZERO_HOME to a writable folder") from e
+
+
 def _unheld(folder: Path) -> bool:
     """Nobody holds the session's lease: the process that ran it has ended."""
     try:
         fd = os.open(folder / "lease", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-    except OSError:
-        return False
+    except FileNotFoundError:
+        return False  # the folder is gone
+    except OSError:  # a read-only disk: a lock can still be tried through a read-only descriptor
+        try:
+            fd = os.open(folder / "lease", os.O_RDONLY | os.O_CLOEXEC)
+        except FileNotFoundError:
+            return True  # a run makes its lease before anything else: none, no run
+        except OSError:
+            return False
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:

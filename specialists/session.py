@@ -25,10 +25,12 @@ from anyio.streams.memory import MemoryObjectReceiveStream
 from zero.agent import (
     AgentConfig,
     AgentRun,
+    CallPermit,
     Event,
     EventHub,
     Listener,
     Message,
+    ModelRequest,
     RunResult,
     RunStatus,
     StatusChanged,
@@ -75,6 +77,7 @@ class AgentSession:
         self.hub.listen(self._track)
         if relay is not None:
             self.hub.listen(relay)
+        config.guards = (_Recorded(store, session_id), *config.guards)  # before a budget reserves anything
         self.agent = AgentRun(config, session_id, history, self.hub.emit, recorded=recorded, checkpoint=self._written)
         self.delegator: Delegator | None = None  # its Task machinery, when it may delegate
         self._toolsets = list(toolsets)
@@ -244,3 +247,22 @@ class AgentSession:
             self._usage = self._usage + event.usage
         elif event.kind == "run_end" and event.usage.partly_unpriced:  # unknown, even with no call done
             self._usage = self._usage + Usage(cost_usd=None)
+
+
+class _Recorded:
+    """The call guard that stops a run whose session can no longer be written, before its next model
+    call (a tool with a side effect waits for its call to be written anyway: see ``_written``)."""
+
+    def __init__(self, store: SessionStore, session_id: str):
+        self.store = store
+        self.session_id = session_id
+
+    async def before_call(self, request: ModelRequest, run_usage: Usage) -> CallPermit | None:
+        self.store.check(self.session_id)
+        return None
+
+    async def before_retry(self, permit: CallPermit | None) -> None:
+        self.store.check(self.session_id)
+
+    async def after_call(self, permit: CallPermit | None, usage: Usage | None) -> None:
+        return None

@@ -15,6 +15,7 @@ and which exit code the CLI gives (DESIGN.md section 5)::
         ├── BudgetExhaustedError  a token, cost, turn or time limit was reached (exit 4)
         ├── ToolError             a tool call could not be carried out
         ├── SessionError          the session store is missing or damaged
+        │   └── SessionWriteError a session's files could not be written (disk full, ...)
         └── InternalError         a bug in Zero: it ends that agent's run, not the others'
 
 Messages say what happened, why, and what to do.
@@ -31,6 +32,7 @@ __all__ = [
     "BudgetExhaustedError",
     "ConfigError",
     "ContextTooLongError",
+    "EmptyAnswerError",
     "InternalError",
     "OverloadedError",
     "ProviderConnectionError",
@@ -39,6 +41,7 @@ __all__ = [
     "RateLimitError",
     "RunError",
     "SessionError",
+    "SessionWriteError",
     "StreamDroppedError",
     "ToolError",
     "UsageError",
@@ -153,6 +156,13 @@ class EmptyResponseError(StreamDroppedError):
     max_retries = 1
 
 
+class EmptyAnswerError(ProviderError):
+    """The model finished its answer with nothing in it (no text, no tool call) twice in a row: the loop
+    asks once more after the first, since a sampling model may answer then."""
+
+    code = "empty_answer"
+
+
 class BudgetExhaustedError(RunError):
     """A budget limit was reached; no further model call may start."""
 
@@ -181,6 +191,13 @@ class SessionError(RunError):
     """A session is missing or its files are damaged."""
 
     code = "session_error"
+
+
+class SessionWriteError(SessionError):
+    """A session's log or metadata could not be written (disk full, a file-size limit, a read-only or
+    failing disk): the run that writes it stops, and the session keeps its last whole event."""
+
+    code = "session_write_error"
 
 
 class InternalError(RunError):

@@ -316,6 +316,29 @@ async def test_a_dropped_stream_restarts_the_answer_after_a_marker(workspace: Pa
     assert result.output == "A different answer this time."
 
 
+async def test_an_empty_answer_is_asked_again_once_then_fails_the_run(workspace: Path) -> None:
+    run, rec, provider = make_run(workspace, [turn(1), turn(1, reasoning="Thinking, but saying nothing.")])
+    result = await run.run("hi")
+    assert result.status == "failed" and result.error_code == "empty_answer" and result.turns == 2
+    assert result.error == "the model returned nothing (no text and no tool call), twice"
+    assert len(provider.calls) == 2 and provider.calls[0].messages == provider.calls[1].messages
+    warning = rec.of("warning")[0]
+    assert (warning.code, warning.message) == (
+        "empty_answer",
+        "the model returned nothing (no text and no tool call); asking it once more",
+    )
+    assert len(rec.of("usage")) == 2  # both calls are counted, as any call is
+    assert rec.of("error")[0].code == "empty_answer" and rec.of("run_end")[0].status == "failed"
+
+
+async def test_an_answer_after_an_empty_one_completes_the_run(workspace: Path) -> None:
+    run, rec, provider = make_run(workspace, [turn(1), turn(1, "Here it is.")])
+    result = await run.run("hi")
+    assert result.status == "completed" and result.output == "Here it is." and result.turns == 2
+    provider.assert_consumed()
+    assert [m.role for m in run.messages] == ["system", "user", "assistant"]  # nothing empty in the history
+
+
 async def test_a_permanent_provider_error_fails_the_run(workspace: Path) -> None:
     run, rec, _ = make_run(workspace, [turn(1, error=ScriptError(kind="auth", message="bad key"))])
     result = await run.run("hi")

@@ -338,3 +338,58 @@ def test_a_member_resumed_alone_spends_what_its_team_has_left(workspace: Path, t
         "--cwd", str(workspace), "--max-output-tokens", "100",
     )  # fmt: skip
     assert unlimited.returncode == 0 and unlimited.stdout == "more\n"
+
+
+def test_damaged_sessions_are_listed_as_damaged_with_what_is_wrong(tmp_path: Path) -> None:
+    s = store()
+    good, broken, half = (f"zero_20260101000000_{n * 12}" for n in "abc")
+    for sid in (good, broken):
+        s.create(SessionMetadata(session_id=sid, cwd=str(tmp_path), status="completed", title=sid[-3:]))
+    s.flush()
+    (s.path(broken) / "metadata.json").write_text("{not json")
+    (s.root / half).mkdir()  # a folder a crash left before its metadata was written
+    listed = zero("sessions", "list")
+    assert listed.returncode == 0
+    rows = {line.split()[0]: line.split(None, 7) for line in listed.stdout.splitlines()[1:]}
+    assert rows[short_id(good)][2] == "completed"
+    assert rows[short_id(half)][2:] == ["damaged", "?", "?", "?", "0s", "metadata.json is missing"]
+    assert rows[short_id(broken)][2] == "damaged"
+    assert rows[short_id(broken)][7].startswith("metadata.json is damaged: 1 validation error for SessionMetadata")
+    as_json = {row["sessionId"]: row for row in json.loads(zero("sessions", "list", "--json").stdout)}
+    assert as_json[half] == {
+        "sessionId": half,
+        "status": "damaged",
+        "damaged": f"{s.path(half)}/metadata.json is missing",
+        "updatedAt": as_json[half]["updatedAt"],
+    }
+    assert as_json[broken]["damaged"].startswith(f"{s.path(broken)}/metadata.json is damaged: ")
+    assert as_json[good]["status"] == "completed"
+    damaged = json.loads(zero("sessions", "list", "--status", "damaged", "--json").stdout)
+    assert {row["sessionId"] for row in damaged} == {broken, half}
+
+
+def test_show_says_a_log_is_missing_or_emptied_and_fails_rather_than_show_nothing(tmp_path: Path) -> None:
+    s = store()
+    new, emptied, removed = (f"zero_20260101000000_{n * 12}" for n in "abc")
+    for sid in (new, emptied, removed):
+        s.create(SessionMetadata(session_id=sid, cwd=str(tmp_path)))
+    for sid in (emptied, removed):
+        s.append(sid, [StatusChanged(session_id=sid, status="completed")])
+    s.flush()
+    fresh = zero("sessions", "show", new)  # made, never run: an empty log is all it has
+    assert fresh.returncode == 0 and fresh.stdout.endswith("\n(no events yet: the session's log is empty)\n")
+    (s.path(emptied) / "events.jsonl").write_text("")
+    cut = zero("sessions", "show", emptied)
+    assert cut.returncode == 1
+    assert cut.stderr == (
+        f"zero: error: the log of session {emptied} is empty, but its metadata counts 1 event: "
+        "the log was cut or replaced, and what it held is lost\n"
+    )
+    assert zero("sessions", "show", emptied, "--json").stderr == cut.stderr
+    (s.path(removed) / "events.jsonl").unlink()
+    gone = zero("sessions", "show", removed)
+    assert gone.returncode == 1
+    assert gone.stderr == (
+        f"zero: error: {s.path(removed)}/events.jsonl is missing: the session's log (its record) was removed, "
+        "and what it held is lost\n"
+    )

@@ -281,15 +281,17 @@ def test_the_metadata_of_a_busy_session_reaches_the_disk_within_the_interval(tmp
     assert on_disk(store, sid)["status"] == "running"
 
 
-def test_a_failed_submit_is_raised_by_the_next_submit_or_flush(store: SessionStore) -> None:
+def test_a_failed_submit_stops_the_sessions_writes_and_is_raised_by_check_written_and_flush(
+    store: SessionStore,
+) -> None:
     store.submit("ghost", [tick("ghost", "x")])  # queued: the writer finds no such session
     with pytest.raises(SessionError, match="session ghost not found"):
         store.flush()
-    store.flush()  # raised once, then cleared
-    store.submit("ghost", [tick("ghost", "x")])
-    store.metadata(make(store))  # the writer has tried by now
-    with pytest.raises(SessionError, match="session ghost not found"):
-        store.submit("ghost", [tick("ghost", "y")])
+    store.flush()  # a flush of everything raises it once
+    store.submit("ghost", [tick("ghost", "y")])  # dropped, never raised where events are emitted
+    for ask in (store.check, store.written, store.flush):  # the session's own run hears it every time
+        with pytest.raises(SessionError, match="session ghost not found"):
+            ask("ghost")
 
 
 def test_two_stores_on_one_session_keep_sequences_and_usage_whole(tmp_path: Path) -> None:
