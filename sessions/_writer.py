@@ -81,8 +81,6 @@ class Writer:
 
     def put(self, request: Request) -> None:
         with self.lock:
-            if request.kind == "append" and request.done is None and request.session_id in self.faults:
-                return  # after a batch that could not be written, nothing is (the run hears it from check)
             while len(self.queue) >= MAX_QUEUED:
                 self.room.wait()
             self.queue.append(request)
@@ -292,21 +290,29 @@ class Writer:
                     request.done.set()
 
     def _write_events(self, log: OpenLog, requests: list[Request]) -> None:
-        lines: list[str] = []
-        events: list[Event] = []
+        """The requests' batches, in one write; if the disk takes only part of it, the batches it took whole
+        stay (a prefix of what happened), and only what the log holds is folded into the metadata."""
+        batches: list[tuple[Request, bytes]] = []
         seq = log.seq
         for request in requests:
+            lines = []
             for event in request.events:
                 seq += 1
                 record = record_of(log.session_id, seq, request.created, event)
                 record["payload"] = self.redact(record["payload"])  # values only, never keys or structure
-                lines.append(_encode(record))
-                events.append(event)
-        if lines:
-            data = ("\n".join(lines) + "\n").encode("utf-8")
-            log.append(data)
-            log.seq, log.last_type = seq, events[-1].kind
-            for event in events:  # only what the log holds is folded in
+                lines.append(_encode(record) + "\n")
+            if lines:
+                batches.append((request, "".join(lines).encode("utf-8")))
+        kept, cut = len(batches), None
+        if batches:
+            try:
+                log.append(b"".join(data for _, data in batches), [len(data) for _, data in batches])
+            except _Cut as e:
+                kept, cut = e.kept, e.error
+        for request, _ in batches[:kept]:
+            for event in request.events:
+                log.seq += 1
+                log.last_type = event.kind
                 apply_event(log.meta, event)
                 log.changes.append(event)
         for request in requests:
@@ -314,6 +320,8 @@ class Writer:
                 log.meta.updated_at = request.created
                 log.dirty = True
         log.meta.event_count, log.meta.last_event_type = log.seq, log.last_type
+        if cut is not None:
+            raise cut
 
     def _take_lease(self, session_id: str, *, wait: bool = True) -> bool:
         """Hold the session's lease (a lock the kernel drops when this process dies) for as long as this
@@ -454,17 +462,29 @@ class OpenLog:
     def due(self, interval: float) -> bool:
         return self.dirty and time.monotonic() - self.written_at >= interval
 
-    def append(self, data: bytes) -> None:
-        """Add whole lines to the log. A write the disk refuses part way is taken back: the log ends
-        with its last whole event, never with part of a batch."""
+    def append(self, data: bytes, batches: Sequence[int]) -> None:
+        """Add ``data``, whole batches of whole lines (``batches``: their lengths, in order), to the log. A
+        write the disk refuses part way is taken back to the end of the last batch it took whole, and
+        raises ``_Cut``: the log never ends with part of a batch."""
         view = memoryview(data)
+        written = 0
         try:
             while view:
-                view = view[os.write(self.fd, view) :]
+                n = os.write(self.fd, view)
+                written, view = written + n, view[n:]
         except OSError as e:
+            kept = whole = 0
+            for length in batches:
+                if whole + length > written:
+                    break
+                kept, whole = kept + 1, whole + length
             with contextlib.suppress(OSError):
-                os.ftruncate(self.fd, self.size)  # shrinking needs no room, and no file-size limit stops it
-            raise write_fault(e, self.log_path) from e
+                os.ftruncate(self.fd, self.size + whole)  # shrinking needs no room, nor passes a file-size limit
+            self.size += whole
+            self.unsynced = self.unsynced or whole > 0
+            fault = write_fault(e, self.log_path)
+            fault.__cause__ = e
+            raise _Cut(kept, fault) from e
         self.size += len(data)
         self.unsynced = True
 
@@ -517,7 +537,11 @@ class OpenLog:
             end = _interrupted(self.session_id)
             record = record_of(self.session_id, self.seq + 1, now_iso(), end)
             record["payload"] = redact(record["payload"])
-            self.append((_encode(record) + "\n").encode("utf-8"))
+            line = (_encode(record) + "\n").encode("utf-8")
+            try:
+                self.append(line, [len(line)])
+            except _Cut as e:
+                raise e.error from e.error.__cause__
             self.seq += 1
             self.last_type = end.kind
             apply_event(meta, end)
@@ -571,6 +595,14 @@ def derive_interrupted(folder: Path) -> SessionMetadata:
     if meta.status in ("pending", "running"):
         apply_event(meta, _interrupted(meta.session_id))
     return meta
+
+
+class _Cut(Exception):  # noqa: N818 (not an error of its own: it carries one)
+    """A write the disk took only ``kept`` batches of; ``error`` says why."""
+
+    def __init__(self, kept: int, error: SessionWriteError):
+        super().__init__(str(error))
+        self.kept, self.error = kept, error
 
 
 def write_fault(e: OSError, path: str | Path, *, created: bool = True) -> SessionWriteError:

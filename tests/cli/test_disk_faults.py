@@ -29,13 +29,9 @@ tool_calls = [{ name = "write_file", arguments = { path = "after.txt", content =
 match = { turn = 3 }
 text = "done"
 """
-READ_THEN_ANSWER = """
+BIG_ANSWER = f"""
 [[turns]]
-match = { turn = 1 }
-tool_calls = [{ name = "read_file", arguments = { path = "big.txt" } }]
-[[turns]]
-match = { turn = 2 }
-text = "The file is all x."
+text = "{"y" * 30_000}"
 """
 GO_ON = """
 [[turns]]
@@ -104,22 +100,16 @@ def test_a_full_disk_stops_the_run_failed_before_its_next_side_effect_and_the_se
 
 
 def test_an_answer_the_full_disk_lost_is_a_failed_run_not_a_completed_one(tmp_path: Path, workspace: Path) -> None:
-    (workspace / "big.txt").write_text(BIG)
-    script = write_script(tmp_path / "script.toml", READ_THEN_ANSWER)
+    script = write_script(tmp_path / "script.toml", BIG_ANSWER)
     home = tmp_path / "home"
     with tmpfs(home, "1m"):
-        fill(home, leave=32 * 1024)
-        done = zero(
-            "exec",
-            "read big.txt",
-            *scripted(script, workspace),
-            "--output-format",
-            "json",
-            env={"ZERO_HOME": str(home)},
-        )
+        fill(home, leave=32 * 1024)  # the answer is the last thing the run writes, and it does not fit
+        json_out = ("--output-format", "json")
+        done = zero("exec", "answer", *scripted(script, workspace), *json_out, env={"ZERO_HOME": str(home)})
         sid = only_session(home)
         result = json.loads(done.stdout)
         assert done.returncode == 1 and result["status"] == "failed" and result["exitCode"] == 1
+        assert result["sessionId"] == sid and result["turns"] == 1  # the run's own result, not a late error
         assert result["error"] == {"code": "session_write_error", "message": disk_full(home, sid)[13:-1]}
         assert done.stderr == ""  # said once, in the result
         assert stored_status(home, sid) == "failed"

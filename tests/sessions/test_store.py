@@ -11,9 +11,10 @@ import time
 from pathlib import Path
 
 import pytest
+from support.mounts import fill, tmpfs
 
 from zero.agent import ChildFinished, MessageAdded, RunFinished, RunStarted, Usage, UsageUpdated, WarningRaised
-from zero.errors import SessionError, UsageError
+from zero.errors import SessionError, SessionWriteError, UsageError
 from zero.sessions import FileSessionStore, SessionMetadata, new_session_id, validate_session_id
 
 SessionStore = FileSessionStore
@@ -373,3 +374,22 @@ def test_sessions_beyond_the_open_limit_are_closed_with_their_metadata_written(
     assert evicted["eventCount"] == 2 and evicted["status"] == "running"  # written as it was closed
     for sid in sids:
         assert [e.event.model for e in store.events(sid)] == ["0", "1"]  # type: ignore[union-attr]
+
+
+def test_a_batch_the_full_disk_refuses_is_taken_back_and_the_session_still_says_failed(tmp_path: Path) -> None:
+    with tmpfs(tmp_path / "disk", "256k") as disk:
+        store = SessionStore(disk / "sessions")
+        sid = make(store)  # its metadata written once: the next write goes to the spare made with it
+        store.submit(sid, [tick(sid, "before")])
+        store.written(sid)  # in the log, its metadata not written again
+        fill(disk, leave=0)
+        store.submit(sid, [tick(sid, "x" * 20_000)])
+        with pytest.raises(SessionWriteError, match=rf"^cannot write the session: disk full \({store.path(sid)}/"):
+            store.written(sid)
+        store.submit(sid, [tick(sid, "after")])  # nothing is written after the gap
+        with pytest.raises(SessionWriteError):
+            store.flush(sid)
+        store.release(sid)
+        assert [r["sequence"] for r in raw(store, sid)] == [1] and labels(store, sid) == ["before"]
+        meta = SessionStore(disk / "sessions").metadata(sid)  # as another process reads it
+        assert meta.status == "failed" and meta.event_count == 1

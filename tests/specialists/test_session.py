@@ -7,10 +7,11 @@ from typing import Any
 
 import anyio
 import pytest
+from support.mounts import fill, tmpfs
 
-from zero.agent import Event, ScriptedProvider, ScriptMatch, ScriptToolCall, ScriptTurn
-from zero.errors import SessionError
-from zero.sessions import MemorySessionStore, SessionStore, messages_from_events
+from zero.agent import Event, ScriptedProvider, ScriptMatch, ScriptToolCall, ScriptTurn, WarningRaised
+from zero.errors import SessionError, SessionWriteError
+from zero.sessions import FileSessionStore, MemorySessionStore, SessionStore, messages_from_events
 from zero.specialists import AgentContext, SpecialistRegistry, open_agent, resume_agent
 from zero.specialists.session import AgentSession
 from zero.tools import Workspace
@@ -123,3 +124,20 @@ async def test_cancel_ends_the_run_with_the_status_given_even_before_it_started(
         "interrupted",
         "cancelled",
     ]
+
+
+async def test_a_session_whose_writes_stopped_makes_no_more_model_calls(workspace: Path, tmp_path: Path) -> None:
+    with tmpfs(tmp_path / "disk", "256k") as disk:
+        store = FileSessionStore(disk / "sessions")
+        ctx = context(workspace, store, [said("go on", "never asked for")])
+        session = await open_agent(ctx, title="t", system_prompt="You are Zero.", permission_mode="auto", max_turns=5)
+        fill(disk, leave=0)
+        store.submit(session.session_id, [WarningRaised(session_id=session.session_id, code="x", message="x" * 9000)])
+        with pytest.raises(SessionWriteError):
+            store.written(session.session_id)
+        async with session:
+            result = await session.send("go on")
+        assert result.status == "failed" and result.error_code == "session_write_error"
+        assert result.error is not None and result.error.startswith("cannot write the session: disk full (")
+        provider = ctx.provider
+        assert isinstance(provider, ScriptedProvider) and provider.calls == []
