@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import time
 import traceback
 from collections.abc import Awaitable, Callable
@@ -83,10 +84,12 @@ Emit = Callable[[Event], None]
 
 @dataclass(frozen=True, slots=True)
 class CallPermit:
-    """A guard's leave for one model call: ``note`` is shown to the model before it."""
+    """A guard's leave for one model call: ``note`` is shown to the model before it; ``max_output_tokens``
+    is a lower output cap the call must be sent with (a budget with room for no more)."""
 
     token: object = None
     note: str | None = None
+    max_output_tokens: int | None = None
 
 
 class CallGuard(Protocol):
@@ -106,6 +109,14 @@ class CallGuard(Protocol):
 
 
 Permits = list[tuple[CallGuard, CallPermit | None]]  # of one call, from each guard in turn
+
+
+def _within(request: ModelRequest, permits: Permits) -> ModelRequest:
+    """``request`` with the lowest output cap a permit asks for."""
+    caps = [p.max_output_tokens for _, p in permits if p is not None and p.max_output_tokens is not None]
+    if not caps or min(caps) >= (request.max_output_tokens or math.inf):
+        return request
+    return replace(request, max_output_tokens=min(caps))
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,6 +176,7 @@ class _Turn:
     permits: Permits = field(default_factory=list)
     usage: Usage | None = None
     finish: str | None = None  # why the model stopped: stop, tool_calls, length (the output cap)
+    cap: int | None = None  # the output cap the call was sent with
 
 
 async def _release(permits: Permits, usage: Usage | None) -> None:
@@ -284,9 +296,12 @@ class AgentRun:
                 if turn.usage is not None:
                     self.emit(UsageUpdated.of(self.session_id, config.model, turn.usage))
                 if turn.finish == "length":
-                    self.emit(WarningRaised(session_id=self.session_id, code="output_capped", message=self._capped()))
+                    capped = self._capped(turn.cap)
+                    self.emit(WarningRaised(session_id=self.session_id, code="output_capped", message=capped))
+                    if not turn.calls and (turn.cap or 0) < self._output_cap:  # the budget's cap, not the user's
+                        raise BudgetExhaustedError(f"the answer was cut: {capped}")
                     if not turn.calls:
-                        raise OutputCappedError(f"the answer was cut: {self._capped()}")
+                        raise OutputCappedError(f"the answer was cut: {capped}")
                 if not turn.calls and not "".join(turn.text).strip():  # neither text nor a call: ask once more
                     empty += 1
                     if empty > 1:
@@ -399,7 +414,9 @@ class AgentRun:
         notes = [permit.note for _, permit in turn.permits if permit is not None and permit.note]
         for note in notes:
             self._add(Message("user", note))
-        return self._request() if notes else request
+        request = _within(self._request() if notes else request, turn.permits)
+        turn.cap = request.max_output_tokens
+        return request
 
     async def _permits(self, request: ModelRequest) -> Permits:
         """Every guard's permit for ``request``; if one refuses, those already given go back unused."""
@@ -434,6 +451,7 @@ class AgentRun:
             metadata={"session_id": self.session_id},
         )
         permits = await self._permits(request)  # a summary is a model call like any other: budgets see it
+        request = _within(request, permits)
         parts: list[str] = []
         usage: Usage | None = None
         try:
@@ -468,7 +486,12 @@ class AgentRun:
         )
         return True
 
-    def _capped(self) -> str:
+    def _capped(self, cap: int | None = None) -> str:
+        if cap is not None and cap < self._output_cap:
+            return (
+                f"the model reached the output cap of {cap} tokens before it finished: all the budget had room "
+                f"for in this call (the cap is {self._output_cap} otherwise)"
+            )
         return (
             f"the model reached the output cap of {self._output_cap} tokens a call before it finished. "
             "Raise it with --max-output-tokens, or max_output_tokens in config.toml, the manifest or the team file"
@@ -557,7 +580,7 @@ class AgentRun:
         turn.finish = finish
         if finish == "length":  # a call whose arguments broke off is not run with half of them
             cut = (
-                f"this call was cut at the output cap ({self._output_cap} tokens) before its arguments were "
+                f"this call was cut at the output cap ({request.max_output_tokens} tokens) before its arguments were "
                 "complete, so it was not run; do the work in smaller steps (e.g. write a long file in parts)"
             )
             turn.calls[:] = [replace(c, parse_error=cut) if c.parse_error else c for c in turn.calls]

@@ -1,16 +1,20 @@
 """The budget ledger: one per team run, shared by every member and every sub-task.
 
-Before each model call the caller reserves an estimate (the prompt's tokens, the call's output
-cap, one turn, and their price); after it, the actual usage is booked and the rest released.
-A reservation that does not fit while other calls hold reservations waits for them to settle;
-one that does not fit with nothing held trips the ledger: from then on every reservation is
-refused, and the summary names the limit and the amounts.
+Before each model call the caller reserves what the call can cost at most (the prompt's tokens,
+the call's output cap, one turn, and their price); after it, the actual usage is booked and the
+rest released. A reservation that does not fit while other calls hold reservations waits for them
+to settle. One that still does not fit with nothing held is made smaller: the call's output cap
+is lowered to what the rest of the limit can pay (never below ``MIN_OUTPUT`` tokens), and the
+request is sent with that cap. Only when even that does not fit does the ledger trip: from then
+on every reservation is refused, and the summary names the limit and the amounts.
 
 The bound on overshoot: a limit is passed only by what the calls in flight at the trip used
 beyond what they reserved, which is the error of their prompt estimates (their output is capped
-at what they reserved, unless a server ignores the cap). Prompt estimates err high (see
-``estimate_tokens``) and each model's real ratio is learnt from the usage it reports, so after
-a model's first call the error is that of one call's change in the mix of text.
+at what they reserved, lowered cap included, unless a server ignores the cap). Prompt estimates
+err high (see ``estimate_tokens``) and each model's real ratio is learnt from the usage it
+reports, so after a model's first call the error is that of one call's change in the mix of text.
+Without the lowering, a limit smaller than a few calls' caps stopped a team early: eight members
+with 8,192-token caps reached a third of a $0.02 limit.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import NoReturn
 
 import anyio
 
@@ -26,9 +31,11 @@ from zero.agent import CallPermit, ModelRequest, PriceTable, Usage
 from zero.errors import BudgetExhaustedError
 from zero.orchestrator.team import MemberBudget, TeamBudget
 
-__all__ = ["BudgetGuard", "Calibration", "Ledger", "Trip"]
+__all__ = ["MIN_OUTPUT", "BudgetGuard", "Calibration", "Ledger", "Shrink", "Trip"]
 
 WARN_AT = 0.8
+MIN_OUTPUT = 1024
+"""A call's output cap is never lowered below this to fit a budget: a smaller answer is seldom of use."""
 LIMIT_NAMES = {"tokens": "tokens", "cost_usd": "cost", "turns": "turns", "wall_seconds": "time", "retries": "retries"}
 _UNITS = {"tokens": " tokens", "turns": " model calls", "wall_seconds": " s", "retries": " retries"}
 
@@ -45,10 +52,10 @@ class Trip:
     def __str__(self) -> str:
         if self.limit == "cost_usd":
             text = f"cost limit reached: ${self.used:.4f} used of ${self.allowed:.4f}"
-            return text + (f"; the next call needed up to ${self.requested:.4f} more" if self.requested else "")
+            return text + (f"; the next call needed ${self.requested:.4f} more" if self.requested else "")
         unit = _UNITS[self.limit]
         text = f"{LIMIT_NAMES[self.limit]} limit reached: {self.used:g}{unit} used of {self.allowed:g}{unit}"
-        return text + (f"; the next call needed up to {self.requested:g} more" if self.requested else "")
+        return text + (f"; the next call needed {self.requested:g} more" if self.requested else "")
 
 
 @dataclass
@@ -65,6 +72,17 @@ class Reservation:
     cost_usd: float
     turns: int = 1
     ledgers: list[Ledger] = field(default_factory=list)
+    output: int | None = None  # the output cap the call must be sent with, when it was lowered to fit
+
+
+@dataclass(frozen=True)
+class Shrink:
+    """How a reservation may be made smaller when it does not fit: the ``output`` tokens it holds (the call's
+    cap) may be lowered to ``least``, each one costing ``price`` dollars."""
+
+    output: int
+    least: int
+    price: float
 
 
 @dataclass(frozen=True)
@@ -151,13 +169,26 @@ class Ledger:
         if self.trip is not None:
             raise BudgetExhaustedError(f"{self.name} budget exhausted: {self.trip}", limit=self.trip.limit)
 
-    async def reserve(self, tokens: int, cost_usd: float | None, turns: int = 1) -> Reservation:
+    async def reserve(
+        self, tokens: int, cost_usd: float | None, turns: int = 1, *, shrink: Shrink | None = None
+    ) -> Reservation:
         """Hold room for one call in this ledger and its parents: at once if it fits, after the calls
-        in flight settle if it may fit then, or never (the ledger trips and this raises)."""
+        in flight settle if it may fit then, else with its output lowered as ``shrink`` allows, or never
+        (the ledger trips and this raises)."""
         chain = self._chain()
+        output = None
         while True:
             # The team first: its trip is the one to report.
-            waiting = next((ledger for ledger in reversed(chain) if not ledger._fits(tokens, cost_usd, turns)), None)
+            verdicts = [(ledger, ledger._verdict(tokens, cost_usd, turns)) for ledger in reversed(chain)]
+            short = next(((ledger, v) for ledger, v in verdicts if v[0] == "short"), None)
+            if short is not None:
+                smaller = _shrunk(chain, tokens, cost_usd, turns, shrink, output)
+                if smaller is None:
+                    ledger, (_, key, amount) = short
+                    ledger._refuse(key, _least(key, amount, shrink, output))
+                tokens, cost_usd, output = smaller
+                continue
+            waiting = next((ledger for ledger, v in verdicts if v[0] == "wait"), None)
             if waiting is None:
                 break
             await waiting._changed.wait()
@@ -166,13 +197,13 @@ class Ledger:
             ledger.reserved.tokens += tokens
             ledger.reserved.cost_usd += cost_usd or 0
             ledger.reserved.turns += turns
-        return Reservation(tokens, cost_usd or 0, turns, chain)
+        return Reservation(tokens, cost_usd or 0, turns, chain, output)
 
-    def _fits(self, tokens: int, cost_usd: float | None, turns: int) -> bool:
-        """Whether a call needing this much fits now (True), may fit once the calls in flight
-        settle (False), or never will (trips and raises)."""
+    def _verdict(self, tokens: int, cost_usd: float | None, turns: int) -> tuple[str, str, float]:
+        """Whether a call needing this much fits now (``fits``), may fit once the calls in flight settle
+        (``wait``), or does not fit with nothing in flight (``short``, with the limit and the amount)."""
         self.check()
-        fits = True
+        verdict = "fits"
         for key, amount in (("tokens", tokens), ("cost_usd", cost_usd), ("turns", turns)):
             limit = self._limit(key)
             if limit is None:
@@ -184,16 +215,23 @@ class Ledger:
                     "cannot be checked against the cost limit",
                     limit=key,
                 )
-            used = getattr(self.used, key)
-            held = getattr(self.reserved, key)
-            if used + held + amount <= limit:
+            if getattr(self.used, key) + getattr(self.reserved, key) + amount <= limit:
                 continue
-            if self.in_flight:
-                fits = False
-                continue
-            self._trip(Trip(key, round(used, 6), limit, amount))
-            raise BudgetExhaustedError(f"{self.name} budget exhausted: {self.trip}", limit=key)
-        return fits
+            if not self.in_flight:
+                return "short", key, amount
+            verdict = "wait"
+        return verdict, "", 0.0
+
+    def _refuse(self, key: str, amount: float) -> NoReturn:
+        limit = self._limit(key)
+        assert limit is not None
+        self._trip(Trip(key, round(getattr(self.used, key), 6), limit, amount))
+        raise BudgetExhaustedError(f"{self.name} budget exhausted: {self.trip}", limit=key)
+
+    def _room(self, key: str) -> float:
+        """What is left of a limit, counting what the calls in flight hold (inf: no limit)."""
+        limit = self._limit(key)
+        return math.inf if limit is None else limit - getattr(self.used, key) - getattr(self.reserved, key)
 
     def retry(self) -> None:
         """Count one retry of a model call in this ledger and its parents, or trip and raise when
@@ -246,6 +284,33 @@ class Ledger:
         return out
 
 
+def _least(key: str, amount: float, shrink: Shrink | None, lowered: int | None) -> float:
+    """The least of ``key`` a call needing ``amount`` could be made with (its output lowered all the way)."""
+    if shrink is None or key not in ("tokens", "cost_usd"):
+        return amount
+    cut = (shrink.output if lowered is None else lowered) - shrink.least
+    return amount - max(0, cut) * (1 if key == "tokens" else shrink.price)
+
+
+def _shrunk(
+    chain: list[Ledger], tokens: int, cost_usd: float | None, turns: int, shrink: Shrink | None, lowered: int | None
+) -> tuple[int, float | None, int] | None:
+    """The call's amounts with its output lowered to what every ledger of ``chain`` has room for, and that
+    output; None if that is below ``shrink.least`` (or nothing may be lowered)."""
+    if shrink is None or any(ledger._room("turns") < turns for ledger in chain):
+        return None
+    held = shrink.output if lowered is None else lowered
+    prompt_tokens, prompt_cost = tokens - held, (cost_usd or 0.0) - held * shrink.price
+    room = min(ledger._room("tokens") for ledger in chain) - prompt_tokens
+    if shrink.price > 0:
+        room = min(room, (min(ledger._room("cost_usd") for ledger in chain) - prompt_cost) / shrink.price)
+    # At least one token less than it holds (it did not fit): a float sum a hair over the limit shrinks again.
+    output = min(held - 1, math.floor(room)) if room < math.inf else -1
+    if output < shrink.least:
+        return None
+    return prompt_tokens + output, None if cost_usd is None else prompt_cost + output * shrink.price, output
+
+
 class BudgetGuard:
     """The call guard of one member and its sub-tasks: reserve before, settle after, count
     retries, warn at 80 %. The output part of a reservation is the request's own output cap."""
@@ -265,9 +330,10 @@ class BudgetGuard:
             cost = price.cost(Usage(prompt, output))
         else:  # unknown price: nothing to hold, unless a cost limit must be checked (then refuse)
             cost = None if self._needs_price() else 0.0
-        reservation = await self.ledger.reserve(prompt + output, cost)
+        shrink = Shrink(output, min(output, MIN_OUTPUT), price.output / 1e6 if price is not None else 0.0)
+        reservation = await self.ledger.reserve(prompt + output, cost, shrink=shrink)
         note = self._note(request.metadata.get("session_id", ""))
-        return CallPermit(_Held(reservation, request.model, estimate), note)
+        return CallPermit(_Held(reservation, request.model, estimate), note, max_output_tokens=reservation.output)
 
     async def before_retry(self, permit: CallPermit | None) -> None:
         self.ledger.retry()

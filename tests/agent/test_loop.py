@@ -14,8 +14,10 @@ from zero.agent import (
     AgentRun,
     Approval,
     ApprovalRequest,
+    CallPermit,
     Event,
     Message,
+    ModelRequest,
     PermissionRequested,
     Price,
     PriceTable,
@@ -24,6 +26,7 @@ from zero.agent import (
     ScriptMatch,
     ScriptToolCall,
     ScriptTurn,
+    Usage,
 )
 from zero.agent.loop import RESTARTED
 from zero.agent.providers.scripted import ScriptError
@@ -433,6 +436,39 @@ async def test_an_answer_cut_at_the_output_cap_ends_output_capped(workspace: Pat
     assert "output cap of 20 tokens" in (result.error or "") and "--max-output-tokens" in (result.error or "")
     assert [w.code for w in rec.of("warning")] == ["output_capped", "output_capped"]
     assert rec.of("run_end")[0].status == "output_capped"
+
+
+class Lowers:
+    """A guard that, like a budget near its limit, leaves room for fewer output tokens than the cap."""
+
+    def __init__(self, cap: int):
+        self.cap = cap
+
+    async def before_call(self, request: ModelRequest, run_usage: Usage) -> CallPermit:
+        return CallPermit(max_output_tokens=self.cap)
+
+    async def before_retry(self, permit: CallPermit | None) -> None:
+        return None
+
+    async def after_call(self, permit: CallPermit | None, usage: Usage | None) -> None:
+        return None
+
+
+async def test_a_guard_lowers_the_output_cap_and_an_answer_cut_there_ends_budget_exhausted(workspace: Path) -> None:
+    run, rec, provider = make_run(
+        workspace,
+        [turn(1, "Reading.", ("read_file", {"path": "README.md"})), turn(2, "The ans", finish="length")],
+        max_output_tokens=2000,
+        guards=(Lowers(1200), Lowers(1500)),
+    )
+    result = await run.run("What is the answer?")
+    assert [c.max_output_tokens for c in provider.calls] == [1200, 1200]  # the lowest a guard allows is sent
+    assert result.status == "budget_exhausted" and result.output == "The ans"
+    assert result.error == (
+        "the answer was cut: the model reached the output cap of 1200 tokens before it finished: all the budget "
+        "had room for in this call (the cap is 2000 otherwise)"
+    )
+    assert rec.of("warning")[0].code == "output_capped"
 
 
 async def test_the_output_cap_defaults_to_the_models(workspace: Path) -> None:

@@ -8,12 +8,12 @@ import anyio
 import pytest
 from support.teams import member, run_team
 
-from zero.agent import ModelRequest, RetryPolicy, ScriptToolCall, ScriptTurn, Usage, estimate_tokens
+from zero.agent import ModelRequest, PriceTable, RetryPolicy, ScriptToolCall, ScriptTurn, Usage, estimate_tokens
 from zero.agent.messages import Message
 from zero.agent.providers.scripted import ScriptError, ScriptUsage
 from zero.errors import BudgetExhaustedError
 from zero.orchestrator import Ledger, TeamBudget
-from zero.orchestrator.ledger import Calibration
+from zero.orchestrator.ledger import MIN_OUTPUT, Calibration, Shrink
 
 pytestmark = pytest.mark.anyio
 
@@ -79,6 +79,52 @@ async def test_a_cost_limit_with_eight_in_flight_trips_only_when_it_no_longer_fi
     assert len(provider.calls) == round(spent / 0.00056)
 
 
+async def test_a_cost_limit_with_default_output_caps_is_spent_not_starved_and_never_passed(
+    workspace: Path, tmp_path: Path
+) -> None:
+    # gpt-4.1-mini's own output cap, 8,192 tokens, costs up to $0.0131 a call: a $0.02 limit holds one
+    # such call. Without lowering the cap of calls that no longer fit whole, the team stopped at 33.6 %.
+    look = ScriptToolCall(name="list_directory")
+    usage = ScriptUsage(prompt_tokens=1000, completion_tokens=100)
+    turns = [member(n, "working", look, times=0, usage=usage) for n in NAMES]
+    result, runner, provider, _ = await run_team(workspace, tmp_path, eight("cost_usd = 0.02"), turns)
+    assert result.trip is not None and result.trip.limit == "cost_usd"
+    spent = runner.ledger.used.cost_usd
+    assert spent >= 0.8 * 0.02, spent
+    # The bound: every call was sent with no more output than the room it held, and its prompt estimate
+    # errs high, so no call could cost more than its reservation: the limit is never passed.
+    assert spent <= 0.02
+    caps = [call.max_output_tokens or 0 for call in provider.calls]
+    assert caps[0] == 8192 and min(caps) >= MIN_OUTPUT and caps[-1] < 8192
+    price = PriceTable.builtin().price("gpt-4.1-mini")
+    assert price is not None
+    held = [
+        price.cost(Usage(call.estimated_prompt_tokens(), cap)) for call, cap in zip(provider.calls, caps, strict=True)
+    ]
+    assert all(price.cost(Usage(1000, 100)) <= most for most in held)
+    # it tripped because even the smallest call (its output lowered to MIN_OUTPUT) no longer fit
+    assert spent + result.trip.requested > 0.02
+    assert result.trip.requested == pytest.approx(
+        price.cost(Usage(provider.calls[-1].estimated_prompt_tokens(), MIN_OUTPUT)), rel=0.05
+    )
+
+
+async def test_a_call_that_does_not_fit_whole_gets_the_output_cap_the_limit_has_room_for() -> None:
+    ledger = Ledger(TeamBudget(tokens=10_000))
+    shrink = Shrink(output=8000, least=1000, price=0.0)
+    first = await ledger.reserve(2000 + 8000, None, shrink=shrink)  # fits whole
+    assert first.output is None
+    Ledger.settle(first, Usage(2000, 500))  # 2,500 used: 7,500 left, too little for another whole one
+    second = await ledger.reserve(2000 + 8000, None, shrink=shrink)
+    assert second.output == 5500 and second.tokens == 7500
+    Ledger.settle(second, Usage(2000, 4000))  # 8,500 used: 1,500 left, less than a prompt and the least output
+    with pytest.raises(BudgetExhaustedError) as refused:
+        await ledger.reserve(2000 + 8000, None, shrink=shrink)
+    assert str(refused.value) == (
+        "team budget exhausted: tokens limit reached: 8500 tokens used of 10000 tokens; the next call needed 3000 more"
+    )
+
+
 async def test_a_reservation_that_does_not_fit_waits_for_the_calls_in_flight() -> None:
     ledger = Ledger(TeamBudget(tokens=1000))
     first = await ledger.reserve(600, None)
@@ -138,4 +184,4 @@ async def test_team_retries_are_counted_and_capped_together(workspace: Path, tmp
     # the rest never started
     assert "budget_exhausted" in statuses[:2] and statuses[2:] == ["budget_exhausted"] * 6
     assert result.to_json()["budget"]["used"]["retries"] == 5
-    assert str(result.trip) == "retries limit reached: 5 retries used of 5 retries; the next call needed up to 1 more"
+    assert str(result.trip) == "retries limit reached: 5 retries used of 5 retries; the next call needed 1 more"
