@@ -47,6 +47,7 @@ from zero.errors import (
 )
 from zero.tools import (
     PermissionMode,
+    ShellSettings,
     StreamRedactor,
     Tool,
     ToolContext,
@@ -162,6 +163,7 @@ class AgentConfig:
     max_output_chars: int = 24_000
     guards: tuple[CallGuard, ...] = ()
     unavailable: dict[str, str] = field(default_factory=dict)  # tool name -> why this agent may not use it
+    shell: ShellSettings = field(default_factory=ShellSettings)
 
 
 @dataclass(slots=True)
@@ -215,7 +217,10 @@ class AgentRun:
         self.messages: list[Message] = list(messages or [])
         self.emit = emit
         self.ctx = ToolContext(
-            workspace=config.workspace, session_id=session_id, permission_mode=config.permission_mode
+            workspace=config.workspace,
+            session_id=session_id,
+            permission_mode=config.permission_mode,
+            shell=config.shell,
         )
         self._warned: set[str] = set()  # warnings already given this run
         # One output cap a call: what the server is asked for and what a budget reserves.

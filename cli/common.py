@@ -20,13 +20,13 @@ from zero.agent.mcpconfig import McpServer
 from zero.agent.prompts import read_instructions
 from zero.agent.providers import ProviderPool, create_provider
 from zero.cli._streams import Streams
-from zero.cli.config import Network, RunSettings, load_config, resolve_settings
+from zero.cli.config import Network, RunSettings, load_config, resolve_settings, user_config_dir
 from zero.cli.mcp_config import run_servers
 from zero.cli.trust import load_specialists, specialist_warnings
 from zero.errors import UsageError
-from zero.sessions import FileSessionStore
+from zero.sessions import FileSessionStore, default_data_dir
 from zero.specialists import AgentContext, SpecialistRegistry
-from zero.tools import Tool, Workspace
+from zero.tools import ShellSettings, Tool, Workspace
 
 __all__ = [
     "Streams",
@@ -143,6 +143,10 @@ async def open_context(
                 max_output_tokens=settings.max_output_tokens,
                 retry=settings.retry,
                 mcp=mcp,
+                shell=ShellSettings(
+                    protected=(default_data_dir(), user_config_dir()),
+                    env_passthrough=tuple(settings.configs.user.shell.env_passthrough),
+                ),
             )
     finally:
         with anyio.CancelScope(shield=True):

@@ -3,9 +3,9 @@
 Files: ``${XDG_CONFIG_HOME:-~/.config}/zero/config.toml``, overridden key by key by
 ``<workspace>/.zero/config.toml``. The project's file is code from a repository: it may
 narrow the permission mode and lower the limits and timeouts, never raise them, may not choose
-where requests go (``base_url``), which provider and key is used (``provider``) or what calls cost
-(``prices``), and picks the model only where the user chose none (with a warning); what it tries
-beyond that is reported and ignored.
+where requests go (``base_url``), which provider and key is used (``provider``), what calls cost
+(``prices``) or which secrets its commands get (``shell.env_passthrough``), and picks the model
+only where the user chose none (with a warning); what it tries beyond that is reported and ignored.
 The ceiling of the permission mode is ``--permission-mode``, else the user's own config,
 else ``auto``.
 """
@@ -89,6 +89,13 @@ class McpSection(BaseModel):
     servers: dict[str, McpServerEntry] = Field(default_factory=dict)
 
 
+class ShellSection(BaseModel):
+    """``[shell]``: ``env_passthrough`` names variables shell commands get although they look secret."""
+
+    model_config = ConfigDict(extra="forbid")
+    env_passthrough: list[str] = Field(default_factory=list)
+
+
 class Config(BaseModel):
     """The keys a config file may hold. Unknown keys are errors."""
 
@@ -109,6 +116,7 @@ class Config(BaseModel):
     prices: dict[str, PriceEntry] = Field(default_factory=dict)
     servers: dict[str, ServerEntry] = Field(default_factory=dict)
     mcp: McpSection = Field(default_factory=McpSection)
+    shell: ShellSection = Field(default_factory=ShellSection)
 
 
 T = TypeVar("T")
@@ -167,6 +175,13 @@ def load_config(workspace: Path) -> Configs:
         if key in data:
             del data[key]
             warnings.append(f"{path}: '{key}' ignored: {why}; set it in {user_config_dir() / 'config.toml'}")
+    shell = data.get("shell")
+    if isinstance(shell, dict) and "env_passthrough" in shell:
+        del shell["env_passthrough"]
+        warnings.append(
+            f"{path}: 'shell.env_passthrough' ignored: a project may not hand your secrets to its commands; "
+            f"set it in {user_config_dir() / 'config.toml'}"
+        )
     servers = data.get("mcp", {}).get("servers", {}) if isinstance(data.get("mcp"), dict) else {}
     for name, entry in servers.items() if isinstance(servers, dict) else ():
         for key in ("trust", "side_effect"):

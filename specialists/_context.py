@@ -10,7 +10,7 @@ from zero.agent.prompts import project_instructions
 from zero.errors import BudgetExhaustedError
 from zero.sessions import SessionStore
 from zero.specialists.registry import Specialist, SpecialistRegistry
-from zero.tools import CATEGORIES, Redactor, Tool, Workspace
+from zero.tools import CATEGORIES, Redactor, ShellSettings, Tool, Workspace
 
 __all__ = ["DELEGATE_TOOLS", "AgentContext", "InvocationBudget", "child_system_prompt", "specialists_prompt"]
 
@@ -41,6 +41,7 @@ class AgentContext:
     approver: Approver | None = None  # who answers permission requests (the shell's user), for every agent
     mcp: dict[str, list[Tool]] = field(default_factory=dict)  # the tools of each MCP server the run started
     redactor: Callable[[str], str] = field(default_factory=Redactor)  # secrets of this run's environment
+    shell: ShellSettings = field(default_factory=ShellSettings)  # what the user's setup says of shell commands
 
 
 class InvocationBudget:

@@ -89,6 +89,7 @@ def _top_config(ctx: AgentContext, permission_mode: PermissionMode, max_turns: i
         guards=ctx.guards,
         approver=ctx.approver,
         redactor=ctx.redactor,
+        shell=ctx.shell,
     )
 
 
@@ -214,6 +215,7 @@ async def open_specialist(
         approver=ctx.approver,
         unavailable=unavailable,
         redactor=ctx.redactor,
+        shell=ctx.shell,
     )
     if resume:
         session = await AgentSession.resume(ctx.store, session_id, config, relay=relay)

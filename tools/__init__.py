@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from zero.tools.base import ArgsModel, BuiltinTool, SideEffect, Tool, ToolContext, ToolOutput
+from zero.tools.base import ArgsModel, BuiltinTool, ShellSettings, SideEffect, Tool, ToolContext, ToolOutput
 from zero.tools.budget import budget_output
 from zero.tools.builtin import builtin_tools
 from zero.tools.permissions import PERMISSION_MODES, Decision, PermissionMode, decide, narrower, within
@@ -20,6 +20,7 @@ __all__ = [
     "OutsideWorkspace",
     "PermissionMode",
     "Redactor",
+    "ShellSettings",
     "StreamRedactor",
     "SideEffect",
     "Tool",

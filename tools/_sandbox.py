@@ -1,23 +1,70 @@
-"""Where shell commands run: in a sandbox where the system has one, else unconfined.
+"""Where shell commands run: in a sandbox where the system has one, else unconfined; and with what.
 
 The sandbox is Linux's own: new user, PID, mount and network namespaces, so the command has no
-network and everything it starts ends with it, even when Zero is killed; and Landlock, so it may
-write only inside the workspace and the temp folders. Its first process is ``_sandbox_init``,
-which also keeps jobs the command left in the background alive until the run ends.
+network and everything it starts ends with it, even when Zero is killed; its own /tmp, /var/tmp and
+/dev/shm (a private folder of the run, removed with it), an empty /run and $XDG_RUNTIME_DIR and a
+minimal /dev, so it sees none of the host's sockets and devices; no capability; Landlock, so it
+may write only inside the workspace and those private folders; and a seccomp filter that refuses
+connecting to a unix socket outside them. Zero's data and config folders are never writable. Its
+first process is ``_sandbox_init`` (see there). Unconfined, that first process still ends
+everything the command started when the run ends.
+
+In every mode a command gets Zero's environment without its secrets: the variables the redaction
+rule calls secret (the provider keys among them) and those that lead to a socket of the host
+(``TMUX``, ``SSH_AUTH_SOCK``, ...), unless the user's ``[shell] env_passthrough`` names them.
 """
 
 from __future__ import annotations
 
 import functools
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-__all__ = ["INIT", "available", "command_line", "unavailable_reason"]
+from zero.tools.redact import secret_name
+
+__all__ = ["INIT", "SOCKET_ENV", "PrivateTemp", "available", "command_env", "command_line", "unavailable_reason"]
 
 INIT = str(Path(__file__).with_name("_sandbox_init.py"))
+
+SOCKET_ENV = frozenset(
+    {
+        "TMUX",
+        "TMUX_PANE",
+        "STY",
+        "ZELLIJ",
+        "ZELLIJ_SESSION_NAME",
+        "SSH_AUTH_SOCK",
+        "SSH_AGENT_PID",
+        "GPG_AGENT_INFO",
+        "DBUS_SESSION_BUS_ADDRESS",
+        "DBUS_SYSTEM_BUS_ADDRESS",
+        "AT_SPI_BUS_ADDRESS",
+        "DOCKER_HOST",
+        "CONTAINER_HOST",
+        "DISPLAY",
+        "WAYLAND_DISPLAY",
+        "WAYLAND_SOCKET",
+        "XAUTHORITY",
+        "SWAYSOCK",
+        "I3SOCK",
+        "HYPRLAND_INSTANCE_SIGNATURE",
+        "PULSE_SERVER",
+        "NOTIFY_SOCKET",
+        "KITTY_LISTEN_ON",
+        "WEZTERM_UNIX_SOCKET",
+        "NVIM",
+        "NVIM_LISTEN_ADDRESS",
+        "VSCODE_IPC_HOOK_CLI",
+        "VSCODE_GIT_IPC_HANDLE",
+    }
+)
+"""Variables that name a socket (or a helper talking to one) of the host: an editor, a terminal
+multiplexer, an agent, a bus, a display, a container engine."""
 
 
 @functools.cache
@@ -27,8 +74,11 @@ def unavailable_reason() -> str | None:
         return "sandboxing needs Linux"
     status_r, status_w = os.pipe()
     hold_r, hold_w = os.pipe()
+    private = PrivateTemp()
     try:
-        argv = command_line("true", confined=True, writable=[], status_fd=status_w, hold_fd=hold_r)
+        argv = command_line(
+            "true", confined=True, writable=[], status_fd=status_w, hold_fd=hold_r, private=private.path
+        )
         probe = subprocess.run(
             argv, capture_output=True, timeout=10, pass_fds=(status_w, hold_r), stdin=subprocess.DEVNULL
         )
@@ -41,6 +91,7 @@ def unavailable_reason() -> str | None:
         for fd in (status_r, status_w, hold_r, hold_w):
             if fd >= 0:
                 os.close(fd)
+        private.remove()
     if probe.returncode != 0 or not status.startswith(b"0 "):
         error = probe.stderr.decode(errors="replace").strip().splitlines()
         why = error[-1] if error else f"exit code {probe.returncode}"
@@ -52,15 +103,62 @@ def available() -> bool:
     return unavailable_reason() is None
 
 
-def temp_folders() -> list[str]:
-    return sorted({tempfile.gettempdir(), "/tmp", "/var/tmp", "/dev"})
+class PrivateTemp:
+    """The host folder (mode 0700) whose subfolders are a run's /tmp, /var/tmp and /dev/shm in the sandbox;
+    it lasts until the run ends (a ``Background`` of the run)."""
+
+    def __init__(self) -> None:
+        self.path = tempfile.mkdtemp(prefix="zero-run-")
+
+    def remove(self) -> None:
+        for folder, subfolders, _ in os.walk(self.path):  # a command may have left folders it cannot enter
+            for name in subfolders:
+                if not os.path.islink(path := os.path.join(folder, name)):
+                    os.chmod(path, 0o700)
+        shutil.rmtree(self.path, ignore_errors=True)
+
+    async def aclose(self) -> None:
+        self.remove()
 
 
-def command_line(command: str, *, confined: bool, writable: list[str], status_fd: int, hold_fd: int) -> list[str]:
-    """The argv that runs ``bash -c command``: inside the sandbox when ``confined``."""
+def empty_folders(environ: Mapping[str, str]) -> list[str]:
+    """The host's runtime folders, shown empty in the sandbox: where its services keep their sockets."""
+    folders = ["/run"]
+    if os.path.isdir("/var/run") and os.path.realpath("/var/run") != "/run":
+        folders.append("/var/run")
+    runtime = environ.get("XDG_RUNTIME_DIR", "")
+    if os.path.isabs(runtime):
+        folders.append(os.path.realpath(runtime))
+    return folders
+
+
+def command_env(environ: Mapping[str, str], passthrough: Sequence[str] = (), *, confined: bool) -> dict[str, str]:
+    """The environment of a shell command: ``environ`` without secrets and host sockets (but with what
+    ``passthrough`` names); confined, its temp folder is the sandbox's own /tmp."""
+    keep = set(passthrough)
+    env = {k: v for k, v in environ.items() if k in keep or not (secret_name(k) or k in SOCKET_ENV)}
+    if confined:
+        env["TMPDIR"] = "/tmp"
+    return env
+
+
+def command_line(
+    command: str,
+    *,
+    confined: bool,
+    writable: list[str],
+    status_fd: int,
+    hold_fd: int,
+    private: str = "",
+    protected: Sequence[str] = (),
+) -> list[str]:
+    """The argv that runs ``bash -c command``: inside the sandbox when ``confined``, with ``private`` (a
+    ``PrivateTemp``'s folder) as its temp folders and ``protected`` folders never writable."""
     init = [sys.executable, "-I", "-S", INIT, "--status-fd", str(status_fd), "--hold-fd", str(hold_fd)]
     bash = ["--", "bash", "-c", command]
     if not confined:
         return [*init, *bash]
-    paths = [arg for path in [*writable, *temp_folders()] for arg in ("--write", path)]
-    return [*init, "--namespace", "--confine", *paths, *bash]
+    paths = [arg for path in writable for arg in ("--write", path)]
+    paths += [arg for path in protected for arg in ("--protect", path)]
+    paths += [arg for path in empty_folders(os.environ) for arg in ("--empty", path)]
+    return [*init, "--confine", "--private", private, *paths, *bash]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 from contextvars import ContextVar
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, ClassVar, Generic, Literal, Protocol, TypeVar, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, ValidationError
@@ -16,6 +17,7 @@ __all__ = [
     "ArgsModel",
     "Background",
     "BuiltinTool",
+    "ShellSettings",
     "SideEffect",
     "Tool",
     "ToolContext",
@@ -47,6 +49,15 @@ class Background(Protocol):
     async def aclose(self) -> None: ...
 
 
+@dataclass(frozen=True, slots=True)
+class ShellSettings:
+    """What the user's setup says about shell commands: the folders they may never write, wherever those
+    are (Zero's data and config folders), and the secret variables they get on purpose."""
+
+    protected: tuple[Path, ...] = ()
+    env_passthrough: tuple[str, ...] = ()
+
+
 @dataclass(slots=True)
 class ToolContext:
     """Where a tool call runs: the workspace, the session, the permission mode, and run-scoped state."""
@@ -57,11 +68,12 @@ class ToolContext:
     plan: list[dict[str, str]] = field(default_factory=list)
     extras: dict[str, Any] = field(default_factory=dict)
     background: list[Background] = field(default_factory=list)
+    shell: ShellSettings = field(default_factory=ShellSettings)
 
     async def end_background(self) -> None:
-        """The run is over: stop what its tools left running."""
+        """The run is over: stop what its tools left running, the last started first."""
         jobs, self.background = self.background, []
-        for job in jobs:
+        for job in reversed(jobs):
             await job.aclose()
 
 

@@ -20,7 +20,16 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["MASK", "Redactor", "StreamRedactor", "hides_syntax", "mask_across", "redact", "redact_values"]
+__all__ = [
+    "MASK",
+    "Redactor",
+    "StreamRedactor",
+    "hides_syntax",
+    "mask_across",
+    "redact",
+    "redact_values",
+    "secret_name",
+]
 
 MASK = "[REDACTED]"
 # What a shell reads as syntax: a mask keeps these visible, so redaction never hides a command's structure.

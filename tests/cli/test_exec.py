@@ -179,12 +179,13 @@ def test_prompt_from_stdin_and_file(workspace: Path, tmp_path: Path) -> None:
 
 def test_an_api_key_printed_by_bash_reaches_neither_output_nor_disk(workspace: Path, tmp_path: Path) -> None:
     key = "sk-proj-ThisIsAFakeKeyForTesting1234567890"
+    (workspace / "key.txt").write_text(key)  # commands do not get it from the environment: a file has it
     script = write_script(
         tmp_path / "s.toml",
         """
 [[turns]]
 match = { turn = 1 }
-tool_calls = [{ name = "bash", arguments = { command = "echo my key is $OPENAI_API_KEY" } }]
+tool_calls = [{ name = "bash", arguments = { command = "echo my key is $(cat key.txt)" } }]
 [[turns]]
 match = { turn = 2 }
 text = "Done."

@@ -1,28 +1,24 @@
-"""The shell sandbox: no network and writes only in the workspace and temp folders in auto mode; jobs left in
+"""The shell sandbox: no network and writes only in the workspace and the run's /tmp in auto mode; jobs left in
 the background last until the run ends; nothing outlives a killed Zero."""
 
 from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import socket
 import subprocess
-import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from support.cli import ZERO, scripted, write_script, zero
+from support.sandbox import bash, needs_sandbox, running
 
-from zero.tools import ToolContext, Workspace, _sandbox
-from zero.tools.builtin import Bash
+from zero.tools import _sandbox
 
 pytestmark = pytest.mark.anyio
-
-needs_sandbox = pytest.mark.skipif(not _sandbox.available(), reason=f"{_sandbox.unavailable_reason()}")
 
 
 @pytest.fixture
@@ -33,40 +29,20 @@ def listener() -> Iterator[int]:
     server.close()
 
 
-def bash(workspace: Path, command: str, mode: str = "auto", **args: object) -> str:
-    import anyio
-
-    ctx = ToolContext(Workspace([workspace]), permission_mode=mode)
-    out = anyio.run(Bash().call, {"command": command, **args}, ctx)
-    return out.text
-
-
 CONNECT = "python3 -c \"import socket; socket.create_connection(('127.0.0.1', {port}), timeout=2); print('CONNECTED')\""
-
-
-@pytest.fixture
-def outside() -> Iterator[Path]:
-    """A folder that is neither in the workspace nor a temp folder (the temp folders are writable)."""
-    folder = Path.home() / f".zero-sandbox-test-{os.getpid()}"
-    if str(folder.resolve()).startswith(("/tmp", "/var/tmp", tempfile.gettempdir())):
-        pytest.skip("no folder outside the temp folders to test with")
-    folder.mkdir()
-    yield folder / "outside.txt"
-    shutil.rmtree(folder)
 
 
 @needs_sandbox
 def test_in_auto_mode_a_command_has_no_network_and_writes_only_in_the_workspace(
     workspace: Path, outside: Path, listener: int
 ) -> None:
-    temp = tempfile.gettempdir()
-    out = bash(workspace, f"echo ok > inside.txt; touch {temp}/zero-sandbox-$$ && echo tmp-ok; touch {outside}")
-    assert not outside.exists() and "Permission denied" in out
+    [out] = bash(workspace, f"echo ok > inside.txt; touch /tmp/zero-sandbox-$$ && echo tmp-ok; touch {outside}/x")
+    assert not (outside / "x").exists() and "Permission denied" in out
     assert (workspace / "inside.txt").read_text() == "ok\n" and "tmp-ok" in out
     assert "[it ran in the sandbox" in out  # the model is told why, and how to ask for more
-    net = bash(workspace, CONNECT.format(port=listener))
+    [net] = bash(workspace, CONNECT.format(port=listener))
     assert "CONNECTED" not in net and ("unreachable" in net or "Permission denied" in net)
-    unconfined = bash(workspace, CONNECT.format(port=listener), mode="unsafe")
+    [unconfined] = bash(workspace, CONNECT.format(port=listener), mode="unsafe")
     assert "CONNECTED" in unconfined
 
 
@@ -121,7 +97,7 @@ text = "Done."
     outputs = [e["output"] for e in map(json.loads, done.stdout.splitlines()) if e["type"] == "tool_result"]
     assert outputs[0].startswith("started") and "runs on in the background" in outputs[0]
     assert outputs[1].startswith("still-running")  # alive during the run...
-    assert not _running(marker)  # ...and gone when it ended
+    assert not running(marker)  # ...and gone when it ended
 
 
 def test_no_tool_process_outlives_a_killed_zero(workspace: Path, tmp_path: Path) -> None:
@@ -141,15 +117,15 @@ tool_calls = [{{ name = "bash", arguments = {{ command = "({marker} &) ; {marker
             stderr=subprocess.DEVNULL,
         )
         deadline = time.monotonic() + 15
-        while len(_running(marker)) < 2:  # the foreground sleep and the one it put in the background
+        while len(running(marker)) < 2:  # the foreground sleep and the one it put in the background
             assert time.monotonic() < deadline and proc.poll() is None
             time.sleep(0.02)
         proc.send_signal(signal.SIGKILL)
         proc.wait()
         deadline = time.monotonic() + 5
-        while _running(marker) and time.monotonic() < deadline:
+        while running(marker) and time.monotonic() < deadline:
             time.sleep(0.05)
-        assert _running(marker) == [], mode
+        assert running(marker) == [], mode
 
 
 def test_without_a_sandbox_commands_run_unconfined_and_the_run_says_so_once(
@@ -187,8 +163,3 @@ def run(script: Path, workspace: Path) -> list[str]:
         "--output-format",
         "stream-json",
     ]
-
-
-def _running(pattern: str) -> list[str]:
-    found = subprocess.run(["pgrep", "-f", pattern], capture_output=True, text=True)
-    return found.stdout.split()

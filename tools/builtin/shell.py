@@ -1,12 +1,13 @@
 """The bash tool: a command in the workspace, sandboxed where the system allows it, with a timeout.
 
-In ``auto`` and ``ask`` mode a command runs in the sandbox (see ``tools._sandbox``): no network, and
-writes only inside the workspace and the temp folders. ``outside_sandbox`` asks to run it without
-one, which counts as reaching the network: the user must approve it (``unsafe`` mode runs every
-command unconfined). Where no sandbox is available, commands run unconfined and the run says so once.
+In ``auto`` and ``ask`` mode a command runs in the sandbox (see ``tools._sandbox``): no network, no
+host sockets or devices, the run's own temp folders, and writes only inside the workspace and those.
+``outside_sandbox`` asks to run it without one, which counts as reaching the network: the user must
+approve it (``unsafe`` mode runs every command unconfined). Where no sandbox is available, commands
+run unconfined and the run says so once. In every mode a command's environment has no secrets.
 
 A command returns when its foreground part ends; a job it left in the background goes on until the
-run ends (or Zero dies), and is then stopped with everything it started.
+run ends (or Zero dies), and is then stopped with everything it started, in every mode.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import Any
 import anyio
 from pydantic import Field
 
+from zero.errors import ToolError
 from zero.tools import _sandbox
 from zero.tools.base import ArgsModel, BuiltinTool, SideEffect, ToolContext, ToolOutput
 
@@ -50,8 +52,9 @@ class Bash(BuiltinTool[BashArgs]):
     name = "bash"
     description = (
         "Run a bash command in the workspace root and return its combined stdout and stderr with the exit "
-        "code. It runs in a sandbox: no network, writes only in the workspace and temp folders. The command "
-        "and everything it started are killed at the timeout; jobs left in the background run until the end."
+        "code. It runs in a sandbox: no network, writes only in the workspace and /tmp (private to this run: "
+        "files there last until the run ends). The command and everything it started are killed at the timeout; "
+        "jobs left in the background run until the end."
     )
     side_effect = "shell"
     args = BashArgs
@@ -68,19 +71,25 @@ class Bash(BuiltinTool[BashArgs]):
                 "unconfined_shell",
                 f"shell commands run unconfined (network on, writes anywhere): {_sandbox.unavailable_reason()}",
             )
+        roots = [str(root) for root in ctx.workspace.roots]
+        private, protected = (_private_temp(ctx), _protected(ctx, roots)) if confined else ("", [])
+        env = _sandbox.command_env(os.environ, ctx.shell.env_passthrough, confined=confined)
         status_r, status_w = os.pipe()
         hold_r, hold_w = os.pipe()
         argv = _sandbox.command_line(
             args.command,
             confined=confined,
-            writable=[str(root) for root in ctx.workspace.roots],
+            writable=roots,
             status_fd=status_w,
             hold_fd=hold_r,
+            private=private,
+            protected=protected,
         )
         try:
             process = await anyio.open_process(
                 argv,
                 cwd=ctx.workspace.root,
+                env=env,
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,
@@ -128,10 +137,36 @@ class Bash(BuiltinTool[BashArgs]):
             notes += "\n[a job it started runs on in the background until the run ends]"
         if confined and code != 0 and any(hint in text for hint in BLOCKED_HINTS):
             notes += (
-                "\n[it ran in the sandbox: no network, writes only in the workspace and temp folders. If that is "
-                "what stopped it, run it again with outside_sandbox = true: the user must approve that]"
+                "\n[it ran in the sandbox: no network, no socket or device of the host, writes only in the workspace "
+                "and the run's own /tmp. If that is what stopped it, run it again with outside_sandbox = true: the "
+                "user must approve that]"
             )
         return ToolOutput((text + notes) if text else notes.lstrip("\n"), code != 0, warning=warning)
+
+
+def _private_temp(ctx: ToolContext) -> str:
+    """The run's private temp folder, made by its first confined command and removed when the run ends."""
+    for job in ctx.background:
+        if isinstance(job, _sandbox.PrivateTemp):
+            return job.path
+    try:
+        private = _sandbox.PrivateTemp()
+    except OSError as e:
+        raise ToolError(f"cannot make the sandbox's temp folder: {e}") from e
+    ctx.background.append(private)
+    return private.path
+
+
+def _protected(ctx: ToolContext, roots: list[str]) -> list[str]:
+    """Zero's own folders, never writable from the sandbox. One in the workspace is made now if missing, so
+    that it exists (and is covered) before a command could make it."""
+    folders = []
+    for folder in ctx.shell.protected:
+        real = os.path.realpath(folder)
+        if not os.path.exists(real) and any(real.startswith(root.rstrip("/") + "/") for root in roots):
+            os.makedirs(real, 0o700, exist_ok=True)
+        folders.append(real)
+    return folders
 
 
 def _parse(status: bytes) -> tuple[int, bool]:

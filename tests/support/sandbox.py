@@ -1,0 +1,35 @@
+"""Running the bash tool as the agent does, and looking at processes and folders from outside the sandbox."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import anyio
+import pytest
+
+from zero.tools import ShellSettings, ToolContext, Workspace, _sandbox
+from zero.tools.builtin import Bash
+
+needs_sandbox = pytest.mark.skipif(not _sandbox.available(), reason=f"{_sandbox.unavailable_reason()}")
+
+
+def bash(
+    workspace: Path, *commands: str, mode: str = "auto", shell: ShellSettings | None = None, **args: object
+) -> list[str]:
+    """The outputs of ``commands``, run one after the other in one run (which then ends) in ``workspace``."""
+
+    async def run() -> list[str]:
+        ctx = ToolContext(Workspace([workspace]), permission_mode=mode, shell=shell or ShellSettings())
+        try:
+            return [(await Bash().call({"command": command, **args}, ctx)).text for command in commands]
+        finally:
+            await ctx.end_background()
+
+    return anyio.run(run)
+
+
+def running(pattern: str) -> list[str]:
+    """The pids of this machine's processes whose command line matches ``pattern``."""
+    found = subprocess.run(["pgrep", "-f", pattern], capture_output=True, text=True)
+    return found.stdout.split()

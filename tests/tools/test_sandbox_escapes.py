@@ -1,0 +1,420 @@
+"""What a sandboxed command run as root cannot reach: the host's unix sockets (tmux, an agent...), devices, temp
+folders, Zero's own folders, secrets in the environment, and capabilities to undo any of it; and jobs it starts
+are gone when the run ends or Zero is killed, confined or not."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from support.cli import ZERO, lines, scripted, write_script, zero
+from support.sandbox import bash, needs_sandbox, running
+
+from zero.agent.providers import PROVIDER_INFO
+from zero.tools import ShellSettings, _sandbox
+
+pytestmark = needs_sandbox
+
+CLIENT = r"""
+import socket, sys
+for kind, target in (arg.split("=", 1) for arg in sys.argv[1:]):
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM if kind == "connect" else socket.SOCK_DGRAM)
+    try:
+        if kind == "connect":
+            s.connect(target)
+        elif kind == "sendto":
+            s.sendto(b"forged", target)
+        else:
+            s.sendmsg([b"forged"], [], 0, target)
+        print(kind, target, "REACHED")
+    except OSError as e:
+        print(kind, target, e.strerror)
+"""
+
+
+@pytest.fixture
+def servers(tmp_path: Path, outside: Path) -> Iterator[dict[str, socket.socket]]:
+    """Unix sockets listening outside the workspace: in the host's /tmp, and in a folder the sandbox shows."""
+    made = {}
+    for name, kind in (("hidden.sock", socket.SOCK_STREAM), ("visible.sock", socket.SOCK_STREAM)):
+        made[name] = socket.socket(socket.AF_UNIX, kind)
+    made["visible.dgram"] = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    for name, server in made.items():
+        server.bind(str((tmp_path if name.startswith("hidden") else outside) / name))
+        server.setblocking(False)
+        if server.type == socket.SOCK_STREAM:
+            server.listen()
+    yield made
+    for server in made.values():
+        server.close()
+
+
+def reached(server: socket.socket) -> bool:
+    """Did anyone connect to ``server``, or send it a datagram?"""
+    try:
+        if server.type == socket.SOCK_STREAM:
+            server.accept()[0].close()
+        else:
+            server.recv(100)
+    except BlockingIOError:
+        return False
+    return True
+
+
+def test_a_sandboxed_command_reaches_no_unix_socket_outside(
+    workspace: Path, tmp_path: Path, outside: Path, servers: dict[str, socket.socket]
+) -> None:
+    (workspace / "client.py").write_text(CLIENT)
+    (workspace / "link.sock").symlink_to(outside / "visible.sock")  # in the workspace, the socket is not
+    hidden, visible, dgram = tmp_path / "hidden.sock", outside / "visible.sock", outside / "visible.dgram"
+    [out] = bash(
+        workspace,
+        f"python3 client.py connect={hidden} connect={visible} connect=link.sock sendto={dgram} sendmsg={dgram}",
+    )
+    assert out.splitlines()[:5] == [
+        f"connect {hidden} No such file or directory",  # the host's /tmp is not the sandbox's
+        f"connect {visible} Permission denied",  # seen, but not beneath the workspace or the private folders
+        "connect link.sock Permission denied",
+        f"sendto {dgram} Permission denied",
+        f"sendmsg {dgram} Permission denied",
+    ]
+    assert not any(reached(server) for server in servers.values())
+    [unconfined] = bash(workspace, f"python3 client.py connect={visible}", mode="unsafe")
+    assert unconfined.startswith(f"connect {visible} REACHED")  # the test can tell
+
+
+RACE = r"""
+import ctypes, json, socket, sys, threading
+inside, outside = (b"\x01\x00" + p.encode() + b"\0" for p in sys.argv[1:3])
+address = ctypes.create_string_buffer(max(len(inside), len(outside)))
+libc = ctypes.CDLL(None, use_errno=True)
+done = False
+def flip():
+    while not done:
+        for a in (inside, outside):
+            ctypes.memmove(address, a, len(a))
+threading.Thread(target=flip, daemon=True).start()
+results = {}
+for _ in range(int(sys.argv[3])):
+    s = socket.socket(socket.AF_UNIX)
+    error = ctypes.get_errno() if libc.connect(s.fileno(), address, len(address)) else 0
+    results[error] = results.get(error, 0) + 1
+    s.close()
+done = True
+print(json.dumps(results))
+"""
+
+
+def test_a_thread_rewriting_the_address_meanwhile_never_reaches_a_socket_outside(
+    workspace: Path, outside: Path, servers: dict[str, socket.socket]
+) -> None:
+    inside = socket.socket(socket.AF_UNIX)
+    inside.bind(str(workspace / "inside.sock"))
+    inside.listen(4096)
+    (workspace / "race.py").write_text(RACE)
+    try:
+        [out] = bash(workspace, f"python3 race.py {workspace / 'inside.sock'} {outside / 'visible.sock'} 1500")
+    finally:
+        inside.close()
+    results = json.loads(out.splitlines()[0])
+    # connected inside, refused, or a path torn mid-write that leads nowhere
+    assert results.get("0", 0) > 0 and results.get("13", 0) > 0 and set(results) <= {"0", "13", "2", "20"}
+    assert not reached(servers["visible.sock"])
+
+
+def test_tmux_outside_cannot_be_driven_from_the_sandbox(
+    workspace: Path, tmp_path: Path, outside: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if not shutil.which("tmux"):
+        pytest.skip("no tmux here")
+    sockets = [tmp_path / "tmux.sock", outside / "tmux.sock"]  # the default place (hidden) and one in view
+    for path in sockets:
+        subprocess.run(["tmux", "-S", str(path), "new-session", "-d", "sleep 600"], check=True)
+    try:
+        monkeypatch.setenv("TMUX", f"{sockets[0]},1,0")  # as in a shell inside that tmux
+        marker = outside / "ran-outside"
+        [out] = bash(
+            workspace,
+            f"echo TMUX=$TMUX; tmux run-shell 'touch {marker}'; "
+            f"tmux -S {sockets[0]} run-shell 'touch {marker}'; tmux -S {sockets[1]} run-shell 'touch {marker}'",
+        )
+    finally:
+        for path in sockets:
+            subprocess.run(["tmux", "-S", str(path), "kill-server"], check=False)
+    assert out.startswith("TMUX=\n")
+    assert f"error connecting to {sockets[0]} (No such file or directory)" in out
+    assert f"error connecting to {sockets[1]} (Permission denied)" in out
+    assert not marker.exists()
+
+
+OWN = r"""
+import os, socket
+for path in ("/tmp/s", "/var/tmp/s", "/dev/shm/s", "s"):  # its /tmp, and the workspace
+    server = socket.socket(socket.AF_UNIX)
+    server.bind(path)
+    server.listen()
+    client = socket.socket(socket.AF_UNIX)
+    client.connect(path)
+    client.sendall(path.encode())
+    print(server.accept()[0].recv(100).decode(), end=" ")
+    os.unlink(path)
+server = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+server.bind("/tmp/d")
+client = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+client.sendto(b"sendto", "/tmp/d")
+client.sendmsg([b"sendmsg"], [], 0, "/tmp/d")
+client.connect("/tmp/d")
+client.send(b"send")
+print(*(server.recv(100).decode() for _ in range(3)), end=" ")
+a, b = socket.socketpair()
+r, w = os.pipe()
+os.write(w, b"SCM_RIGHTS")
+socket.send_fds(a, [b"fd"], [r])
+_, fds, _, _ = socket.recv_fds(b, 10, 1)
+print(os.read(fds[0], 20).decode(), end=" ")
+server = socket.socket(socket.AF_UNIX)
+server.bind("\0abstract")
+server.listen()
+socket.socket(socket.AF_UNIX).connect("\0abstract")
+print("abstract")
+"""
+
+
+def test_a_command_still_talks_to_the_sockets_it_made(workspace: Path) -> None:
+    (workspace / "own.py").write_text(OWN)
+    [out] = bash(workspace, "python3 own.py")
+    assert out.splitlines()[0] == "/tmp/s /var/tmp/s /dev/shm/s s sendto sendmsg send SCM_RIGHTS abstract"
+
+
+@pytest.fixture
+def loop_device(tmp_path: Path) -> Iterator[str]:
+    """A loop device over a small file (never a real disk)."""
+    image = tmp_path / "disk.img"
+    image.write_bytes(bytes(1 << 20))
+    made = subprocess.run(["losetup", "-f", "--show", str(image)], capture_output=True, text=True)
+    if made.returncode != 0:
+        pytest.skip(f"no loop device here: {made.stderr.strip()}")
+    yield made.stdout.strip()
+    subprocess.run(["losetup", "-d", made.stdout.strip()], check=True)
+
+
+def test_the_sandbox_has_a_minimal_dev_and_no_device_of_the_host(
+    workspace: Path, tmp_path: Path, loop_device: str
+) -> None:
+    [out] = bash(
+        workspace,
+        f"ls -A /dev | tr '\\n' ' '; echo; ls {loop_device}; echo forged > {loop_device} || echo WRITE-FAILED; "
+        "echo ok > /dev/null && head -c 4 /dev/zero | wc -c && "
+        "python3 -c 'import os, pty; print(os.ttyname(pty.openpty()[1]))'",
+    )
+    assert out.splitlines()[0] == "fd full null ptmx pts random shm stderr stdin stdout tty urandom zero "
+    assert f"ls: cannot access '{loop_device}': No such file or directory" in out and "WRITE-FAILED" in out
+    assert "\n4\n/dev/pts/0\n" in out  # what programs need of /dev works
+    assert (tmp_path / "disk.img").read_bytes() == bytes(1 << 20)
+
+
+def test_temp_folders_are_the_runs_own_and_gone_with_it(
+    workspace: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    host = tmp_path / "host-temp"  # where the run's private folder is made
+    host.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(host))
+    name = f"zero-test-{os.getpid()}-{tmp_path.name}"
+    files = [f"/tmp/{name}", f"/var/tmp/{name}", f"/dev/shm/{name}"]
+    first, second = bash(workspace, f"echo kept | tee {' '.join(files)} >/dev/null; echo $TMPDIR", f"cat {files[0]}")
+    assert first.startswith("/tmp\n") and second.startswith("kept\n")  # the run's commands share them
+    assert not any(os.path.exists(f) for f in files)  # the host's are not those
+    assert list(host.iterdir()) == []  # and they went with the run
+    [later] = bash(workspace, f"cat {files[0]}")
+    assert f"cat: /tmp/{name}: No such file or directory" in later
+
+
+def test_zero_home_and_the_config_folder_are_never_writable(workspace: Path, tmp_path: Path) -> None:
+    forge = (
+        "for log in {home}/sessions/*/events.jsonl; do echo '{{\\\"forged\\\": 1}}' >> $log; done; "
+        "mkdir -p {config} && echo 'permission_mode = \\\"unsafe\\\"' > {config}/config.toml"
+    )
+    script = tmp_path / "s.toml"
+    run = ["exec", "go", *scripted(script, workspace), "--output-format", "stream-json"]
+    inside = {"ZERO_HOME": str(workspace / ".zero-home"), "XDG_CONFIG_HOME": str(workspace / ".config")}
+    for env in ({}, inside):  # under /tmp (the tests' own), and in the workspace
+        home = Path(env.get("ZERO_HOME", tmp_path / "zero-home"))
+        config = Path(env.get("XDG_CONFIG_HOME", tmp_path / "config")) / "zero"
+        write_script(
+            script,
+            f"""
+[[turns]]
+match = {{ turn = 1 }}
+tool_calls = [{{ name = "bash", arguments = {{ command = "{forge.format(home=home, config=config)}" }} }}]
+[[turns]]
+match = {{ turn = 2 }}
+text = "Done."
+""",
+        )
+        done = zero(*run, env=env)
+        [result] = [e["output"] for e in lines(done.stdout) if e["type"] == "tool_result"]
+        assert done.returncode == 0 and "Done." in done.stdout, done.stderr
+        [log] = home.glob("sessions/*/events.jsonl")
+        assert '{"forged": 1}' not in log.read_text().splitlines()
+        assert not (config / "config.toml").exists()
+        if env:
+            assert result.count("Read-only file system") == 2, result
+
+
+SECRETS = {
+    "OPENAI_API_KEY": "fake-openai-key-0123456789",
+    "ANTHROPIC_API_KEY": "fake-anthropic-key-0123456789",
+    "GITHUB_TOKEN": "fake-github-token-0123456789",
+    "DB_PASSWORD": "fake-password-0123456789",
+    "TMUX": "/tmp/tmux-0/default,1,0",
+    "SSH_AUTH_SOCK": "/tmp/ssh-agent.sock",
+    "DBUS_SESSION_BUS_ADDRESS": "unix:path=/run/user/0/bus",
+    "DISPLAY": ":0",
+}
+
+
+def encoded(value: str) -> str:
+    return base64.b64encode(f"{value}\n".encode()).decode()
+
+
+@pytest.mark.parametrize("mode", ["auto", "unsafe"])
+def test_commands_get_no_secret_and_no_socket_from_the_environment(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch, mode: str
+) -> None:
+    for name, value in SECRETS.items():
+        monkeypatch.setenv(name, value)
+    [out] = bash(workspace, "env; echo $OPENAI_API_KEY | base64; echo $GITHUB_TOKEN | base64", mode=mode)
+    assert not any(f"{name}=" in out for name in SECRETS)
+    assert encoded("") in out and encoded(SECRETS["OPENAI_API_KEY"]) not in out
+    assert "HOME=" in out and "PATH=" in out  # the rest of it is there
+    passing = ShellSettings(env_passthrough=("GITHUB_TOKEN",))
+    [through] = bash(workspace, "echo $GITHUB_TOKEN | base64", mode=mode, shell=passing)
+    assert through.startswith(encoded(SECRETS["GITHUB_TOKEN"]))
+
+
+def test_every_provider_key_is_kept_from_commands() -> None:
+    keys = {info.key_env: "x" for info in PROVIDER_INFO.values() if info.key_env}
+    assert keys and _sandbox.command_env(keys, confined=False) == {}
+
+
+def test_env_passthrough_is_the_users_to_set_not_a_projects(workspace: Path, tmp_path: Path) -> None:
+    script = write_script(
+        tmp_path / "s.toml",
+        """
+[[turns]]
+match = { turn = 1 }
+tool_calls = [{ name = "bash", arguments = { command = "echo $GITHUB_TOKEN | base64" } }]
+[[turns]]
+match = { turn = 2 }
+text = "Done."
+""",
+    )
+    run = ["exec", "go", *scripted(script, workspace), "--output-format", "stream-json"]
+    env = {"GITHUB_TOKEN": SECRETS["GITHUB_TOKEN"]}
+    (workspace / ".zero").mkdir()
+    project = workspace / ".zero" / "config.toml"
+    project.write_text('[shell]\nenv_passthrough = ["GITHUB_TOKEN"]\n')
+    done = zero(*run, env=env)
+    assert done.stderr == (
+        f"zero: warning: {project}: 'shell.env_passthrough' ignored: a project may not hand your secrets to its "
+        f"commands; set it in {tmp_path / 'config' / 'zero' / 'config.toml'}\n"
+    )
+    [result] = [e["output"] for e in lines(done.stdout) if e["type"] == "tool_result"]
+    assert result.startswith(encoded(""))
+    (tmp_path / "config" / "zero").mkdir(parents=True)
+    (tmp_path / "config" / "zero" / "config.toml").write_text('[shell]\nenv_passthrough = ["GITHUB_TOKEN"]\n')
+    project.unlink()
+    done = zero(*run, env=env)
+    [result] = [e["output"] for e in lines(done.stdout) if e["type"] == "tool_result"]
+    assert result.startswith(encoded(SECRETS["GITHUB_TOKEN"]))
+
+
+def test_a_sandboxed_command_has_no_capability_and_cannot_uncover_the_host(workspace: Path, tmp_path: Path) -> None:
+    marker = tmp_path.parent / f"host-only-{tmp_path.name}"  # in the host's /tmp, beside the workspace's folder
+    marker.write_text("host")
+    try:
+        [out] = bash(
+            workspace,
+            "grep -E '^Cap(Inh|Prm|Eff|Bnd|Amb)' /proc/self/status; "
+            "umount /tmp && echo UNCOVERED; umount -l /tmp && echo UNCOVERED; umount /dev && echo UNCOVERED; "
+            "mount -t tmpfs none /tmp && echo MOUNTED; unshare -Um umount /tmp && echo UNCOVERED; "
+            "readlink /proc/1/fd/3 && echo PEEKED; cat /proc/1/environ >/dev/null && echo PEEKED; "  # its init
+            f"cat {marker} ../../{marker.name}",
+        )
+    finally:
+        marker.unlink()
+    assert [line.split()[1] for line in out.splitlines()[:5]] == ["0000000000000000"] * 5
+    assert not any(word in out for word in ("UNCOVERED", "MOUNTED", "PEEKED"))
+    assert f"cat: {marker}: No such file or directory\ncat: ../../{marker.name}: No such file or directory" in out
+
+
+def test_a_link_a_command_leaves_where_the_next_puts_the_workspace_is_not_followed(
+    workspace: Path, tmp_path: Path, outside: Path
+) -> None:
+    if tmp_path.parts[1] != "tmp":
+        pytest.skip("the workspace is not under /tmp")
+    top = f"/tmp/{tmp_path.parts[2]}"  # the first folder of the workspace's mount point in the run's /tmp
+    first, second = bash(workspace, f"mv {top} /tmp/moved && ln -s {outside} {top} && echo LINKED", "echo RAN")
+    assert first.startswith("LINKED\n")
+    assert second == (
+        f"zero: the sandbox did not start: [Errno 20] {workspace}: not a folder in the run's temp folders "
+        "(a command left a link?)\n\n[exit code 126]"
+    )
+    assert list(outside.iterdir()) == []  # nothing made, nothing bound there
+
+
+@pytest.mark.parametrize("mode", ["auto", "unsafe"])
+@pytest.mark.parametrize("ending", ["the run ends", "zero is killed"])
+def test_no_job_a_command_starts_outlives_the_run_or_a_killed_zero(
+    workspace: Path, tmp_path: Path, mode: str, ending: str
+) -> None:
+    n = 6000 + os.getpid() % 1000
+    jobs = [f"sleep {n}1.5", f"sleep {n}2.5"]
+    start = f"setsid {jobs[0]} & (setsid sh -c '{jobs[1]} & exit' &);"  # a new session, and a double fork of one
+    script = write_script(
+        tmp_path / "s.toml",
+        f"""
+[[turns]]
+match = {{ turn = 1 }}
+tool_calls = [{{ name = "bash", arguments = {{ command = "{start} echo started" }} }}]
+[[turns]]
+match = {{ turn = 2 }}
+tool_calls = [{{ name = "bash", arguments = {{ command = "while [ ! -e go ]; do sleep 0.02; done" }} }}]
+[[turns]]
+match = {{ turn = 3 }}
+text = "Done."
+""",
+    )
+    proc = subprocess.Popen(
+        [ZERO, "exec", "go", *scripted(script, workspace), "--permission-mode", mode],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 15
+        while not all(running(job) for job in jobs):  # both jobs run while the run does
+            assert time.monotonic() < deadline and proc.poll() is None
+            time.sleep(0.02)
+        if ending == "zero is killed":
+            proc.send_signal(signal.SIGKILL)
+        else:
+            (workspace / "go").touch()
+        proc.wait(timeout=15)
+        deadline = time.monotonic() + 5
+        while any(running(job) for job in jobs) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert [running(job) for job in jobs] == [[], []]
+    finally:
+        proc.kill()
+        for pid in (pid for job in jobs for pid in running(job)):  # what a failure left
+            os.kill(int(pid), signal.SIGKILL)

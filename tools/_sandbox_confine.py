@@ -1,0 +1,238 @@
+"""What confines a shell command (see ``_sandbox_run``): its view of the system, its capabilities, Landlock.
+
+- ``private_view``, in the new mount namespace: its own /proc; ``/tmp``, ``/var/tmp`` and
+  ``/dev/shm`` are the run's private folders (subfolders of a host folder Zero made for the run);
+  ``/run``, ``/var/run`` and ``$XDG_RUNTIME_DIR`` are empty; ``/dev`` is minimal, as bubblewrap's
+  ``--dev``: null, zero, full, random, urandom, tty, a new devpts (ptmx), the private shm and the
+  fd/stdin/stdout/stderr links. A workspace root beneath one of those is bound back at its own path;
+  a protected folder (Zero's data and config folders) that is still visible is bound read-only.
+- ``drop_privileges``, in the command's process: the command is root in its user namespace by uid
+  only, with no capability and none to regain (securebits locked, bounding and ambient sets empty,
+  no_new_privs), so it cannot unmount what covers the host's folders.
+- ``confine``: Landlock lets it write only beneath the workspace roots, the private folders and the
+  nodes of the minimal /dev, refuses TCP, and keeps abstract unix sockets and signals inside.
+
+Standard library only (it runs in the sandbox's ``python -I -S``).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import stat
+
+__all__ = ["confine", "drop_privileges", "private_view", "writable_inside"]
+
+libc = ctypes.CDLL(None, use_errno=True)
+
+_WRITE_RIGHTS = {
+    1: 0b1_1111_1111_0010,  # write_file, remove_dir/file, make_char/dir/reg/sock/fifo/block/sym
+    2: 0b11_1111_1111_0010,  # + refer
+    3: 0b111_1111_1111_0010,  # + truncate
+}
+_FILE_RIGHTS = 0b100_0000_0000_0010  # of those, what a rule on a file (not a folder) may hold: write_file, truncate
+_ACCESS_NET_BIND_TCP, _ACCESS_NET_CONNECT_TCP = 1, 2
+_SCOPE_ABSTRACT_UNIX_SOCKET, _SCOPE_SIGNAL = 1, 2
+_RULE_PATH_BENEATH = 1
+_SYS_CREATE, _SYS_ADD_RULE, _SYS_RESTRICT = 444, 445, 446
+_PR_CAPBSET_DROP, _PR_SET_SECUREBITS, _PR_SET_NO_NEW_PRIVS = 24, 28, 38
+_PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL = 47, 4
+# noroot, no_setuid_fixup, keep_caps off and no_cap_ambient_raise, each locked
+_SECUREBITS = 0b1110_1111
+_MS_NOSUID, _MS_NODEV, _MS_NOEXEC, _MS_REC, _MS_PRIVATE = 0x2, 0x4, 0x8, 0x4000, 0x40000
+_SYS_OPEN_TREE, _SYS_MOVE_MOUNT, _SYS_MOUNT_SETATTR = 428, 429, 442
+_OPEN_TREE_CLONE, _AT_EMPTY_PATH, _AT_RECURSIVE, _MOUNT_ATTR_RDONLY = 1, 0x1000, 0x8000, 1
+_MOVE_MOUNT_F_EMPTY_PATH, _MOVE_MOUNT_T_EMPTY_PATH = 0x4, 0x40
+
+PRIVATE = {"/tmp": "tmp", "/var/tmp": "var-tmp", "/dev/shm": "shm"}  # inside -> subfolder of --private
+DEVICES = ("null", "zero", "full", "random", "urandom", "tty")
+DEV_LINKS = {
+    "fd": "/proc/self/fd",
+    "stdin": "/proc/self/fd/0",
+    "stdout": "/proc/self/fd/1",
+    "stderr": "/proc/self/fd/2",
+}
+
+
+class _RulesetAttr(ctypes.Structure):
+    _fields_ = [("fs", ctypes.c_uint64), ("net", ctypes.c_uint64), ("scoped", ctypes.c_uint64)]
+
+
+class _PathBeneath(ctypes.Structure):
+    _pack_ = 1
+    _fields_ = [("allowed", ctypes.c_uint64), ("parent_fd", ctypes.c_int32)]
+
+
+class _MountAttr(ctypes.Structure):
+    _fields_ = [(name, ctypes.c_uint64) for name in ("set", "clear", "propagation", "userns_fd")]
+
+
+def _fail(what: str) -> OSError:
+    errno = ctypes.get_errno()
+    return OSError(errno, f"{what}: {os.strerror(errno)}")
+
+
+def confine(writable: list[str]) -> None:
+    """Landlock: from now on this process and its children may write only beneath ``writable`` (or, for a
+    file, to it), may not open or accept TCP connections (ABI 4 and later), and may not reach abstract unix
+    sockets or signal processes outside the sandbox (ABI 6 and later)."""
+    abi = libc.syscall(_SYS_CREATE, None, 0, 1)
+    if abi < 1:
+        raise OSError(ctypes.get_errno(), "Landlock is not available")
+    rights = _WRITE_RIGHTS[min(abi, 3)]
+    net = (_ACCESS_NET_BIND_TCP | _ACCESS_NET_CONNECT_TCP) if abi >= 4 else 0
+    attr = _RulesetAttr(rights, net, (_SCOPE_ABSTRACT_UNIX_SOCKET | _SCOPE_SIGNAL) if abi >= 6 else 0)
+    size = ctypes.sizeof(attr) if abi >= 6 else (16 if abi >= 4 else 8)
+    ruleset = libc.syscall(_SYS_CREATE, ctypes.byref(attr), size, 0)
+    if ruleset < 0:
+        raise _fail("landlock_create_ruleset")
+    for path in writable:
+        try:
+            fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+        except OSError:
+            continue
+        folder = stat.S_ISDIR(os.fstat(fd).st_mode)
+        rule = _PathBeneath(rights if folder else rights & _FILE_RIGHTS, fd)
+        if libc.syscall(_SYS_ADD_RULE, ruleset, _RULE_PATH_BENEATH, ctypes.byref(rule), 0) < 0:
+            raise _fail(f"landlock_add_rule {path}")
+        os.close(fd)
+    if libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 or libc.syscall(_SYS_RESTRICT, ruleset, 0) < 0:
+        raise _fail("landlock_restrict_self")
+    os.close(ruleset)
+
+
+def drop_privileges() -> None:
+    """No capability left, none to regain: the command is root in its user namespace only by uid."""
+    if libc.prctl(_PR_SET_SECUREBITS, _SECUREBITS, 0, 0, 0) < 0:
+        raise _fail("PR_SET_SECUREBITS")
+    with open("/proc/sys/kernel/cap_last_cap") as f:
+        last = int(f.read())
+    for cap in range(last + 1):
+        if libc.prctl(_PR_CAPBSET_DROP, cap, 0, 0, 0) < 0:
+            raise _fail(f"PR_CAPBSET_DROP {cap}")
+    if libc.prctl(_PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0:
+        raise _fail("PR_CAP_AMBIENT_CLEAR_ALL")
+    header = (ctypes.c_uint32 * 2)(0x20080522, 0)  # _LINUX_CAPABILITY_VERSION_3, this process
+    if libc.capset(header, (ctypes.c_uint32 * 6)()) < 0:
+        raise _fail("capset")
+    if libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0:
+        raise _fail("PR_SET_NO_NEW_PRIVS")
+
+
+def _mount(source: str | None, target: str, fstype: str | None, flags: int, data: str | None = None) -> None:
+    def b(text: str | None) -> bytes | None:
+        return text.encode() if text is not None else None
+
+    if libc.mount(b(source), b(target), b(fstype), ctypes.c_ulong(flags), b(data)) < 0:
+        raise _fail(f"mount {target}")
+
+
+def _bind(source: int, target: int, *, read_only: bool = False) -> None:
+    """Bind the tree at ``source`` (a descriptor opened before anything was covered) onto ``target`` (the
+    descriptor of its mount point), read-only if asked."""
+    tree = libc.syscall(_SYS_OPEN_TREE, source, b"", _OPEN_TREE_CLONE | os.O_CLOEXEC | _AT_EMPTY_PATH | _AT_RECURSIVE)
+    if tree < 0:
+        raise _fail("open_tree")
+    try:
+        attr = _MountAttr(_MOUNT_ATTR_RDONLY, 0, 0, 0)
+        everything = _AT_EMPTY_PATH | _AT_RECURSIVE
+        if read_only and libc.syscall(_SYS_MOUNT_SETATTR, tree, b"", everything, ctypes.byref(attr), 32) < 0:
+            raise _fail("mount_setattr")
+        onto = _MOVE_MOUNT_F_EMPTY_PATH | _MOVE_MOUNT_T_EMPTY_PATH
+        if libc.syscall(_SYS_MOVE_MOUNT, tree, b"", target, b"", onto) < 0:
+            raise _fail("move_mount")
+    finally:
+        os.close(tree)
+
+
+def _open(path: str, flags: int = 0) -> int | None:
+    try:
+        return os.open(path, os.O_PATH | os.O_CLOEXEC | flags)
+    except OSError:
+        return None
+
+
+def _same(a: int, b: int) -> bool:
+    here, there = os.fstat(a), os.fstat(b)
+    return (here.st_dev, here.st_ino) == (there.st_dev, there.st_ino)
+
+
+def _mount_point(path: str) -> int:
+    """The folder ``path``, made where it is missing, each step without following a link (a command may have
+    left links in the private folders, where a covered workspace root gets its mount point)."""
+    fd = os.open("/", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+    for part in path.strip("/").split("/"):
+        try:
+            os.mkdir(part, 0o755, dir_fd=fd)
+        except FileExistsError:
+            pass
+        try:
+            step = os.open(part, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd)
+        except OSError as e:
+            raise OSError(e.errno, f"{path}: not a folder in the run's temp folders (a command left a link?)") from e
+        finally:
+            os.close(fd)
+        fd = step
+    return fd
+
+
+def private_view(private: str, roots: list[str], protected: list[str], empty: list[str]) -> None:
+    """Cover the host's temp folders, runtime folders and /dev (see the module docstring), then bring back
+    the workspace roots they covered and make the protected folders that are still visible read-only."""
+    _mount(None, "/", None, _MS_REC | _MS_PRIVATE)
+    _mount("proc", "/proc", "proc", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC)
+    kept = {path: fd for path in roots + protected if (fd := _open(path, os.O_DIRECTORY)) is not None}
+    temp = {}
+    for inside, name in PRIVATE.items():
+        host = os.path.join(private, name)
+        os.makedirs(host, exist_ok=True)
+        os.chmod(host, 0o1777)
+        temp[inside] = os.open(host, os.O_PATH | os.O_CLOEXEC)
+    devices = {name: fd for name in DEVICES if (fd := _open(f"/dev/{name}")) is not None}
+    opened = [*kept.values(), *temp.values(), *devices.values()]
+    for inside in ("/tmp", "/var/tmp"):
+        opened.append(os.open(inside, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC))
+        _bind(temp[inside], opened[-1])
+    covered: list[str] = []
+    for path in sorted(empty):  # parents first: $XDG_RUNTIME_DIR may lie in /run
+        if not os.path.isdir(path) and not any(path.startswith(f"{c}/") for c in covered):
+            continue
+        os.makedirs(path, exist_ok=True)  # in a tmpfs just made
+        _mount("tmpfs", path, "tmpfs", _MS_NOSUID | _MS_NODEV, "mode=0755")
+        covered.append(path)
+    _mount("tmpfs", "/dev", "tmpfs", _MS_NOSUID | _MS_NODEV, "mode=0755")
+    for name, fd in devices.items():
+        os.close(os.open(f"/dev/{name}", os.O_CREAT | os.O_WRONLY | os.O_CLOEXEC, 0o666))
+        opened.append(os.open(f"/dev/{name}", os.O_PATH | os.O_CLOEXEC))
+        _bind(fd, opened[-1])
+    os.mkdir("/dev/pts")
+    _mount("devpts", "/dev/pts", "devpts", _MS_NOSUID | _MS_NOEXEC, "newinstance,ptmxmode=0666,mode=620")
+    os.symlink("pts/ptmx", "/dev/ptmx")
+    os.mkdir("/dev/shm")
+    opened.append(os.open("/dev/shm", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC))
+    _bind(temp["/dev/shm"], opened[-1])
+    for name, target in DEV_LINKS.items():
+        os.symlink(target, f"/dev/{name}")
+    for path in roots:
+        seen = _open(path, os.O_DIRECTORY)
+        if path in kept and (seen is None or not _same(seen, kept[path])):
+            opened.append(_mount_point(path))  # in the private folder that covers it
+            _bind(kept[path], opened[-1])
+        opened += [seen] if seen is not None else []
+    for path in protected:
+        seen = _open(path, os.O_DIRECTORY)
+        if path in kept and seen is not None and _same(seen, kept[path]):
+            _bind(kept[path], seen, read_only=True)
+        opened += [seen] if seen is not None else []
+    for fd in opened:
+        os.close(fd)
+    try:
+        os.chdir(os.getcwd())  # the workspace in this view: from the host's, '..' would lead to the host's /tmp
+    except OSError:
+        os.chdir("/")
+
+
+def writable_inside(roots: list[str]) -> list[str]:
+    """What a confined command may write, once its view is built: the workspace roots, the private folders,
+    the new devpts and the device nodes."""
+    return [*roots, *PRIVATE, "/dev/pts", *(f"/dev/{name}" for name in DEVICES)]
