@@ -16,6 +16,7 @@ rule calls secret (the provider keys among them) and those that lead to a socket
 
 from __future__ import annotations
 
+import fcntl
 import functools
 import os
 import shutil
@@ -72,9 +73,12 @@ def unavailable_reason() -> str | None:
     """Why shell commands cannot be sandboxed here (None: they can). Asked once: it starts a sandbox."""
     if not sys.platform.startswith("linux"):
         return "sandboxing needs Linux"
+    try:
+        private = PrivateTemp()
+    except OSError as e:
+        return f"no temp folder for the sandbox: {e}"
     status_r, status_w = os.pipe()
     hold_r, hold_w = os.pipe()
-    private = PrivateTemp()
     try:
         argv = command_line(
             "true", confined=True, writable=[], status_fd=status_w, hold_fd=hold_r, private=private.path
@@ -105,20 +109,51 @@ def available() -> bool:
 
 class PrivateTemp:
     """The host folder (mode 0700) whose subfolders are a run's /tmp, /var/tmp and /dev/shm in the sandbox;
-    it lasts until the run ends (a ``Background`` of the run)."""
+    it lasts until the run ends (a ``Background`` of the run). Its run holds a lease on it (a lock the kernel
+    drops when the process dies), so that the folder of a run whose Zero was killed is removed by the next."""
 
     def __init__(self) -> None:
-        self.path = tempfile.mkdtemp(prefix="zero-run-")
+        self.path = tempfile.mkdtemp(prefix=_PREFIX)
+        self.lease = os.open(os.path.join(self.path, _LEASE), os.O_CREAT | os.O_RDWR | os.O_CLOEXEC, 0o600)
+        fcntl.flock(self.lease, fcntl.LOCK_EX)
+        _remove_abandoned(os.path.dirname(self.path))
 
     def remove(self) -> None:
-        for folder, subfolders, _ in os.walk(self.path):  # a command may have left folders it cannot enter
-            for name in subfolders:
-                if not os.path.islink(path := os.path.join(folder, name)):
-                    os.chmod(path, 0o700)
-        shutil.rmtree(self.path, ignore_errors=True)
+        _remove(self.path)
+        os.close(self.lease)
 
     async def aclose(self) -> None:
         self.remove()
+
+
+_PREFIX, _LEASE = "zero-run-", "lease"
+
+
+def _remove(path: str) -> None:
+    for folder, subfolders, _ in os.walk(path):  # a command may have left folders it cannot enter
+        for name in subfolders:
+            if not os.path.islink(sub := os.path.join(folder, name)):
+                os.chmod(sub, 0o700)
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def _remove_abandoned(temp: str) -> None:
+    """Remove the private folders in ``temp`` whose run is gone (its lease is free)."""
+    for name in os.listdir(temp):
+        if not name.startswith(_PREFIX):
+            continue
+        try:
+            lease = os.open(os.path.join(temp, name, _LEASE), os.O_RDWR | os.O_CLOEXEC | os.O_NOFOLLOW)
+        except OSError:
+            continue  # another user's, or one just being made
+        try:
+            fcntl.flock(lease, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            pass  # its run goes on
+        else:
+            _remove(os.path.join(temp, name))
+        finally:
+            os.close(lease)
 
 
 def empty_folders(environ: Mapping[str, str]) -> list[str]:

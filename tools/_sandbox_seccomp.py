@@ -219,7 +219,11 @@ class Supervisor:
                 if ctypes.get_errno() in (errno.EINTR, errno.ENOENT):  # ENOENT: the caller went meanwhile
                     continue
                 return
-            _thread.start_new_thread(self._answer, (listener, notification))
+            try:
+                _thread.start_new_thread(self._answer, (listener, notification))
+            except RuntimeError:  # no thread to be had: that call fails, the next may not
+                response = _Response(notification.id, 0, -errno.EAGAIN, 0)
+                libc.ioctl(listener, _SEND, ctypes.byref(response))
 
     def _answer(self, listener: int, notification: _Notification) -> None:
         response = _Response(notification.id, 0, 0, 0)
@@ -366,7 +370,7 @@ def _pidfd(pid: int) -> int:
     try:
         return os.pidfd_open(pid)
     except OSError as e:
-        if e.errno != errno.EINVAL:  # EINVAL: a thread that does not lead its process
+        if e.errno not in (errno.EINVAL, errno.ENOENT):  # a thread that does not lead its process (or gone)
             raise
     with open(f"/proc/{pid}/status") as f:
         tgid = next(int(line.split()[1]) for line in f if line.startswith("Tgid:"))

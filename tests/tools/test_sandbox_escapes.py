@@ -53,7 +53,7 @@ def servers(tmp_path: Path, outside: Path) -> Iterator[dict[str, socket.socket]]
         server.bind(str((tmp_path if name.startswith("hidden") else outside) / name))
         server.setblocking(False)
         if server.type == socket.SOCK_STREAM:
-            server.listen()
+            server.listen(4096)
     yield made
     for server in made.values():
         server.close()
@@ -157,6 +157,29 @@ def test_tmux_outside_cannot_be_driven_from_the_sandbox(
     assert not marker.exists()
 
 
+AROUND = r"""
+import ctypes, socket
+libc = ctypes.CDLL(None, use_errno=True)
+ring = libc.syscall(425, 1, ctypes.create_string_buffer(120))  # io_uring_setup: its calls skip seccomp
+print("io_uring", ring if ring >= 0 else ctypes.get_errno())
+try:
+    socket.socket(socket.AF_VSOCK, socket.SOCK_STREAM).connect((2, 9999))  # the host, from a VM
+except OSError as e:
+    print("vsock", e.errno)
+"""
+
+
+def test_calls_that_would_go_around_the_filter_or_the_namespace_are_refused(workspace: Path) -> None:
+    (workspace / "around.py").write_text(AROUND)
+    [unconfined] = bash(workspace, "python3 around.py", mode="unsafe")
+    if unconfined.startswith("io_uring 38"):  # ENOSYS
+        pytest.skip("no io_uring here")
+    [out] = bash(workspace, "python3 around.py")
+    assert out.startswith("io_uring 38\n")
+    if "vsock 97" not in unconfined:  # EAFNOSUPPORT: no vsock here
+        assert "vsock 13\n" in out and "vsock 13" not in unconfined  # EACCES, which it is not outside
+
+
 OWN = r"""
 import os, socket
 for path in ("/tmp/s", "/var/tmp/s", "/dev/shm/s", "s"):  # its /tmp, and the workspace
@@ -176,6 +199,20 @@ client.sendmsg([b"sendmsg"], [], 0, "/tmp/d")
 client.connect("/tmp/d")
 client.send(b"send")
 print(*(server.recv(100).decode() for _ in range(3)), end=" ")
+import ctypes
+class IoVec(ctypes.Structure):
+    _fields_ = [("base", ctypes.c_char_p), ("len", ctypes.c_size_t)]
+class MsgHdr(ctypes.Structure):
+    _fields_ = [("name", ctypes.c_void_p), ("namelen", ctypes.c_uint32), ("iov", ctypes.POINTER(IoVec)),
+                ("iovlen", ctypes.c_size_t), ("control", ctypes.c_void_p), ("controllen", ctypes.c_size_t),
+                ("flags", ctypes.c_int)]
+class MMsgHdr(ctypes.Structure):
+    _fields_ = [("hdr", MsgHdr), ("len", ctypes.c_uint32)]
+parts = [IoVec(b"mm1", 3), IoVec(b"mmsg2", 5)]
+messages = (MMsgHdr * 2)(*(MMsgHdr(MsgHdr(None, 0, ctypes.pointer(part), 1, None, 0, 0)) for part in parts))
+server.settimeout(5)
+sent = ctypes.CDLL(None).sendmmsg(client.fileno(), messages, 2, 0)
+print("sendmmsg", sent, *(m.len for m in messages), *(server.recv(100).decode() for _ in range(2)), end=" ")
 a, b = socket.socketpair()
 r, w = os.pipe()
 os.write(w, b"SCM_RIGHTS")
@@ -193,7 +230,48 @@ print("abstract")
 def test_a_command_still_talks_to_the_sockets_it_made(workspace: Path) -> None:
     (workspace / "own.py").write_text(OWN)
     [out] = bash(workspace, "python3 own.py")
-    assert out.splitlines()[0] == "/tmp/s /var/tmp/s /dev/shm/s s sendto sendmsg send SCM_RIGHTS abstract"
+    assert out.splitlines()[0] == (
+        "/tmp/s /var/tmp/s /dev/shm/s s sendto sendmsg send sendmmsg 2 3 5 mm1 mmsg2 SCM_RIGHTS abstract"
+    )
+
+
+STUCK = r"""
+import os, socket, threading, time
+full = socket.socket(socket.AF_UNIX)
+full.bind("/tmp/full")
+full.listen(0)
+r, w = os.pipe()
+def stuck():
+    socket.socket(socket.AF_UNIX).connect("/tmp/full")  # takes the backlog's one place
+    os.write(w, b"%d" % threading.get_native_id())
+    socket.socket(socket.AF_UNIX).connect("/tmp/full")  # waits for an accept that never comes
+threading.Thread(target=stuck, daemon=True).start()
+tid = int(os.read(r, 20))
+while not open(f"/proc/self/task/{tid}/syscall").read().startswith("42 "):  # it is in connect()
+    time.sleep(0.01)
+time.sleep(0.2)  # and its call reached the supervisor
+other = socket.socket(socket.AF_UNIX)
+other.bind("/tmp/other")
+other.listen()
+socket.socket(socket.AF_UNIX).connect("/tmp/other")
+print("not held up")
+"""
+
+
+def test_a_connect_that_blocks_holds_up_no_other(workspace: Path) -> None:
+    (workspace / "stuck.py").write_text(STUCK)
+    [out] = bash(workspace, "python3 stuck.py", timeout_seconds=10)
+    assert out.startswith("not held up\n")
+
+
+def test_the_hosts_runtime_folders_are_empty(workspace: Path, outside: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    runtime = outside / "run-user"  # as /run/user/UID, where a desktop's sockets are
+    runtime.mkdir()
+    (runtime / "bus").touch()
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(runtime))
+    [out] = bash(workspace, 'for d in /run /var/run "$XDG_RUNTIME_DIR"; do echo "$d $(ls -A $d | wc -l)"; done')
+    assert out.startswith(f"/run 0\n/var/run 0\n{runtime} 0\n")
+    assert os.listdir("/run")  # the host's is not
 
 
 @pytest.fixture
@@ -374,9 +452,9 @@ def test_a_link_a_command_leaves_where_the_next_puts_the_workspace_is_not_follow
 
 
 @pytest.mark.parametrize("mode", ["auto", "unsafe"])
-@pytest.mark.parametrize("ending", ["the run ends", "zero is killed"])
+@pytest.mark.parametrize("ending", ["run-ends", "zero-killed"])
 def test_no_job_a_command_starts_outlives_the_run_or_a_killed_zero(
-    workspace: Path, tmp_path: Path, mode: str, ending: str
+    workspace: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mode: str, ending: str
 ) -> None:
     n = 6000 + os.getpid() % 1000
     jobs = [f"sleep {n}1.5", f"sleep {n}2.5"]
@@ -395,17 +473,21 @@ match = {{ turn = 3 }}
 text = "Done."
 """,
     )
+    host = tmp_path / "host-temp"  # where the run's private temp folder is made
+    host.mkdir()
     proc = subprocess.Popen(
         [ZERO, "exec", "go", *scripted(script, workspace), "--permission-mode", mode],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
+        env={**os.environ, "TMPDIR": str(host)},
     )
+    jobs = [f"^{job}$" for job in jobs]  # the jobs themselves, not a command line that names them
     try:
         deadline = time.monotonic() + 15
         while not all(running(job) for job in jobs):  # both jobs run while the run does
             assert time.monotonic() < deadline and proc.poll() is None
             time.sleep(0.02)
-        if ending == "zero is killed":
+        if ending == "zero-killed":
             proc.send_signal(signal.SIGKILL)
         else:
             (workspace / "go").touch()
@@ -414,6 +496,11 @@ text = "Done."
         while any(running(job) for job in jobs) and time.monotonic() < deadline:
             time.sleep(0.05)
         assert [running(job) for job in jobs] == [[], []]
+        if mode == "auto" and ending == "zero-killed":  # it could not remove the run's temp folder...
+            assert len(list(host.iterdir())) == 1
+            monkeypatch.setattr(tempfile, "tempdir", str(host))
+            _sandbox.PrivateTemp().remove()  # ...the next run does
+        assert list(host.iterdir()) == []
     finally:
         proc.kill()
         for pid in (pid for job in jobs for pid in running(job)):  # what a failure left
