@@ -18,4 +18,4 @@ if __name__ == "__main__":
         package.__path__ = path
     from zero.tools._sandbox_run import main
 
-    sys.exit(main(sys.argv[1:]))
+    os._exit(main(sys.argv[1:]))  # it writes unbuffered: nothing to flush, no interpreter to tear down
