@@ -18,8 +18,11 @@ import anyio
 import pytest
 from mcp.client import Client
 from mcp.client.stdio import StdioServerParameters
+from mcp.shared.exceptions import MCPError
 from support.cli import ZERO, scripted, write_script, zero
 
+from zero import __version__
+from zero.cli.config import NO_PROVIDER
 from zero.sessions import FileSessionStore
 
 DEMO = str(Path(__file__).parents[1] / "mcpdemo" / "server.py")
@@ -317,6 +320,49 @@ def test_zero_as_an_mcp_server(workspace: Path, tmp_path: Path) -> None:
     assert got["foreign"].is_error  # never says whether another workspace's session exists
     statuses = {m.title: m.status for m in store().list() if m.title in ("Look around", "Take forever")}
     assert statuses == {"Look around": "completed", "Take forever": "cancelled"}
+
+
+def test_an_unconfigured_zero_still_serves_and_each_run_answers_with_the_configuration_error(workspace: Path) -> None:
+    """A host starts servers with a minimal environment (no API key) and often hides stderr: the server starts,
+    says who it is, lists its tools under proper schemas, and each run answers with what ``zero exec`` says."""
+    params = StdioServerParameters(
+        command=ZERO,
+        args=["mcp", "serve", "--cwd", str(workspace)],
+        env={k: os.environ[k] for k in ("ZERO_HOME", "XDG_CONFIG_HOME", "PATH")},
+    )
+
+    async def scenario() -> dict[str, Any]:
+        async with Client(params) as client:
+            got: dict[str, Any] = {"info": client.server_info, "capabilities": client.server_capabilities}
+            got["tools"] = (await client.list_tools()).tools
+            got["explorer"] = await client.call_tool("explorer", {"prompt": "Look around"})
+            got["team"] = await client.call_tool("run_team", {"team": "team.toml"})
+            got["sessions"] = await client.call_tool("session_show", {"session_id": "zero_20200101000000_000000000000"})
+            with pytest.raises(MCPError) as refused:
+                await client.list_prompts()
+            got["prompts"] = refused.value.error.message
+            return got
+
+    got = anyio.run(scenario)
+    assert got["info"].name == "zero" and got["info"].version == __version__
+    assert got["capabilities"].tools is not None
+    assert got["capabilities"].prompts is None and got["capabilities"].resources is None  # it serves tools only
+    assert got["prompts"] == "Method not found"
+    tools = {t.name: t for t in got["tools"]}
+    assert {"explorer", "worker", "run_team", "session_tree", "session_show"} <= set(tools)
+    assert tools["explorer"].input_schema == {
+        "type": "object",
+        "properties": {"prompt": {"type": "string"}},
+        "required": ["prompt"],
+    }
+    assert all("title" not in t.input_schema and t.output_schema is None for t in got["tools"])
+    assert tools["run_team"].title == "Run a team"
+    assert tools["run_team"].description.startswith("Run a team file (a path in the workspace) under its shared")
+    for answer, tool in ((got["explorer"], "explorer"), (got["team"], "run_team")):
+        assert answer.is_error and answer.content[0].text == f"Error executing tool {tool}: {NO_PROVIDER}"
+    # reading sessions needs no provider
+    assert got["sessions"].content[0].text.endswith("no session zero_20200101000000_000000000000 in this workspace")
+    assert store().list() == []
 
 
 @pytest.fixture(autouse=True)
