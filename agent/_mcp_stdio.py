@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager, suppress
 from typing import Any
 
@@ -32,10 +32,17 @@ _TEXT = re.compile(rb'"text"\s*:\s*"')
 
 @asynccontextmanager
 async def stdio_transport(
-    command: str, args: list[str], env: dict[str, str], cwd: str | None, errlog: Any
+    command: str,
+    args: list[str],
+    env: dict[str, str],
+    cwd: str | None,
+    errlog: Any,
+    exited: Callable[[int], None] = lambda code: None,
 ) -> AsyncIterator[tuple[Any, Any]]:
     """The server's process, and the streams of messages to and from it, until the block ends; then the
-    server is stopped as the MCP spec says (stdin closed, a grace period, then its process group killed)."""
+    server is stopped as the MCP spec says (stdin closed, a grace period, then its process group killed).
+    A server whose output ends by itself (it exited) is given to ``exited`` with its exit code before the
+    client learns that the connection closed, so what failed can be said first."""
     process = await anyio.open_process(
         [command, *args], env=get_default_environment() | env, cwd=cwd, stderr=errlog, start_new_session=True
     )
@@ -48,6 +55,8 @@ async def stdio_transport(
             with suppress(anyio.BrokenResourceError, anyio.ClosedResourceError):
                 async for line in lines(process.stdout):
                     await to_client.send(_message(line))
+            with anyio.move_on_after(1):  # (a server that only closed its stdout is not waited for longer)
+                exited(await process.wait())
 
     async def write() -> None:
         assert process.stdin is not None

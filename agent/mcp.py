@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import signal
 import tempfile
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
@@ -142,11 +143,13 @@ async def open_servers(
 async def _serve(slot: _Slot, stop: anyio.Event) -> None:
     """Connect, list the tools, and hold the connection until ``stop``; record any failure."""
     server = slot.server
+    exited: list[int] = []  # the exit code of a stdio server that ended by itself
     with anyio.CancelScope() as scope, tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace") as errlog:
         slot.scope = scope
         try:
             async with AsyncExitStack() as stack:
-                client = await stack.enter_async_context(Client(await _transport(server, errlog, stack)))
+                transport = await _transport(server, errlog, stack, exited.append)
+                client = await stack.enter_async_context(Client(transport))
                 tools: list[mcp_types.Tool] = []
                 cursor: str | None = None
                 while True:
@@ -159,20 +162,20 @@ async def _serve(slot: _Slot, stop: anyio.Event) -> None:
                 slot.ready.set()
                 await stop.wait()
         except Exception as e:  # noqa: BLE001 - any failure to start is this server's, reported, never the run's
-            slot.error = f"{_reason(e)}" + _tail(errlog, server)
+            slot.error = (_exited(exited[0]) if exited else _reason(e)) + _tail(errlog, server)
             slot.ready.set()
         finally:
             slot.ready.set()
 
 
-async def _transport(server: McpServer, errlog: Any, stack: AsyncExitStack) -> Any:
+async def _transport(server: McpServer, errlog: Any, stack: AsyncExitStack, exited: Callable[[int], None]) -> Any:
     if server.url:
         http = httpx2.AsyncClient(headers=_expand(server.headers), timeout=server.call_timeout_seconds)
         await stack.enter_async_context(http)
         return streamable_http_client(server.url, http_client=http)
     if not server.command:
         raise ToolError(f"MCP server {server.name!r} has neither command nor url")
-    return stdio_transport(server.command, list(server.args), _expand(server.env), server.cwd, errlog)
+    return stdio_transport(server.command, list(server.args), _expand(server.env), server.cwd, errlog, exited)
 
 
 def _expand(values: dict[str, str]) -> dict[str, str]:
@@ -196,10 +199,23 @@ def _tail(errlog: Any, server: McpServer, lines: int = 5) -> str:
     return ("; its stderr ended with: " + mask(" | ".join(text))) if text else ""
 
 
+def _exited(code: int) -> str:
+    """A server that ended before it answered: what the SDK then raises ("Connection closed") says less."""
+    if code < 0:
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = f"signal {-code}"
+        return f"it was ended by {name} at start"
+    return f"it exited at start with code {code}"
+
+
 def _reason(error: BaseException) -> str:
-    """What went wrong, without the task groups an error came out through."""
-    while isinstance(error, BaseExceptionGroup) and len(error.exceptions) == 1:
-        error = error.exceptions[0]
+    """What went wrong, without the task groups an error came out through (of several, the first that is
+    not a cancellation)."""
+    while isinstance(error, BaseExceptionGroup):
+        leaves = [e for e in error.exceptions if not isinstance(e, anyio.get_cancelled_exc_class())]
+        error = (leaves or list(error.exceptions))[0]
     return f"{type(error).__name__}: {error}"
 
 

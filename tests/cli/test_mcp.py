@@ -160,6 +160,21 @@ def test_mcp_add_list_trust_and_remove_keep_the_rest_of_the_file(workspace: Path
     assert list(approved[str(workspace)]) == ["repo"]  # approved: it starts in runs here from now on
 
 
+def test_a_server_that_exits_at_start_is_reported_by_its_exit_code_then_its_stderr(workspace: Path) -> None:
+    config = Path(os.environ["XDG_CONFIG_HOME"]) / "zero" / "config.toml"
+    config.parent.mkdir(parents=True)
+    exits = "import sys; sys.stderr.write('GITHUB_TOKEN is not set\\n'); sys.exit(3)"
+    config.write_text(
+        f"[mcp.servers.bad]\ncommand = {json.dumps(sys.executable)}\nargs = ['-c', {json.dumps(exits)}]\n"
+    )
+    listed = zero("mcp", "list", "--cwd", str(workspace))
+    assert listed.returncode == 0, listed.stderr
+    said = "skipped: it exited at start with code 3; its stderr ended with: GITHUB_TOKEN is not set\n"
+    assert listed.stdout.endswith(said)
+    [row] = json.loads(zero("mcp", "list", "--json", "--cwd", str(workspace)).stdout)
+    assert row["problem"] == f"MCP server 'bad' ({sys.executable} -c {exits}) {said.strip()}"
+
+
 REPO_SERVER = (
     Path(DEMO)
     .read_text()
