@@ -243,7 +243,7 @@ def _mcp(mcp: argparse.ArgumentParser) -> None:
     )
     mc_add.add_argument("name")
     mc_add.add_argument("--url", help="a streamable HTTP server")
-    mc_add.add_argument("--env", action="append", metavar="KEY=VALUE", help="environment ($VAR takes yours)")
+    mc_add.add_argument("--env", "-e", action="append", metavar="KEY=VALUE", help="environment ($VAR takes yours)")
     mc_add.add_argument("--header", action="append", metavar="KEY=VALUE", help="an HTTP header ($VAR takes yours)")
     mc_add.add_argument("--trust", action="store_true", help="its tools run without asking")
     mc_remove = mc.add_parser("remove", help="remove a server from your config (--project: the project's)")

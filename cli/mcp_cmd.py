@@ -101,6 +101,7 @@ def _add(args: argparse.Namespace, workspace: Path, streams: Streams) -> int:
     command = list(args.server_command or [])
     if bool(command) == bool(args.url):
         raise UsageError("give the server's command after --, or --url for a streamable HTTP server (one of them)")
+    _check_no_env_after(args.name, command)
     env = dict(_pair(item, "--env") for item in args.env or [])
     headers = dict(_pair(item, "--header") for item in args.header or [])
     entry = McpServerEntry(
@@ -203,6 +204,31 @@ _VARIABLE = re.compile(r"\$(?:\{([A-Za-z_][A-Za-z0-9_]*)\}|([A-Za-z_][A-Za-z0-9_
 def _check_name(name: str) -> None:
     if not re.fullmatch(NAME_PATTERN, name):
         raise UsageError(f"invalid server name {name!r}: use lowercase letters, digits and '-', starting with a letter")
+
+
+def _check_no_env_after(name: str, command: list[str]) -> None:
+    """Refuse ``--env KEY=VALUE`` (or ``-e``) after ``--``: everything there is the server's command line, so it
+    would become an argument of the server, not its environment. A container runtime's own ``-e`` is let be
+    (``docker run -e KEY=VALUE image`` sets the container's environment)."""
+    if not command or Path(command[0]).name in _CONTAINER_RUNTIMES:
+        return
+    for at, word in enumerate(command[1:], 1):
+        if word.startswith("--env="):
+            flag, pair, used = "--env", word.removeprefix("--env="), {at}
+        elif word in ("--env", "-e") and at + 1 < len(command):
+            flag, pair, used = word, command[at + 1], {at, at + 1}
+        else:
+            continue
+        if _ASSIGNMENT.fullmatch(pair):
+            rest = [w for i, w in enumerate(command) if i not in used]
+            raise UsageError(
+                f"{flag} {pair} comes after --, where it would be an argument of {command[0]}, not its environment: "
+                f"give it before --: zero mcp add {name} --env {shlex.quote(pair)} -- {shlex.join(rest)}"
+            )
+
+
+_CONTAINER_RUNTIMES = frozenset({"docker", "podman", "nerdctl"})
+_ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=.*", re.DOTALL)
 
 
 def _pair(item: str, flag: str) -> tuple[str, str]:

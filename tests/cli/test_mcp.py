@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import socket
 import subprocess
 import sys
 import time
+import tomllib
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -173,6 +175,36 @@ def test_a_server_that_exits_at_start_is_reported_by_its_exit_code_then_its_stde
     assert listed.stdout.endswith(said)
     [row] = json.loads(zero("mcp", "list", "--json", "--cwd", str(workspace)).stdout)
     assert row["problem"] == f"MCP server 'bad' ({sys.executable} -c {exits}) {said.strip()}"
+
+
+def test_the_readmes_mcp_add_stores_the_env_and_an_env_after_the_double_dash_is_refused(workspace: Path) -> None:
+    readme = (Path(__file__).parents[2] / "README.md").read_text()
+    [line] = [line for line in readme.splitlines() if line.startswith("zero mcp add github ")]
+    here = ["--cwd", str(workspace)]
+    words = shlex.split(line)[1:]
+    added = zero(*words[:3], *here, *words[3:])
+    assert added.returncode == 0, added.stderr
+    config = Path(os.environ["XDG_CONFIG_HOME"]) / "zero" / "config.toml"
+    github = tomllib.loads(config.read_text())["mcp"]["servers"]["github"]
+    assert github == {
+        "command": "npx",
+        "args": ["-y", "@modelcontextprotocol/server-github"],
+        "env": {"GITHUB_PERSONAL_ACCESS_TOKEN": "$GITHUB_TOKEN"},
+    }
+    before = config.read_text()
+    for flags in (["--env", "T=$GITHUB_TOKEN"], ["-e", "T=$GITHUB_TOKEN"], ["--env=T=$GITHUB_TOKEN"]):
+        refused = zero("mcp", "add", "gh", *here, "--", "npx", "-y", "server-github", *flags)
+        assert refused.returncode == 2
+        assert refused.stderr == (
+            f"zero: error: {flags[0].partition('=')[0]} T=$GITHUB_TOKEN comes after --, where it would be an argument "
+            "of npx, not its environment: give it before --: zero mcp add gh --env 'T=$GITHUB_TOKEN' -- npx -y "
+            "server-github\n"
+        )
+    assert config.read_text() == before  # nothing written
+    docker = ["docker", "run", "-i", "--rm", "-e", "GITHUB_PERSONAL_ACCESS_TOKEN=x", "ghcr.io/github/github-mcp-server"]
+    assert zero("mcp", "add", "gh", "-e", "A=1", *here, "--", *docker).returncode == 0  # the container's -e
+    stored = tomllib.loads(config.read_text())["mcp"]["servers"]["gh"]
+    assert stored["args"] == docker[1:] and stored["env"] == {"A": "1"}
 
 
 REPO_SERVER = (
