@@ -28,6 +28,7 @@ from zero.specialists.registry import Specialist
 from zero.specialists.session import AgentSession
 from zero.specialists.tools import Task, TaskOutput, TaskStop
 from zero.tools import PermissionMode, Tool, ToolOutput
+from zero.tools.base import Background
 from zero.tools.describe import describe_call
 
 __all__ = ["ChildFactory", "Delegator"]
@@ -86,9 +87,23 @@ class _Child:
         return ToolOutput(text, is_error=result.status != "completed", changed_files=tuple(sorted(self.files_changed)))
 
 
+class _RunJob:
+    """A background child as a job of the run that started it, like a shell job left running: the run's end
+    stops it (``cancelled``, or the status the whole run is stopping with) and waits until its end is recorded."""
+
+    def __init__(self, delegator: Delegator, child: _Child):
+        self.delegator, self.child = delegator, child
+
+    async def aclose(self) -> None:
+        if not self.child.done.is_set():
+            self.child.session.cancel(self.delegator.stopping or "cancelled")
+            await self.child.done.wait()
+
+
 class Delegator:
-    """The Task machinery of one agent session. ``opened()`` is its tool set: leaving it cancels
-    the background children still running, which are recorded ``cancelled``."""
+    """The Task machinery of one agent session. ``opened()`` is its tool set. A background child is
+    stopped when the run that started it ends (before that run's end is recorded); leaving ``opened()``
+    cancels any still running all the same."""
 
     def __init__(
         self,
@@ -146,7 +161,10 @@ class Delegator:
         background: bool,
         resume: str | None,
         call_id: str,
+        jobs: list[Background] | None = None,
     ) -> ToolOutput:
+        """Run a child (``background``: start it and return its task id; it joins ``jobs``, the background jobs
+        of the run that started it, so that run's end stops it and records its end before its own)."""
         if resume:
             if background:
                 raise ToolError("a resumed task runs in the foreground: drop run_in_background")
@@ -172,6 +190,8 @@ class Delegator:
         if background:
             assert self._tg is not None
             self._tg.start_soon(self._execute, child, prompt)
+            if jobs is not None:
+                jobs.append(_RunJob(self, child))
             return ToolOutput(
                 f"task_id: {child.session_id}\nstatus: running\nspecialist: {child.specialist.name}\n"
                 f"description: {child.description}\n\n"

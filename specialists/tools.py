@@ -9,7 +9,7 @@ from typing import Any, Protocol
 from pydantic import Field
 
 from zero.tools import ArgsModel, BuiltinTool, ToolContext, ToolOutput
-from zero.tools.base import current_call_id
+from zero.tools.base import Background, current_call_id
 
 __all__ = ["Task", "TaskOutput", "TaskRunner", "TaskStop"]
 
@@ -26,6 +26,7 @@ class TaskRunner(Protocol):
         background: bool,
         resume: str | None,
         call_id: str,
+        jobs: list[Background] | None = None,
     ) -> ToolOutput: ...
 
     async def output(self, task_id: str, block: bool, wait_seconds: float) -> ToolOutput: ...
@@ -81,6 +82,7 @@ class Task(BuiltinTool[TaskArgs]):
             background=args.run_in_background,
             resume=args.resume,
             call_id=current_call_id.get(),
+            jobs=ctx.background,
         )
 
 

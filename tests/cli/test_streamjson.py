@@ -12,6 +12,7 @@ from support.cli import lines, scripted, write_script, zero
 from zero.agent import PermissionDecided
 from zero.cli.streamjson import StreamJsonWriter, read_input
 from zero.errors import UsageError
+from zero.sessions import FileSessionStore
 
 # The fields docs/STREAM_JSON_PROTOCOL.md gives each output event (besides schemaVersion, type, runId).
 FIELDS: dict[str, set[str]] = {
@@ -191,3 +192,39 @@ def test_input_events_are_combined_and_unknown_fields_rejected(workspace: Path, 
     assert done.returncode == 2
     assert [e["type"] for e in lines(done.stdout)] == ["error", "run_end"]
     assert "stdin line 1: unknown field 'images'" in lines(done.stdout)[0]["message"]
+
+
+BACKGROUND = """
+[[turns]]
+match = { system = "You are Zero", turn = 1 }
+tool_calls = [{ name = "Task", arguments = { name = "explorer", prompt = "Map it slowly.", run_in_background = true } }]
+[[turns]]
+match = { system = "You are Zero", turn = 2 }
+text = "I will not wait for it."
+[[turns]]
+match = { system = "You are the explorer" }
+delay = 30
+text = "never"
+"""
+
+
+def test_a_background_child_is_stopped_and_recorded_before_the_run_ends(workspace: Path, tmp_path: Path) -> None:
+    """Its parent answered without waiting: the child is stopped (``cancelled``, as the run's background shell
+    jobs are), and its end comes before ``run_end``, which is the last line, here and in the parent's log."""
+    script = write_script(tmp_path / "s.toml", BACKGROUND)
+    done = zero("exec", "Map it.", *scripted(script, workspace), "--output-format", "stream-json")
+    assert done.returncode == 0, done.stderr
+    events = lines(done.stdout)
+    kinds = [e["type"] for e in events]
+    assert kinds[-3:] == ["subagent_end", "final", "run_end"]
+    assert (
+        events[-3]["status"] == "cancelled"
+        and events[-3]["sessionId"] == events[kinds.index("subagent_start")]["sessionId"]
+    )
+    root = events[0]["sessionId"]
+    log = [e.event for e in FileSessionStore.default().events(root)]
+    assert [e.kind for e in log if e.kind in ("child_start", "child_end", "run_end")] == [
+        "child_start",
+        "child_end",
+        "run_end",
+    ]
