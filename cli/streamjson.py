@@ -82,6 +82,7 @@ class StreamJsonWriter:
         self.root_session_id = root_session_id
         self._redact = redactor or Redactor()
         self._error: ErrorRaised | None = None
+        self._started: set[str] = set()  # the children whose subagent_start was written
         self.exit_code: int | None = None  # set by the top session's end
 
     def emit(
@@ -195,17 +196,11 @@ class StreamJsonWriter:
                 if root:
                     self._error = event  # written with the run's end
             case ChildStarted():
-                fields = {
-                    "sessionId": event.child_session_id,
-                    "parentSessionId": sid,
-                    "rootSessionId": event.root_session_id or self.root_session_id,
-                    "agentName": event.name,
-                    "specialist": event.specialist,
-                }
-                if event.member is not None:
-                    fields["member"] = event.member
-                self.emit("subagent_start", fields)
+                self._subagent_start(event.child_session_id, sid, event.root_session_id, event.name, event)
             case ChildFinished():
+                if event.child_session_id not in self._started:  # a member that never ran (skipped) is framed too
+                    name = event.member or event.specialist
+                    self._subagent_start(event.child_session_id, sid, "", name, event)
                 usage = event.usage.to_json()
                 fields = {"sessionId": event.child_session_id, "status": event.status, "usage": usage}
                 self.emit("subagent_end", {**fields, "costUsd": usage["costUsd"], "durationMs": event.duration_ms})
@@ -221,6 +216,21 @@ class StreamJsonWriter:
                 pass  # a compaction is announced by its "compacted" warning
             case _:
                 assert_never(event)
+
+    def _subagent_start(
+        self, child: str, parent: str, root: str, name: str, event: ChildStarted | ChildFinished
+    ) -> None:
+        self._started.add(child)
+        fields = {
+            "sessionId": child,
+            "parentSessionId": parent,
+            "rootSessionId": root or self.root_session_id,
+            "agentName": name,
+            "specialist": event.specialist,
+        }
+        if event.member is not None:
+            fields["member"] = event.member
+        self.emit("subagent_start", fields)
 
     def _end(self, status: str, message: str) -> None:
         error = self._error

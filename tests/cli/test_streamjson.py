@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import io
+import re
 from pathlib import Path
 from typing import Any
 
 import pytest
 from support.cli import lines, scripted, write_script, zero
 
-from zero.agent import PermissionDecided
+from zero.agent import RUN_STATUSES, PermissionDecided
 from zero.cli.streamjson import StreamJsonWriter, read_input
-from zero.errors import UsageError
+from zero.errors import UsageError, ZeroError
 from zero.sessions import FileSessionStore
 
 # The fields docs/STREAM_JSON_PROTOCOL.md gives each output event (besides schemaVersion, type, runId).
@@ -228,3 +229,65 @@ def test_a_background_child_is_stopped_and_recorded_before_the_run_ends(workspac
         "child_end",
         "run_end",
     ]
+
+
+SKIPPING_TEAM = """
+name = "t"
+[[members]]
+name = "a"
+specialist = "explorer"
+prompt = "Fail."
+[[members]]
+name = "b"
+specialist = "explorer"
+prompt = "Go on from {{ a.output }}."
+depends_on = ["a"]
+"""
+
+
+def test_a_skipped_member_is_framed_by_subagent_start_and_end(workspace: Path, tmp_path: Path) -> None:
+    team = write_script(workspace / "team.toml", SKIPPING_TEAM)
+    script = write_script(tmp_path / "s.toml", '[[turns]]\nmatch = { user = "Fail." }\nerror = { kind = "auth" }\n')
+    done = zero("swarm", "run", str(team), *scripted(script, workspace), "--output-format", "stream-json")
+    assert done.returncode == 1, done.stderr
+    events = lines(done.stdout)
+    framing = [(e["type"], e.get("member") or e["status"]) for e in events if e["type"].startswith("subagent_")]
+    assert framing == [
+        ("subagent_start", "a"),
+        ("subagent_end", "failed"),
+        ("subagent_start", "b"),
+        ("subagent_end", "skipped"),
+    ]
+    skipped = next(e for e in events if e["type"] == "subagent_start" and e["member"] == "b")
+    team_id = events[0]["sessionId"]
+    assert skipped == {
+        "schemaVersion": 2,
+        "type": "subagent_start",
+        "runId": events[0]["runId"],
+        "sessionId": skipped["sessionId"],
+        "parentSessionId": team_id,
+        "rootSessionId": team_id,
+        "agentName": "b",
+        "specialist": "explorer",
+        "member": "b",
+    }
+    assert events[events.index(skipped) + 1]["sessionId"] == skipped["sessionId"]
+    assert events[-2]["code"] == "failed"  # documented, as every code an error line can carry
+
+
+def _codes(cls: type[ZeroError]) -> set[str]:
+    return {cls.code}.union(*(_codes(sub) for sub in cls.__subclasses__()))
+
+
+def test_every_error_code_an_error_line_can_carry_is_documented() -> None:
+    """An ``error`` line's code is a ``ZeroError``'s (a setup failure, a failed run) or, when a run stopped
+    without one, its status (a team that ``failed``, an agent ``cancelled``): the document lists them all."""
+    import zero.cli.main  # noqa: F401  (every error class of the commands, defined)
+    import zero.orchestrator  # noqa: F401
+
+    doc = (Path(__file__).parents[2] / "docs" / "STREAM_JSON_PROTOCOL.md").read_text()
+    table = doc[doc.index("### Error codes") :].split("\n\n")[2]
+    documented = {code for row in table.splitlines()[2:] for code in re.findall(r"`([a-z_]+)`", row.split("|")[1])}
+    possible = _codes(ZeroError) | (set(RUN_STATUSES) - {"completed"})
+    assert possible - documented == set()
+    assert documented - possible == set()
