@@ -263,9 +263,13 @@ def read_input(lines: Iterable[str], source: str = "stdin") -> str:
             raise UsageError(f"{where}: not valid JSON ({e.msg})") from e
         if not isinstance(event, dict):
             raise UsageError(f"{where}: each line must be a JSON object")
-        if event.get("schemaVersion") != SCHEMA_VERSION:
-            raise UsageError(f"{where}: schemaVersion must be {SCHEMA_VERSION}, got {event.get('schemaVersion')!r}")
-        kind = event.get("type")
+        if "type" not in event:
+            raise UsageError(f'{where}: a line of stream-json input needs a "type" ("message" or "prompt")')
+        if "schemaVersion" not in event:
+            raise UsageError(f'{where}: a line of stream-json input needs "schemaVersion": {SCHEMA_VERSION}')
+        if event["schemaVersion"] != SCHEMA_VERSION:
+            raise UsageError(f"{where}: schemaVersion must be {SCHEMA_VERSION}, got {event['schemaVersion']!r}")
+        kind = event["type"]
         if kind not in _INPUT_FIELDS:
             raise UsageError(f"{where}: unknown event type {kind!r}; expected 'message' or 'prompt'")
         unknown = sorted(set(event) - _INPUT_FIELDS[kind])

@@ -172,6 +172,16 @@ def test_input_events_are_combined_and_unknown_fields_rejected(workspace: Path, 
     ]:
         with pytest.raises(UsageError, match=message):
             read_input([bad])
+    for bad, message in [
+        (
+            '{"schemaVersion": 2, "content": "x"}',
+            'stdin line 2: a line of stream-json input needs a "type" ("message" or "prompt")',
+        ),
+        ('{"type": "prompt", "content": "x"}', 'stdin line 2: a line of stream-json input needs "schemaVersion": 2'),
+    ]:
+        with pytest.raises(UsageError) as refused:
+            read_input(["", bad])
+        assert str(refused.value) == message
     script = write_script(tmp_path / "s.toml", '[[turns]]\nmatch = { user = "blockers" }\ntext = "none"\n')
     done = zero(
         "exec",
