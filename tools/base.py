@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import functools
+import json
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, Generic, Literal, Protocol, TypeVar, runtime_checkable
+from typing import Any, ClassVar, Generic, Literal, Protocol, TypeVar, get_args, runtime_checkable
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError, ValidationInfo, field_validator
+from pydantic_core import PydanticCustomError
 
 from zero.errors import ToolError
 from zero.tools.workspace import Workspace
@@ -107,9 +109,22 @@ class Tool(Protocol):
 
 
 class ArgsModel(BaseModel):
-    """Base of tool-argument models: unknown arguments are errors, not silently ignored."""
+    """Base of tool-argument models: unknown arguments are errors, not silently ignored, and a flag is a JSON
+    boolean (pydantic would take ``"yes"``, ``"off"`` or ``1`` for one: a model that wrote ``"no"`` did not
+    mean ``true``, and is told to write a boolean)."""
 
     model_config = ConfigDict(extra="forbid")
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _strict_flags(cls, value: Any, info: ValidationInfo) -> Any:
+        field = cls.model_fields.get(info.field_name or "")
+        flag = field is not None and (field.annotation is bool or bool in get_args(field.annotation))
+        if flag and value is not None and not isinstance(value, bool):
+            raise PydanticCustomError(
+                "bool_type", "input should be true or false (a JSON boolean), not {value}", {"value": json.dumps(value)}
+            )
+        return value
 
 
 A = TypeVar("A", bound=ArgsModel)

@@ -283,6 +283,34 @@ async def test_children_still_running_when_the_parent_ends_are_cancelled(workspa
     assert h.of("child_end")[0].status == "cancelled"
 
 
+async def test_a_flag_is_a_json_boolean_not_a_word(workspace: Path, tmp_path: Path) -> None:
+    """``block: "yes"`` (or ``"false"``, or ``1``) is refused, saying what to write; it was taken as true."""
+    h = Harness(
+        workspace,
+        tmp_path,
+        [
+            turn(PARENT, 1, "", call("Task", name="explorer", prompt="slow", run_in_background="no")),
+            turn(PARENT, 2, "", call("Task", name="explorer", prompt="slow", run_in_background=True)),
+            turn(PARENT, 3, "", call("TaskOutput", task_id="{{task_id}}", block="yes")),
+            turn(PARENT, 4, "", call("TaskOutput", task_id="{{task_id}}", block=1)),
+            turn(PARENT, 5, "I will not wait."),
+            turn(SLOW, 1, "", delay=30),
+        ],
+    )
+    with anyio.fail_after(10):
+        await h.run("go")
+    outputs = [e.output for e in h.of("tool_result", h.session_id)]
+    assert outputs[0] == (
+        'Error: invalid arguments for Task: run_in_background: input should be true or false (a JSON boolean), not "no"'
+    )
+    assert outputs[2] == (
+        'Error: invalid arguments for TaskOutput: block: input should be true or false (a JSON boolean), not "yes"'
+    )
+    assert outputs[3].endswith("block: input should be true or false (a JSON boolean), not 1")
+    [child] = h.children()  # the refused call started nothing
+    assert child.status == "cancelled"
+
+
 async def test_manifest_limits_end_the_child_with_the_matching_status(workspace: Path, tmp_path: Path) -> None:
     folder = workspace / ".zero" / "specialists"
     folder.mkdir(parents=True)
