@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import re
+import stat
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -174,6 +176,8 @@ def _new(workspace: Path, args: argparse.Namespace, out: TextIO) -> int:
     folder.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".toml.tmp")
     tmp.write_text(text, encoding="utf-8")
+    with contextlib.suppress(FileNotFoundError):  # a file overwritten (--force) keeps its mode
+        os.chmod(tmp, stat.S_IMODE(path.stat().st_mode))
     os.replace(tmp, path)
     if not args.user:  # the user wrote it: it runs as written (until someone else's edit)
         approve("specialists", workspace, name, SpecialistRegistry.load(workspace).get(name).fingerprint)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -205,7 +206,9 @@ def test_new_writes_a_valid_manifest_and_refuses_to_overwrite(workspace: Path) -
     )  # you wrote it
     again = zero("specialists", "new", "migrator", "--cwd", str(workspace))
     assert again.returncode == 2 and "already exists; pass --force" in again.stderr
+    path.chmod(0o600)  # the user's choice of who reads it
     assert zero("specialists", "new", "migrator", "--force", "--cwd", str(workspace)).returncode == 0
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600 and "Specialist migrator: say here" in path.read_text()
     bad = zero("specialists", "new", "Bad_Name", "--cwd", str(workspace))
     assert bad.returncode == 2 and "invalid specialist name" in bad.stderr
     assert zero("specialists", "new", "x", "--tools", "nope", "--cwd", str(workspace)).returncode == 2
