@@ -49,6 +49,8 @@ def _spec_json(spec: Specialist, registry: SpecialistRegistry) -> dict[str, Any]
         "description": spec.description,
         "location": spec.location,
         "path": str(spec.path),
+        "extends": spec.bases[0] if spec.bases else None,
+        "inherits": list(spec.inherited),
         "tools": list(spec.tools),
         "defaultTools": spec.default_tools,
         "model": spec.model,
@@ -139,11 +141,22 @@ def _show(workspace: Path, name: str, as_json: bool, out: TextIO) -> int:
             continue
         shown = ", ".join(value) if isinstance(value, list) else value
         out.write(f"{key}: {shown}\n")
+        if key == "path" and spec.bases:
+            out.write(f"extends: {' -> '.join(spec.bases)}{_inherits(spec)}\n")
     if spec.trusted is not None:
         out.write(f"trusted: {'yes' if spec.trusted else f'no (zero specialists trust {spec.name})'}\n")
     out.writelines(f"narrowed: {note}\n" for note in spec.narrowed)
     out.write(f"prompt:\n{spec.prompt}\n")
     return 0
+
+
+def _inherits(spec: Specialist) -> str:
+    """What a specialist takes from its base, as ``show`` says it."""
+    keys = [k for k in spec.inherited if k != "prompt"]
+    base = spec.bases[0]
+    prompt = f"its prompt is {base}'s" if "prompt" in spec.inherited else f"its own prompt follows {base}'s"
+    inherits = f"inherits {', '.join(keys)}; " if keys else ""
+    return f" ({inherits}{prompt})"
 
 
 def _new(workspace: Path, args: argparse.Namespace, out: TextIO) -> int:

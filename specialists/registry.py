@@ -49,6 +49,8 @@ class Specialist:
     fingerprint: str = ""  # of its project files' text (a project's specialist): what trusting it covers
     trusted: bool | None = None  # a project's specialist: does the user trust it as it is now (None: not a project's)
     narrowed: tuple[str, ...] = ()  # what it asked beyond what the user set, and what it got instead
+    bases: tuple[str, ...] = ()  # what it extends: its base, that one's base, ...
+    inherited: tuple[str, ...] = ()  # the manifest keys it takes from its base (a prompt of its own follows the base's)
 
 
 def builtin_dir() -> Path:
@@ -160,7 +162,7 @@ def resolve(name: str, files: dict[str, ManifestFile]) -> Specialist:
                 raise
             raise ManifestError.of(file.path, f"its base {step!r} is unusable: {e.detail}", key="extends") from e
     assert merged is not None
-    return merged
+    return replace(merged, bases=tuple(chain[1:]))
 
 
 T = TypeVar("T")
@@ -199,7 +201,24 @@ def _specialist(file: ManifestFile, description: str, prompt: str, base: Special
         tool_selection=selection,
         default_tools="tools" not in file.set_fields and (base is None or base.default_tools),
         fingerprint=_fingerprint(b.fingerprint, file) if file.location == "project" else b.fingerprint,
+        inherited=tuple(key for key, value in _given(b).items() if value and key not in own) if base else (),
     )
+
+
+def _given(spec: Specialist) -> dict[str, object]:
+    """What a specialist sets, by manifest key: what one extending it can inherit."""
+    return {
+        "description": spec.description,
+        "prompt": spec.prompt,
+        "tools": spec.tool_selection or spec.default_tools,
+        "model": spec.model,
+        "provider": spec.provider,
+        "reasoning_effort": spec.reasoning_effort,
+        "max_turns": spec.max_turns,
+        "max_output_tokens": spec.max_output_tokens,
+        "timeout_seconds": spec.timeout_seconds,
+        "budget": spec.budget_tokens or spec.budget_cost_usd,
+    }
 
 
 def _fingerprint(base: str, file: ManifestFile) -> str:

@@ -214,6 +214,25 @@ def test_new_writes_a_valid_manifest_and_refuses_to_overwrite(workspace: Path) -
     assert zero("specialists", "new", "x", "--tools", "nope", "--cwd", str(workspace)).returncode == 2
 
 
+def test_show_says_what_a_specialist_extends_and_what_it_inherits(workspace: Path) -> None:
+    folder = workspace / ".zero" / "specialists"
+    folder.mkdir(parents=True)
+    (folder / "reviewer.toml").write_text(
+        'name = "reviewer"\nextends = "explorer"\nprompt = "Review."\nmax_turns = 5\n'
+    )
+    (folder / "strict.toml").write_text('name = "strict"\nextends = "reviewer"\ntools = ["read_file"]\n')
+    here = ["--cwd", str(workspace)]
+    reviewer = zero("specialists", "show", "reviewer", *here).stdout.splitlines()
+    assert reviewer[4] == "extends: explorer (inherits description, tools; its own prompt follows explorer's)"
+    strict = zero("specialists", "show", "strict", *here).stdout.splitlines()
+    assert strict[4] == "extends: reviewer -> explorer (inherits description, max_turns; its prompt is reviewer's)"
+    shown = json.loads(zero("specialists", "show", "strict", *here, "--json").stdout)
+    assert shown["extends"] == "reviewer" and shown["inherits"] == ["description", "prompt", "max_turns"]
+    explorer = json.loads(zero("specialists", "show", "explorer", *here, "--json").stdout)
+    assert explorer["extends"] is None and explorer["inherits"] == []
+    assert "extends" not in zero("specialists", "show", "explorer", *here).stdout
+
+
 def test_validate_reports_each_file(workspace: Path) -> None:
     folder = _manifests(workspace)
     done = zero(
