@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import codecs
-import os
 import platform
-import stat
 
 from zero.errors import ToolError
 from zero.tools import NotFound, OutsideWorkspace, Workspace
@@ -43,28 +41,9 @@ def read_instructions(cwd: str) -> tuple[str, list[str]]:
 
 def _read_beneath(workspace: Workspace, name: str) -> bytes:
     try:
-        fd = workspace.open(name, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
+        return workspace.read_regular(name, MAX_INSTRUCTIONS)
     except OutsideWorkspace:
         raise ToolError("it is a link that leads outside the workspace") from None
-    kind = stat.S_IFMT(os.fstat(fd).st_mode)
-    if kind != stat.S_IFREG:
-        os.close(fd)
-        raise ToolError(f"it is not a regular file but {_KINDS.get(kind, 'a special file')}")
-    with os.fdopen(fd, "rb", buffering=0) as f:
-        chunks, size = [], 0
-        while size <= MAX_INSTRUCTIONS and (chunk := f.read(MAX_INSTRUCTIONS + 1 - size)):
-            chunks.append(chunk)
-            size += len(chunk)
-        return b"".join(chunks)
-
-
-_KINDS = {
-    stat.S_IFDIR: "a directory",
-    stat.S_IFIFO: "a FIFO",
-    stat.S_IFCHR: "a character device",
-    stat.S_IFBLK: "a block device",
-    stat.S_IFSOCK: "a socket",
-}
 
 
 def project_instructions(cwd: str) -> str:

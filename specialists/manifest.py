@@ -72,9 +72,10 @@ class ManifestFile:
         return set(self.manifest.model_fields_set)
 
     @classmethod
-    def load(cls, path: Path, location: Location = "file") -> ManifestFile:
+    def load(cls, path: Path, location: Location = "file", raw: bytes | None = None) -> ManifestFile:
+        """The manifest at ``path`` (``raw``: its bytes, read already)."""
         try:
-            data, text = read_data(path)
+            data, text = read_data(path, raw)
         except FileError as e:
             raise ManifestError(e.problems) from None
         return cls._check(data, text, path, location)

@@ -2,7 +2,8 @@
 
 Precedence: a project manifest (``<workspace>/.zero/specialists/``) overrides a user one
 (``${XDG_CONFIG_HOME:-~/.config}/zero/specialists/``), which overrides a built-in one.
-A bad file is reported with its path and key and skipped; it never hides the others.
+A bad file is reported with its path and key and skipped; it never hides the others (a link is
+followed: a project's only where it stays in its folder, else it is reported and skipped).
 ``extends`` is resolved after the merge; a cycle or a missing base drops only the
 specialists on that chain. A project's manifest comes with a repository: it is narrowed to
 what the user set (``zero.specialists.project``), and a user's or built-in manifest never
@@ -18,10 +19,10 @@ from importlib import resources
 from pathlib import Path
 from typing import TypeVar
 
-from zero.errors import ConfigError
+from zero.errors import ConfigError, ToolError
 from zero.specialists.manifest import KNOWN_TOOLS, Location, Manifest, ManifestError, ManifestFile
 from zero.specialists.project import ProjectLimits, narrow
-from zero.tools import expand_tools
+from zero.tools import NotFound, OutsideWorkspace, Workspace, expand_tools
 
 __all__ = ["Specialist", "SpecialistRegistry", "builtin_dir", "project_dir", "user_dir"]
 
@@ -87,11 +88,15 @@ class SpecialistRegistry:
         files: dict[str, ManifestFile] = {}
         mine: dict[str, ManifestFile] = {}  # the built-in and user manifests: what the project's are held to
         for folder, location in folders:
-            for path in sorted(folder.glob("*.toml")) if folder.is_dir() else []:
-                if path.is_symlink() or not path.is_file():
+            beneath = None
+            if location == "project" and workspace is not None and folder.is_dir():
+                if not Path(os.path.realpath(folder)).is_relative_to(os.path.realpath(workspace)):
+                    registry.errors.append(ManifestError.of(folder, "it is a link that leads outside the workspace"))
                     continue
+                beneath = Workspace([folder])
+            for path in sorted(folder.glob("*.toml")) if folder.is_dir() else []:
                 try:
-                    loaded = ManifestFile.load(path, location)
+                    loaded = _load(path, location, beneath)
                 except ManifestError as e:
                     registry.errors.append(e)
                     continue
@@ -120,6 +125,33 @@ class SpecialistRegistry:
 
     def names(self) -> list[str]:
         return sorted(self.specialists)
+
+
+def _load(path: Path, location: Location, beneath: Workspace | None) -> ManifestFile:
+    """A manifest of a folder. A project's comes with a repository: it is read beneath its folder, as the file
+    tools read (a link is followed only where it stays inside, and only a regular file is read); the user's
+    and the built-in ones are followed wherever their links lead (a dotfiles repository, say)."""
+    if beneath is None:
+        if not path.is_file():
+            raise ManifestError.of(path, _not_a_file(path))
+        return ManifestFile.load(path, location)
+    try:
+        raw = beneath.read_regular(path.name)
+    except OutsideWorkspace:
+        raise ManifestError.of(
+            path, f"it is a link that leads outside {path.parent}, where a project's manifests are read from"
+        ) from None
+    except NotFound:
+        raise ManifestError.of(path, _not_a_file(path)) from None
+    except ToolError as e:
+        raise ManifestError.of(path, str(e)) from None
+    return ManifestFile.load(path, location, raw)
+
+
+def _not_a_file(path: Path) -> str:
+    if path.is_symlink() and not path.exists():
+        return f"it is a link to {os.readlink(path)}, which does not exist"
+    return "it is a directory" if path.is_dir() else "it is not a regular file"
 
 
 def _base(name: str, mine: dict[str, ManifestFile]) -> Specialist | None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import errno
 import os
+import stat
 import weakref
 from collections.abc import Sequence
 from pathlib import Path
@@ -74,6 +75,24 @@ class Workspace:
                 raise ToolError(f"{path}: too many levels of symbolic links") from None
             raise ToolError(f"{path}: {e.strerror}") from None
 
+    def read_regular(self, path: str, limit: int | None = None) -> bytes:
+        """The bytes of the regular file ``path`` (at most ``limit`` and one more, so a longer file shows), read
+        as a repository's file must be: a link is followed only where it stays inside (else ``OutsideWorkspace``),
+        and only a regular file is read (a FIFO or a device could block or never end)."""
+        fd = self.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
+        kind = stat.S_IFMT(os.fstat(fd).st_mode)
+        if kind != stat.S_IFREG:
+            os.close(fd)
+            raise ToolError(f"it is not a regular file but {_KINDS.get(kind, 'a special file')}")
+        with os.fdopen(fd, "rb", buffering=0) as f:
+            if limit is None:
+                return f.read()
+            chunks, size = [], 0
+            while size <= limit and (chunk := f.read(limit + 1 - size)):
+                chunks.append(chunk)
+                size += len(chunk)
+            return b"".join(chunks)
+
     def _locate(self, path: str) -> tuple[Path, str]:
         """The root ``path`` is in, and ``path`` relative to it (for ``open``)."""
         if not path or "\x00" in path:
@@ -104,6 +123,15 @@ class Workspace:
         root, relative = self._locate(path)
         tidy = os.path.normpath(relative)
         return tidy if root == self.root else str(root / tidy)
+
+
+_KINDS = {
+    stat.S_IFDIR: "a directory",
+    stat.S_IFIFO: "a FIFO",
+    stat.S_IFCHR: "a character device",
+    stat.S_IFBLK: "a block device",
+    stat.S_IFSOCK: "a socket",
+}
 
 
 def _close_all(fds: dict[Path, int]) -> None:

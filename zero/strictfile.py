@@ -64,10 +64,11 @@ class FileError(ConfigError):
         super().__init__("\n".join(str(p) for p in self.problems))
 
 
-def read_data(path: Path) -> tuple[dict[str, Any], str]:
-    """The file's data and text: JSON for ``.json``, else TOML. Raises ``FileError`` saying what is wrong."""
+def read_data(path: Path, raw: bytes | None = None) -> tuple[dict[str, Any], str]:
+    """The file's data and text: JSON for ``.json``, else TOML (``raw``: its bytes, read already). Raises
+    ``FileError`` saying what is wrong."""
     try:
-        raw = path.read_bytes()
+        raw = path.read_bytes() if raw is None else raw
     except IsADirectoryError:
         raise FileError([Problem(str(path), "is a folder, not a file")]) from None
     except OSError as e:

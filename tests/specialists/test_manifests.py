@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -108,3 +109,45 @@ def test_unknown_specialist_names_the_available_ones() -> None:
 
     with pytest.raises(ConfigError, match="no specialist named 'reviewer'; available: code-review, explorer"):
         SpecialistRegistry.load().get("reviewer")
+
+
+def test_linked_manifests_are_followed_where_they_may_lead_and_reported_where_not(
+    workspace: Path, user_folder: Path, tmp_path: Path
+) -> None:
+    """A project's manifest (a repository's file) is read beneath its folder, as AGENTS.md is read beneath the
+    workspace; the user's own are followed wherever their links lead. None is skipped without a word."""
+    project = workspace / ".zero" / "specialists"
+    write(project / "shared", "kept", GOOD.format(name="kept"))
+    (project / "kept.toml").symlink_to("shared/kept.toml")  # stays in the folder: read
+    outside = write(tmp_path / "elsewhere", "leak", GOOD.format(name="leak"))
+    (project / "leak.toml").symlink_to(outside)  # leads out of the repository
+    write(workspace / "docs", "near", GOOD.format(name="near"))
+    (project / "near.toml").symlink_to("../../docs/near.toml")  # in the workspace, but not the folder
+    (project / "gone.toml").symlink_to("missing.toml")
+    os.mkfifo(project / "pipe.toml")  # would block a plain read
+    dotfiles = write(tmp_path / "dotfiles", "mine", GOOD.format(name="mine"))
+    user_folder.mkdir(parents=True)
+    (user_folder / "mine.toml").symlink_to(dotfiles)  # the user's link: followed
+    registry = SpecialistRegistry.load(workspace, user=user_folder)
+    assert {"kept", "mine"} <= set(registry.names()) and not {"leak", "near"} & set(registry.names())
+    assert registry.get("kept").path == project / "kept.toml"
+    leads_out = f"it is a link that leads outside {project}, where a project's manifests are read from"
+    assert sorted(str(e) for e in registry.errors) == [
+        f"{project}/gone.toml: it is a link to missing.toml, which does not exist",
+        f"{project}/leak.toml: {leads_out}",
+        f"{project}/near.toml: {leads_out}",
+        f"{project}/pipe.toml: it is not a regular file but a FIFO",
+    ]
+
+
+def test_a_projects_manifest_folder_that_leads_outside_the_workspace_is_not_read(
+    workspace: Path, user_folder: Path, tmp_path: Path
+) -> None:
+    write(tmp_path / "theirs", "leak", GOOD.format(name="leak"))
+    (workspace / ".zero").mkdir()
+    (workspace / ".zero" / "specialists").symlink_to(tmp_path / "theirs")
+    registry = SpecialistRegistry.load(workspace, user=user_folder)
+    assert "leak" not in registry.names()
+    assert [str(e) for e in registry.errors] == [
+        f"{workspace}/.zero/specialists: it is a link that leads outside the workspace"
+    ]
