@@ -207,6 +207,8 @@ async def _run_specialist(
 
     async def progress() -> None:
         nonlocal steps
+        # The session first: a call that is cancelled never answers, and its session is still there to read.
+        await context.report_progress(0, None, f"session {session_id}")
         async with events:
             async for event in events:
                 if event.kind == "tool_call" and event.session_id == session_id:
@@ -254,6 +256,7 @@ async def _team(
 
     async def progress() -> None:
         nonlocal done
+        await context.report_progress(0, len(plan.members), f"session {runner.session_id}")
         async with events:
             async for event in events:
                 if event.kind == "child_end" and event.session_id == runner.session_id:

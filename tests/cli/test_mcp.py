@@ -350,7 +350,7 @@ def test_zero_as_an_mcp_server(workspace: Path, tmp_path: Path) -> None:
     assert {"explorer", "worker", "run_team", "session_tree", "session_show"} <= set(got["names"])
     text = got["answer"].content[0].text
     assert text.startswith("session_id: explorer_") and "status: completed" in text and "A README" in text
-    assert notes == ["list_directory ."] or notes == ["list_directory"]
+    assert notes == [f"session {text.splitlines()[0].removeprefix('session_id: ')}", "list_directory"]
     team = json.loads(got["ran"].content[0].text)
     assert team["status"] == "completed" and team["members"][0]["output"] == "solo done"
     assert got["outside"].is_error and "must be in the workspace" in got["outside"].content[0].text
