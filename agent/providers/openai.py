@@ -292,10 +292,11 @@ def _message(m: Message) -> dict[str, Any]:
     if m.role == "tool":
         return {"role": "tool", "tool_call_id": m.tool_call_id, "content": m.content}
     if m.role == "assistant" and m.tool_calls:
-        # No "content" at all without text: some servers (llama-cpp-python) answer 500 to `null`.
+        # "content" is always a string, "" without text: llama-cpp-python's function-calling templates
+        # answer 500 to `null` and to a message without the key alike.
         return {
-            **({"content": m.content} if m.content else {}),
             "role": "assistant",
+            "content": m.content,
             "tool_calls": [
                 {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": json.dumps(c.arguments)}}
                 for c in m.tool_calls

@@ -5,7 +5,8 @@ of the request), and each way a real server was seen to misbehave is a switch, s
 what llama-cpp-python, vLLM or Ollama do and the real ``openai`` SDK talks to it over HTTP:
 
 - ``usage=False``: no usage chunk, whatever ``stream_options`` says (llama-cpp-python);
-- ``null_content_500``: an assistant message with ``"content": null`` gets a 500 (llama-cpp-python);
+- ``content_500``: an assistant message whose ``content`` is ``null`` or missing gets a 500, the same
+  one every time (llama-cpp-python's function-calling templates);
 - ``max_tokens`` is honoured: an answer longer than it (four characters a token) is cut, with
   ``finish_reason: "length"``, a tool call in the middle of its arguments;
 - ``tools_need_choice``: without ``tool_choice`` the tools are ignored (llama-cpp-python);
@@ -28,6 +29,10 @@ from typing import Any
 from support.llm_server import Reply, _chunk, _split
 
 
+TEMPLATE_ERROR = "can only concatenate str (not \"NoneType\") to str"
+"""What llama-cpp-python's chat template says of an assistant message without text content."""
+
+
 @dataclass
 class Answer:
     text: str = ""
@@ -41,7 +46,7 @@ Script = Callable[[dict[str, Any], int], Answer]  # (request, how many requests 
 class LocalModel:
     script: Script
     usage: bool = False
-    null_content_500: bool = True
+    content_500: bool = True
     tools_need_choice: bool = True
     auto_stream_empty: bool = False
     reject_tool_choice: bool = False
@@ -54,10 +59,8 @@ class LocalModel:
     def __call__(self, request: dict[str, Any]) -> Reply:
         number = next(self._count)
         messages = request.get("messages", [])
-        if self.null_content_500 and any(
-            m.get("role") == "assistant" and m.get("content", "") is None for m in messages
-        ):
-            return _error(500, "Internal Server Error: 'NoneType' object is not iterable", "server_error")
+        if self.content_500 and any(m.get("role") == "assistant" and m.get("content") is None for m in messages):
+            return _error(500, TEMPLATE_ERROR, "server_error")
         if self.reject_tool_choice and "tool_choice" in request:
             return _error(
                 400,
