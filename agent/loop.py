@@ -517,6 +517,7 @@ class AgentRun:
         shown = False  # text of this call reached the screen: a retry must say the answer starts over
         finish: str | None = None
         usage: Usage | None = None
+        failures: dict[tuple[str, str], int] = {}  # attempts that failed, by error code and message
         while True:
             attempt += 1
             turn.text.clear()
@@ -549,7 +550,8 @@ class AgentRun:
                     raise StreamDroppedError("the response stream ended before the model finished")
             except ProviderError as e:
                 self._flush(text, reasoning)
-                if not self.config.retry.should_retry(e, attempt):
+                same = failures[e.code, str(e)] = failures.get((e.code, str(e)), 0) + 1
+                if not self.config.retry.should_retry(e, attempt, same):
                     raise
                 for guard, permit in turn.permits:  # a budget may allow no more retries
                     await guard.before_retry(permit)

@@ -18,9 +18,13 @@ class RetryPolicy:
     base_delay: float = 1.0
     max_delay: float = 60.0
 
-    def should_retry(self, error: ProviderError, attempt: int) -> bool:
-        limit = self.retries if error.max_retries is None else min(self.retries, error.max_retries)
-        return error.retryable and attempt <= limit
+    def should_retry(self, error: ProviderError, attempt: int, repeats: int | None = None) -> bool:
+        """Whether to try again after ``attempt`` (1 = the first) failed with ``error``. An error's own
+        ``max_retries`` counts the attempts that failed with this same error, code and message (``repeats``;
+        default: all of them): a 500 after a 429 is still retried, and so is one that names another request."""
+        if not error.retryable or attempt > self.retries:
+            return False
+        return error.max_retries is None or (attempt if repeats is None else repeats) <= error.max_retries
 
     def delay(self, error: ProviderError, attempt: int) -> float:
         """Seconds to wait before ``attempt`` (1 = the first retry)."""

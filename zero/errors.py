@@ -10,7 +10,7 @@ and which exit code the CLI gives (DESIGN.md section 5)::
     └── RunError                  something failed while running (exit 1)
         ├── ProviderError         the model API failed (exit 3)
         │   ├── AuthError, BadRequestError, ContextTooLongError
-        │   └── retryable: RateLimitError, OverloadedError, ProviderTimeoutError,
+        │   └── retryable: RateLimitError, OverloadedError, ServerError, ProviderTimeoutError,
         │                  ProviderConnectionError, StreamDroppedError
         ├── BudgetExhaustedError  a token, cost, turn or time limit was reached (exit 4)
         ├── ToolError             a tool call could not be carried out
@@ -40,6 +40,7 @@ __all__ = [
     "ProviderTimeoutError",
     "RateLimitError",
     "RunError",
+    "ServerError",
     "SessionError",
     "SessionWriteError",
     "StreamDroppedError",
@@ -87,7 +88,7 @@ class ProviderError(RunError):
     exit_code = 3
     code = "provider_error"
     retryable = False
-    max_retries: int | None = None  # fewer retries than the policy allows, for errors that likely repeat
+    max_retries: int | None = None  # fewer retries of the same error than the policy allows, for errors that repeat
 
     def __init__(self, message: str, *, status: int | None = None, retry_after: float | None = None):
         super().__init__(message)
@@ -121,10 +122,19 @@ class RateLimitError(ProviderError):
 
 
 class OverloadedError(ProviderError):
-    """HTTP 5xx or an overloaded model."""
+    """HTTP 502, 503, 529 or an overloaded (or still loading) model."""
 
     code = "overloaded"
     retryable = True
+
+
+class ServerError(ProviderError):
+    """HTTP 500: the server failed on this request. The same failure is retried once at most: a request
+    that breaks the server (a chat template that cannot render it, say) breaks it the same way again."""
+
+    code = "server_error"
+    retryable = True
+    max_retries = 1
 
 
 class ProviderTimeoutError(ProviderError):

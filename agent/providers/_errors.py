@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+import httpx2
+
 from zero import errors
 
 _CONTEXT_HINTS = (
@@ -16,22 +18,42 @@ _CONTEXT_HINTS = (
 )
 
 
+WAIT_LONGER = "--retries and --retry-max-delay wait longer"
+
+
 def status_error(
     provider: str, status: int, message: str, headers: Mapping[str, str], body_type: str = ""
 ) -> errors.ProviderError:
     """The Zero error for an HTTP error answer of ``provider``, with a hint of what to do."""
     retry_after = parse_retry_after(headers)
-    text = f"{provider} API error {status}: {message}"
+    text = f"{provider} API error {status}: {message or f'HTTP {status}'}"
     lowered = f"{message} {body_type}".lower()
     if status in (401, 403) or "authentication" in body_type or "permission" in body_type:
         return errors.AuthError(f"{text}. Check the API key (and --base-url) for {provider}.", status=status)
     client_error = 400 <= status < 500 and status not in (408, 409, 429)  # the request's fault: never retried
     if status == 429 or ("rate_limit" in body_type and not client_error):
-        return errors.RateLimitError(text, status=status, retry_after=retry_after)
+        return errors.RateLimitError(
+            f"{text}. Zero waits and retries; {WAIT_LONGER}", status=status, retry_after=retry_after
+        )
     if status in (408, 504):
-        return errors.ProviderTimeoutError(text, status=status, retry_after=retry_after)
+        return errors.ProviderTimeoutError(
+            f"{text}. The server gave up waiting; {WAIT_LONGER}", status=status, retry_after=retry_after
+        )
+    if "loading model" in lowered:  # llama.cpp's server answers 503 until the model is in memory
+        return errors.OverloadedError(
+            f"{text}. The model is still loading: Zero retries; {WAIT_LONGER}", status=status, retry_after=retry_after
+        )
+    if status == 500 and "overloaded" not in lowered:
+        return errors.ServerError(
+            f"{text}. The server failed on this request (its log says why); Zero retries it, but not after the "
+            "same failure twice",
+            status=status,
+            retry_after=retry_after,
+        )
     if status >= 500 or status == 409 or (not client_error and ("overloaded" in body_type or body_type == "api_error")):
-        return errors.OverloadedError(text, status=status, retry_after=retry_after)
+        return errors.OverloadedError(
+            f"{text}. The server is overloaded or restarting; {WAIT_LONGER}", status=status, retry_after=retry_after
+        )
     if any(hint in lowered for hint in _CONTEXT_HINTS):
         return errors.ContextTooLongError(f"{text}. The conversation is too long for this model.", status=status)
     if status == 404:
@@ -49,6 +71,33 @@ def body_error(
     inner = inner if isinstance(inner, dict) else {}
     message = str(inner.get("message") or fallback)
     return status_error(provider, status, message, headers, str(inner.get("code") or inner.get("type") or ""))
+
+
+def transport_error(
+    provider: str, url: object, e: BaseException, *, started: bool, timeouts: httpx2.Timeout
+) -> errors.ProviderError:
+    """The Zero error for a call that failed below HTTP: ``e`` is an httpx error, or an SDK's error made
+    from one. It names what failed (the exception's text, else its type) and the setting that helps."""
+    inner = e if isinstance(e, httpx2.HTTPError) or e.__cause__ is None else e.__cause__
+    what = str(inner) or type(inner).__name__
+    if isinstance(inner, httpx2.ConnectTimeout):
+        return errors.ProviderTimeoutError(
+            f"the {provider} API at {url} timed out: no connection within {timeouts.connect:g} s ({what}); "
+            "--connect-timeout S waits longer"
+        )
+    if isinstance(inner, httpx2.TimeoutException) or "timeout" in type(e).__name__.lower():
+        return errors.ProviderTimeoutError(
+            f"the {provider} API at {url} timed out: nothing came for {timeouts.read:g} s ({what}); "
+            "--read-timeout S waits longer"
+        )
+    if started:
+        return errors.StreamDroppedError(
+            f"the {provider} stream broke off ({what}); Zero asks again, as often as --retries says"
+        )
+    return errors.ProviderConnectionError(
+        f"cannot reach the {provider} API at {url} ({what}): is the server running there, and is --base-url "
+        f"right? For a server that is starting, {WAIT_LONGER}"
+    )
 
 
 def parse_retry_after(headers: Mapping[str, str]) -> float | None:

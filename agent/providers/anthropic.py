@@ -15,7 +15,7 @@ from zero import errors
 from zero.agent.messages import Message, ModelRequest, Usage
 from zero.agent.pricing import DEFAULT_OUTPUT_CAP
 from zero.agent.provider import ToolCallAssembler
-from zero.agent.providers._errors import body_error
+from zero.agent.providers._errors import body_error, transport_error
 from zero.agent.stream import (
     Finish,
     ReasoningDelta,
@@ -44,11 +44,9 @@ class AnthropicProvider:
         connect_timeout: float = 5.0,
         read_timeout: float = 600.0,
     ):
+        self._timeout = httpx2.Timeout(read_timeout, connect=connect_timeout)
         self._client = anthropic.AsyncAnthropic(
-            api_key=api_key,
-            base_url=base_url,
-            max_retries=0,
-            timeout=httpx2.Timeout(read_timeout, connect=connect_timeout),
+            api_key=api_key, base_url=base_url, max_retries=0, timeout=self._timeout
         )
 
     async def aclose(self) -> None:
@@ -74,21 +72,11 @@ class AnthropicProvider:
             async for event in self._events(stream):
                 started = True
                 yield event
-        except httpx2.TransportError as e:  # the SDK lets these through while a stream is read
-            if started:
-                raise errors.StreamDroppedError(f"the anthropic stream broke off: {e}") from e
-            raise errors.ProviderConnectionError(
-                f"cannot reach the anthropic API at {self._client.base_url}: {e}"
-            ) from e
         except anthropic.APIStatusError as e:
             raise body_error(self.name, e.status_code, e.body, e.message, e.response.headers) from e
-        except anthropic.APITimeoutError as e:
-            raise errors.ProviderTimeoutError(f"anthropic API timed out: {e}") from e
-        except anthropic.APIConnectionError as e:
-            cause = f" ({e.__cause__})" if e.__cause__ else ""
-            raise errors.ProviderConnectionError(
-                f"cannot reach the anthropic API at {self._client.base_url}{cause}"
-            ) from e
+        except (anthropic.APIConnectionError, httpx2.TransportError) as e:  # (the SDK lets the latter through
+            # while a stream is read), timeouts among them
+            raise transport_error(self.name, self._client.base_url, e, started=started, timeouts=self._timeout) from e
         except anthropic.AnthropicError as e:
             raise errors.ProviderError(f"anthropic API error: {e}") from e
         except ValueError as e:  # a line of the stream that is not JSON: this call failed, not Zero

@@ -16,7 +16,7 @@ import openai
 from zero import errors
 from zero.agent.messages import Message, ModelRequest, Usage
 from zero.agent.provider import ToolCallAssembler
-from zero.agent.providers._errors import body_error, status_error
+from zero.agent.providers._errors import body_error, status_error, transport_error
 from zero.agent.stream import (
     Finish,
     Notice,
@@ -57,7 +57,7 @@ class OpenAIProvider:
         stream_tools: bool = True,
     ):
         self.name = name
-        timeout = httpx2.Timeout(read_timeout, connect=connect_timeout)
+        self._timeout = timeout = httpx2.Timeout(read_timeout, connect=connect_timeout)
         tls = httpx2.create_ssl_context()  # one for every client here: each load of the CA bundle takes ~15 ms
         self._client = openai.AsyncOpenAI(
             api_key=api_key or "not-needed",
@@ -168,15 +168,8 @@ class OpenAIProvider:
                     yield event
         except openai.APIStatusError as e:
             raise body_error(self.name, e.status_code, e.body, e.message, e.response.headers) from e
-        except (openai.APITimeoutError, httpx2.TimeoutException) as e:
-            raise errors.ProviderTimeoutError(f"{self.name} API timed out: {e}") from e
-        except (openai.APIConnectionError, httpx2.TransportError) as e:
-            cause = f" ({e.__cause__ or e})"
-            if started:
-                raise errors.StreamDroppedError(f"the {self.name} stream broke off{cause}") from e
-            raise errors.ProviderConnectionError(
-                f"cannot reach the {self.name} API at {self._client.base_url}{cause}"
-            ) from e
+        except (openai.APIConnectionError, httpx2.TransportError) as e:  # timeouts among them
+            raise transport_error(self.name, self._client.base_url, e, started=started, timeouts=self._timeout) from e
         except openai.OpenAIError as e:
             raise errors.ProviderError(f"{self.name} API error: {e}") from e
         except ValueError as e:  # a line of the stream that is not JSON: this call failed, not Zero

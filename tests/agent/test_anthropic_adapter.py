@@ -85,7 +85,7 @@ async def test_text_tool_use_input_json_deltas_and_usage() -> None:
             True,
         ),
         (error_reply(529, "Overloaded", "overloaded_error"), errors.OverloadedError, True),
-        (error_reply(500, "Internal server error", "api_error"), errors.OverloadedError, True),
+        (error_reply(500, "Internal server error", "api_error"), errors.ServerError, True),
         (
             error_reply(400, "prompt is too long: 210000 tokens > 200000 maximum", "invalid_request_error"),
             errors.ContextTooLongError,

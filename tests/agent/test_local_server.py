@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support.llm_server import LLMServer, Reply, error_reply
-from support.local_server import Answer, LocalModel, turns
+from support.llm_server import LLMServer, Reply, error_reply, unanswered
+from support.local_server import ROLES_ERROR, Answer, LocalModel, turns
 
 from zero.agent import AgentConfig, AgentRun, Event, Message, RetryPolicy, RunResult
 from zero.agent.providers.openai import OpenAIProvider
@@ -24,25 +24,39 @@ DONE = Answer("The answer is 42.")
 async def run_against(
     model: LocalModel, workspace: Path, prompt: str = "What is the answer?", **config: Any
 ) -> tuple[RunResult, list[Event], list[dict[str, Any]]]:
+    with LLMServer(model) as server:
+        result, events = await run_at(server.url, workspace, prompt, **config)
+        return result, events, server.requests
+
+
+async def run_at(
+    url: str, workspace: Path, prompt: str = "What is the answer?", *, timeouts: float = 600.0, **config: Any
+) -> tuple[RunResult, list[Event]]:
+    """A run against the server at ``url``, whose connect and read timeouts are ``timeouts``."""
     events: list[Event] = []
     config.setdefault("tools", ToolRegistry(builtin_tools()))
-    with LLMServer(model) as server:
-        provider = OpenAIProvider(api_key=None, base_url=server.url + "/v1", name="openai-compatible")
-        run = AgentRun(
-            AgentConfig(
-                provider=provider,
-                model="local-llm",
-                workspace=Workspace([workspace]),
-                retry=RetryPolicy(3, 0.001, 0.002),
-                **config,
-            ),
-            "s1",
-            [Message("system", "You are a test agent.")],
-            events.append,
-        )
-        result = await run.run(prompt)
-        await provider.aclose()
-        return result, events, server.requests
+    config.setdefault("retry", RetryPolicy(3, 0.001, 0.002))
+    provider = OpenAIProvider(
+        api_key=None,
+        base_url=url + "/v1",
+        name="openai-compatible",
+        connect_timeout=timeouts,
+        read_timeout=timeouts,
+    )
+    run = AgentRun(
+        AgentConfig(
+            provider=provider,
+            model="local-llm",
+            workspace=Workspace([workspace]),
+            **config,
+        ),
+        "s1",
+        [Message("system", "You are a test agent.")],
+        events.append,
+    )
+    result = await run.run(prompt)
+    await provider.aclose()
+    return result, events
 
 
 def kinds(events: list[Event], kind: str) -> list[Any]:
@@ -177,3 +191,57 @@ def test_the_loopback_model_cuts_like_a_server() -> None:
     assert _capped("abcdefgh", [], 1) == ("abcd", [], "length")
     text, calls, finish = _capped("ab", [("f", {"a": "xxxxxxxx"})], 3)
     assert finish == "length" and calls[0][1] == json.dumps({"a": "xxxxxxxx"})[:10]
+
+
+async def test_a_500_that_repeats_itself_is_a_server_error_retried_once_with_its_message(workspace: Path) -> None:
+    # a template that cannot render the tool result fails every request alike: not an overload
+    result, events, requests = await run_against(LocalModel(turns(READ, DONE), template_error=True), workspace)
+    assert len(requests) == 1 + 2  # the first turn, then the second and its one retry
+    assert [r.code for r in kinds(events, "retry")] == ["server_error"]
+    assert result.status == "failed" and result.error_code == "server_error"
+    assert result.error == (
+        f"openai-compatible API error 500: {ROLES_ERROR}. The server failed on this request (its log says "
+        "why); Zero retries it, but not after the same failure twice"
+    )
+
+
+async def test_a_model_still_loading_is_said_to_be_and_waited_for(workspace: Path) -> None:
+    result, events, requests = await run_against(LocalModel(turns(DONE), loading=2), workspace)
+    assert result.status == "completed" and len(requests) == 3
+    assert [r.message for r in kinds(events, "retry")] == 2 * [
+        "openai-compatible API error 503: Loading model. The model is still loading: Zero retries; "
+        "--retries and --retry-max-delay wait longer"
+    ]
+
+
+async def test_errors_without_text_name_their_type_and_the_setting_that_helps(workspace: Path) -> None:
+    with unanswered() as url:
+        result, _ = await run_at(url, workspace, timeouts=0.05)
+    assert result.error_code == "timeout" and result.error == (
+        f"the openai-compatible API at {url}/v1/ timed out: no connection within 0.05 s (ConnectTimeout); "
+        "--connect-timeout S waits longer"
+    )
+
+    def late(request: dict[str, Any]) -> Reply:
+        return Reply(delay=1.0, body={})
+
+    with LLMServer(late) as server:
+        result, _ = await run_at(server.url, workspace, timeouts=0.1, retry=RetryPolicy(0))
+    assert result.error_code == "timeout" and result.error == (
+        f"the openai-compatible API at {server.url}/v1/ timed out: nothing came for 0.1 s (ReadTimeout); "
+        "--read-timeout S waits longer"
+    )
+    with LLMServer(late) as server:
+        port = server.url
+    result, _ = await run_at(port, workspace, retry=RetryPolicy(0))  # nothing listens there now
+    assert result.error_code == "connection_error" and result.error == (
+        f"cannot reach the openai-compatible API at {port}/v1/ (All connection attempts failed): is the server "
+        "running there, and is --base-url right? For a server that is starting, --retries and "
+        "--retry-max-delay wait longer"
+    )
+    with LLMServer(LocalModel(turns(DONE), drop_first=True)) as server:
+        result, _ = await run_at(server.url, workspace, retry=RetryPolicy(0))
+    assert result.error_code == "stream_dropped" and result.error == (
+        "the openai-compatible stream broke off (peer closed connection without sending complete message body "
+        "(incomplete chunked read)); Zero asks again, as often as --retries says"
+    )

@@ -70,7 +70,8 @@ async def test_text_tool_arguments_and_usage_arrive_as_zero_events() -> None:
             errors.RateLimitError,
             True,
         ),
-        (error_reply(500, "The server had an error", "server_error"), errors.OverloadedError, True),
+        (error_reply(500, "The server had an error", "server_error"), errors.ServerError, True),
+        (error_reply(503, "The engine is currently overloaded", "server_error"), errors.OverloadedError, True),
         (
             error_reply(400, "This model's maximum context length is 128000 tokens", "invalid_request_error"),
             errors.ContextTooLongError,
@@ -143,7 +144,7 @@ async def test_retry_after_429_and_500_then_success(workspace: Path) -> None:
             result = await run.run("hi")
         assert len(server.requests) == 3
     retries = [e for e in events if e.kind == "retry"]
-    assert [r.code for r in retries] == ["rate_limited", "overloaded"]
+    assert [r.code for r in retries] == ["rate_limited", "server_error"]
     assert retries[0].delay_seconds == pytest.approx(0.02)  # Retry-After honoured
     assert result.status == "completed" and result.output == "Done."
 

@@ -8,11 +8,12 @@ from typing import Any
 
 from support.cli import write_script, zero
 from support.llm_server import LLMServer
-from support.local_server import Answer, LocalModel, turns
+from support.local_server import ROLES_ERROR, Answer, LocalModel, turns
 
 from zero.cli.config import Configs, resolve_settings
 
 LONG = Answer("All work and no play makes Jack a dull boy. " * 200)
+READ = Answer("", [("read_file", {"path": "README.md"})])
 
 
 def local(server: LLMServer, *args: str) -> list[str]:
@@ -107,7 +108,25 @@ def test_retries_and_timeouts_are_settings(workspace: Path, tmp_path: Path) -> N
 
     with LLMServer(late) as server:
         done = zero("exec", "hi", "--cwd", str(workspace), *local(server, "--retries", "0", "--read-timeout", "0.3"))
-    assert done.returncode == 3 and "timed out" in done.stderr
+    assert done.returncode == 3 and "timed out: nothing came for 0.3 s (ReadTimeout); --read-timeout" in done.stderr
+
+
+def test_server_errors_say_the_status_the_servers_message_and_the_setting_that_helps(workspace: Path) -> None:
+    with LLMServer(LocalModel(turns(READ, LONG), template_error=True)) as server:
+        done = zero("exec", "hi", "--cwd", str(workspace), *local(server, "--retry-max-delay", "0.01"))
+        assert len(server.requests) == 3  # the second turn fails the same way twice: not tried a third time
+    assert done.returncode == 3
+    assert [line for line in done.stderr.splitlines() if line.startswith("zero: error")] == [
+        f"zero: error: openai-compatible API error 500: {ROLES_ERROR}. The server failed on this request (its "
+        "log says why); Zero retries it, but not after the same failure twice"
+    ]
+    with LLMServer(LocalModel(turns(LONG), loading=1)) as server:
+        done = zero("exec", "hi", "--cwd", str(workspace), *local(server, "--retries", "0"))
+    assert done.returncode == 3
+    assert done.stderr.splitlines()[0] == (
+        "zero: error: openai-compatible API error 503: Loading model. The model is still loading: Zero retries; "
+        "--retries and --retry-max-delay wait longer"
+    )
 
 
 def test_a_cost_limit_on_an_unpriced_model_says_both_ways_out(workspace: Path) -> None:

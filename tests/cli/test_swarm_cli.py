@@ -184,8 +184,9 @@ prompt = "z"
         def respond(request: dict[str, Any], failures: dict[str, int] = failures) -> Reply:
             name = who(request)
             if failures.get(name, 0) > 0:
-                failures[name] -= 1
-                return error_reply(500, "The server had an error", "server_error", {"retry-after": "0"})
+                failures[name] -= 1  # a transient 500 names its request: not the same failure again
+                message = f"The server had an error (request ID req_{failures[name]})"
+                return error_reply(500, message, "server_error", {"retry-after": "0"})
             return openai_reply(f"{name} ok")
 
         with LLMServer(respond) as server:
@@ -198,7 +199,7 @@ prompt = "z"
         if retries:
             assert members["flaky"]["status"] == members["after"]["status"] == "completed"
             events = [e.event for e in sessions().events(members["flaky"]["sessionId"])]
-            assert [e.code for e in events if e.kind == "retry"] == ["overloaded", "overloaded"]
+            assert [e.code for e in events if e.kind == "retry"] == ["server_error", "server_error"]
         else:
             assert members["flaky"]["status"] == "failed" and members["after"]["status"] == "skipped"
             assert members["after"]["reason"] == "dependency 'flaky' ended failed"

@@ -7,6 +7,7 @@ events and then cut the connection mid-way.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import socket
 import threading
@@ -264,3 +265,21 @@ def _split(text: str, pieces: int) -> Iterator[str]:
 
 def error_reply(status: int, message: str, kind: str, headers: dict[str, str] | None = None) -> Reply:
     return Reply(status, body={"type": "error", "error": {"message": message, "type": kind}}, headers=headers or {})
+
+
+@contextlib.contextmanager
+def unanswered() -> Iterator[str]:
+    """The URL of a port that never takes a connection: it listens, but its queue is full (two
+    connections wait in it, never accepted), so the kernel drops a new one's SYN and a connect times out."""
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(0)
+        waiting = [socket.socket() for _ in range(3)]
+        try:
+            for s in waiting:
+                s.setblocking(False)
+                s.connect_ex(listener.getsockname())
+            yield f"http://127.0.0.1:{listener.getsockname()[1]}"
+        finally:
+            for s in waiting:
+                s.close()

@@ -13,6 +13,9 @@ what llama-cpp-python, vLLM or Ollama do and the real ``openai`` SDK talks to it
 - ``auto_stream_empty``: ``tool_choice: "auto"`` streamed gets a 200 and an empty stream
   (llama-cpp-python), while the same request unstreamed works;
 - ``reject_tool_choice``: ``tool_choice`` gets a 400 that names it (vLLM without a tool parser);
+- ``loading``: the first N requests get llama.cpp's ``503 Loading model``;
+- ``template_error``: a conversation with a tool result gets a 500, the same one every time (a chat
+  template that knows no ``tool`` role);
 - ``context_chars``: a longer prompt gets a 200 and a stream closed before its first chunk;
 - ``malformed``: the first N streams carry a ``data:`` line that is not JSON;
 - ``drop_first``: the first stream breaks off after some text, and the retry answers differently.
@@ -28,9 +31,10 @@ from typing import Any
 
 from support.llm_server import Reply, _chunk, _split
 
-
-TEMPLATE_ERROR = "can only concatenate str (not \"NoneType\") to str"
+TEMPLATE_ERROR = 'can only concatenate str (not "NoneType") to str'
 """What llama-cpp-python's chat template says of an assistant message without text content."""
+ROLES_ERROR = "Conversation roles must alternate user/assistant/user/assistant/..."
+"""What a chat template without a ``tool`` role says of a tool result (Mistral's, Gemma's)."""
 
 
 @dataclass
@@ -50,6 +54,8 @@ class LocalModel:
     tools_need_choice: bool = True
     auto_stream_empty: bool = False
     reject_tool_choice: bool = False
+    loading: int = 0
+    template_error: bool = False
     context_chars: int | None = None
     malformed: int = 0
     drop_first: bool = False
@@ -61,6 +67,10 @@ class LocalModel:
         messages = request.get("messages", [])
         if self.content_500 and any(m.get("role") == "assistant" and m.get("content") is None for m in messages):
             return _error(500, TEMPLATE_ERROR, "server_error")
+        if number < self.loading:
+            return Reply(503, body={"error": {"code": 503, "message": "Loading model", "type": "unavailable_error"}})
+        if self.template_error and any(m.get("role") == "tool" for m in messages):
+            return _error(500, ROLES_ERROR, "server_error")
         if self.reject_tool_choice and "tool_choice" in request:
             return _error(
                 400,
