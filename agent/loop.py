@@ -579,8 +579,11 @@ class AgentRun:
                     )
                 await anyio.sleep(delay)
                 continue
-            except BaseException:
+            except BaseException as e:
                 self._flush(text, reasoning)
+                if isinstance(e, anyio.get_cancelled_exc_class()):  # the server worked on it until the cancel
+                    charged = self._charge(turn, request, usage)
+                    self.emit(UsageUpdated.of(self.session_id, self.config.model, charged))
                 raise
             self._flush(text, reasoning)
             break
@@ -591,12 +594,19 @@ class AgentRun:
                 "complete, so it was not run; do the work in smaller steps (e.g. write a long file in parts)"
             )
             turn.calls[:] = [replace(c, parse_error=cut) if c.parse_error else c for c in turn.calls]
-        if usage is None:  # the server reported nothing: estimate it, and say so
+        self._charge(turn, request, usage)
+
+    def _charge(self, turn: _Turn, request: ModelRequest, usage: Usage | None) -> Usage:
+        """Count the call into the run: the usage the server reported, else an estimate, said to be one, of
+        the request and of the answer so far (no more than the output cap: the server stopped there)."""
+        if usage is None:
             answer = Message("assistant", "".join(turn.text), tuple(turn.calls))
-            usage = Usage(request.estimated_prompt_tokens(), answer.tokens, estimated=True)
+            completion = min(answer.tokens, request.max_output_tokens or answer.tokens)
+            usage = Usage(request.estimated_prompt_tokens(), completion, estimated=True)
         priced = self.config.prices.priced(self.config.model, replace(usage, calls=1))
         self.usage = self.usage + priced
         turn.usage = priced
+        return priced
 
     def _flush(self, text: StreamRedactor, reasoning: StreamRedactor) -> None:
         """Show what the redactors held back at the end of a model call (or of an attempt at one)."""

@@ -7,11 +7,12 @@ import json
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 from support.llm_server import LLMServer, Reply, error_reply, unanswered
 from support.local_server import ROLES_ERROR, Answer, LocalModel, turns
 
-from zero.agent import AgentConfig, AgentRun, Event, Message, RetryPolicy, RunResult
+from zero.agent import AgentConfig, AgentRun, Emit, Event, Message, ModelRequest, RetryPolicy, RunResult, Usage
 from zero.agent.providers.openai import OpenAIProvider
 from zero.tools import ToolRegistry, Workspace, builtin_tools
 
@@ -30,10 +31,19 @@ async def run_against(
 
 
 async def run_at(
-    url: str, workspace: Path, prompt: str = "What is the answer?", *, timeouts: float = 600.0, **config: Any
+    url: str, workspace: Path, prompt: str = "What is the answer?", **config: Any
 ) -> tuple[RunResult, list[Event]]:
-    """A run against the server at ``url``, whose connect and read timeouts are ``timeouts``."""
+    """A run against the server at ``url``."""
     events: list[Event] = []
+    run = agent_at(url, workspace, events.append, **config)
+    try:
+        return await run.run(prompt), events
+    finally:
+        await run.config.provider.aclose()
+
+
+def agent_at(url: str, workspace: Path, emit: Emit, *, timeouts: float = 600.0, **config: Any) -> AgentRun:
+    """An agent of the server at ``url``, whose connect and read timeouts are ``timeouts``."""
     config.setdefault("tools", ToolRegistry(builtin_tools()))
     config.setdefault("retry", RetryPolicy(3, 0.001, 0.002))
     provider = OpenAIProvider(
@@ -43,20 +53,8 @@ async def run_at(
         connect_timeout=timeouts,
         read_timeout=timeouts,
     )
-    run = AgentRun(
-        AgentConfig(
-            provider=provider,
-            model="local-llm",
-            workspace=Workspace([workspace]),
-            **config,
-        ),
-        "s1",
-        [Message("system", "You are a test agent.")],
-        events.append,
-    )
-    result = await run.run(prompt)
-    await provider.aclose()
-    return result, events
+    config = AgentConfig(provider=provider, model="local-llm", workspace=Workspace([workspace]), **config)
+    return AgentRun(config, "s1", [Message("system", "You are a test agent.")], emit)
 
 
 def kinds(events: list[Event], kind: str) -> list[Any]:
@@ -245,3 +243,36 @@ async def test_errors_without_text_name_their_type_and_the_setting_that_helps(wo
         "the openai-compatible stream broke off (peer closed connection without sending complete message body "
         "(incomplete chunked read)); Zero asks again, as often as --retries says"
     )
+
+
+async def test_a_cancelled_call_hangs_up_and_counts_an_estimate_of_what_the_server_did(workspace: Path) -> None:
+    # Ctrl-C in the middle of a long answer: the server must see the connection close (or it generates on),
+    # and the call counts what it cost (it counted 0 tokens), estimated as for a server without usage
+    model = LocalModel(turns(Answer("word " * 400)), pieces=400, pace=0.01)
+    events: list[Event] = []
+    with LLMServer(model) as server:
+        async with anyio.create_task_group() as tg:
+
+            def emit(event: Event) -> None:
+                events.append(event)
+                if len(kinds(events, "text")) == 5:
+                    tg.cancel_scope.cancel()
+
+            run = agent_at(server.url, workspace, emit)
+            tg.start_soon(run.run, "Write a lot.")
+        assert await anyio.to_thread.run_sync(server.hung_up.wait, 10.0)
+        await run.config.provider.aclose()
+    assert run.result is not None and run.result.status == "cancelled"
+    prompt = ModelRequest("local-llm", tuple(run.messages[:2]), run._specs).estimated_prompt_tokens()
+    received = run.messages[-1]
+    assert received.role == "assistant" and received.content.startswith("word word")
+    expected = Usage(prompt, received.tokens, cost_usd=None, calls=1, estimated=True)
+    assert [u.usage for u in kinds(events, "usage")] == [expected]
+    assert run.result.usage.total_tokens == expected.total_tokens and run.result.usage.estimated
+    assert prompt > 1000  # the tools' definitions are most of it
+
+
+async def test_an_estimated_answer_counts_no_more_than_the_output_cap(workspace: Path) -> None:
+    # the server cuts at 16 tokens (64 characters); three characters a token would count 26
+    result, _, _ = await run_against(LocalModel(turns(Answer("word " * 400))), workspace, max_output_tokens=16)
+    assert result.status == "output_capped" and result.usage.estimated and result.usage.completion_tokens == 16

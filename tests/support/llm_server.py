@@ -43,6 +43,7 @@ class LLMServer:
         self.replies: deque[Reply] = deque()
         self.requests: list[dict[str, Any]] = []
         self.responder = responder
+        self.hung_up = threading.Event()  # a client closed its connection while its stream was written
         self._lock = threading.Lock()
         server = self
 
@@ -83,6 +84,13 @@ class LLMServer:
                 for k, v in reply.headers.items():
                     self.send_header(k, v)
                 self.end_headers()
+                try:
+                    self._stream(reply)
+                except (BrokenPipeError, ConnectionResetError):
+                    server.hung_up.set()
+                    self.close_connection = True
+
+            def _stream(self, reply: Reply) -> None:
                 for start in range(0, len(reply.events), reply.batch):
                     if reply.cut_after is not None and start >= reply.cut_after:
                         self.wfile.flush()

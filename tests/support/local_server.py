@@ -60,6 +60,7 @@ class LocalModel:
     malformed: int = 0
     drop_first: bool = False
     pieces: int = 4
+    pace: float = 0.0  # seconds between the chunks of a stream (a model generating slowly)
     _count: itertools.count[int] = field(default_factory=itertools.count)
 
     def __call__(self, request: dict[str, Any]) -> Reply:
@@ -113,7 +114,7 @@ class LocalModel:
         events.append((None, "[DONE]"))
         if self.drop_first and number == 0:
             return Reply(events=events, cut_after=3)
-        return Reply(events=events)
+        return Reply(events=events, pace=self.pace)
 
 
 def _capped(
