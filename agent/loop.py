@@ -77,8 +77,10 @@ SUMMARIZE = (
 _EMPTY = "the model returned nothing (no text and no tool call); asking it once more"
 
 RESTARTED = "stream_restarted"
-"""The code of the warning that marks a model's answer starting over (after a retry): the text deltas
-after the last such marker add up to the answer."""
+"""The code of the warning that marks a model's answer starting over (after a retry, or after text that
+was a tool call written as text): the text deltas after the last such marker add up to the answer."""
+
+WROTE_CALL = "the text so far is a tool call the model wrote as text: it runs as that call, and is not the answer"
 
 Emit = Callable[[Event], None]
 
@@ -543,8 +545,14 @@ class AgentRun:
                         usage = event.usage
                     elif event.kind == "finish":
                         finish = event.reason
-                    elif event.kind == "notice" and event.code not in self._warned:
-                        self._warned.add(event.code)
+                    elif event.kind == "text_retracted":  # a tool call the model wrote as text: not an answer
+                        turn.text.clear()
+                        text = StreamRedactor(self.config.redactor)  # what it held back is dropped too
+                        if shown:
+                            shown = False
+                            self.emit(WarningRaised(session_id=self.session_id, code=RESTARTED, message=WROTE_CALL))
+                    elif event.kind == "notice" and (said := f"{event.code}: {event.message}") not in self._warned:
+                        self._warned.add(said)  # (two notices of one code, e.g. two tool modes, are both said)
                         self.emit(WarningRaised(session_id=self.session_id, code=event.code, message=event.message))
                 if finish is None:
                     raise StreamDroppedError("the response stream ended before the model finished")

@@ -68,4 +68,22 @@ class Notice:
     kind: Literal["notice"] = "notice"
 
 
-StreamEvent = TextDelta | ReasoningDelta | ToolCallStart | ToolCallDelta | ToolCallDone | UsageReport | Finish | Notice
+@dataclass(frozen=True, slots=True)
+class TextRetracted:
+    """The text this call streamed so far is not part of the answer: it was a tool call the model wrote
+    as text, which follows as a call."""
+
+    kind: Literal["text_retracted"] = "text_retracted"
+
+
+StreamEvent = (
+    TextDelta
+    | ReasoningDelta
+    | ToolCallStart
+    | ToolCallDelta
+    | ToolCallDone
+    | UsageReport
+    | Finish
+    | Notice
+    | TextRetracted
+)

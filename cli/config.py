@@ -59,6 +59,7 @@ class ServerEntry(BaseModel):
     model_config = ConfigDict(extra="forbid")
     tool_choice: Literal["auto", "omit"] = "auto"
     stream_tools: bool = True
+    text_tool_calls: bool = True  # an answer that is wholly a tool call written as text runs as the call
 
 
 class McpServerEntry(BaseModel):
@@ -318,7 +319,8 @@ def resolve_settings(
     prices = {m: Price(p.input, p.output, p.cached_input, p.max_output, p.context) for m, p in config.prices.items()}
     flags = network or Network()
     default_retry, default_options = RetryPolicy(), ProviderOptions()
-    server = config.servers.get(url.rstrip("/"), ServerEntry()) if url else ServerEntry()
+    servers = {key.rstrip("/"): entry for key, entry in config.servers.items()}  # with or without its last /
+    server = servers.get(url.rstrip("/"), ServerEntry()) if url else ServerEntry()
     retry = RetryPolicy(
         _first(flags.retries, config.retries, default_retry.retries),
         default_retry.base_delay,
@@ -329,6 +331,7 @@ def resolve_settings(
         _first(flags.read_timeout, config.read_timeout, default_options.read_timeout),
         server.tool_choice,
         server.stream_tools,
+        server.text_tool_calls if "text_tool_calls" in server.model_fields_set else None,
     )
     return RunSettings(
         name,

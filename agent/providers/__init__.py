@@ -52,12 +52,14 @@ DEFAULT_MODELS = {name: info.default_model for name, info in PROVIDER_INFO.items
 @dataclass(frozen=True, slots=True)
 class ProviderOptions:
     """How to talk to a server: timeouts (seconds), and how it takes tools (OpenAI-compatible ones:
-    ``tool_choice`` "auto" or "omit", and whether a request with tools may stream)."""
+    ``tool_choice`` "auto" or "omit", whether a request with tools may stream, and whether an answer
+    that is wholly a tool call written as text runs as that call; None: for any server but OpenAI's)."""
 
     connect_timeout: float = 5.0
     read_timeout: float = 600.0
     tool_choice: Literal["auto", "omit"] = "auto"
     stream_tools: bool = True
+    text_tool_calls: bool | None = None
 
 
 def create_provider(
@@ -83,6 +85,7 @@ def create_provider(
                 name=name,
                 tool_choice=options.tool_choice,
                 stream_tools=options.stream_tools,
+                text_tool_calls=options.text_tool_calls,
                 **timeouts,
             )
 

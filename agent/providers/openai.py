@@ -7,23 +7,27 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import AsyncIterator
+import secrets
+from collections.abc import AsyncIterator, Iterator
 from typing import Any, Literal
 
 import httpx2
 import openai
 
 from zero import errors
-from zero.agent.messages import Message, ModelRequest, Usage
+from zero.agent.messages import Message, ModelRequest, ToolCall, Usage
 from zero.agent.provider import ToolCallAssembler
 from zero.agent.providers._errors import body_error, status_error, transport_error
+from zero.agent.providers._text_calls import calls_in_text
 from zero.agent.stream import (
     Finish,
     Notice,
     ReasoningDelta,
     StreamEvent,
     TextDelta,
+    TextRetracted,
     ToolCallDelta,
+    ToolCallDone,
     ToolCallStart,
     UsageReport,
 )
@@ -43,6 +47,11 @@ class OpenAIProvider:
     (llama-cpp-python) the call is made again unstreamed, and when it refuses ``tool_choice``
     (vLLM without a tool parser) again without it. The way that worked is kept for the model
     for the rest of the run, and a ``Notice`` names the setting that makes it permanent.
+
+    Small local models often write a tool call as text instead of making one: with ``text_tool_calls``
+    (the default for servers other than OpenAI's), an answer that is wholly such a call to a tool that
+    was offered, with valid arguments, is taken as the call (``calls_in_text``): its text is retracted
+    and the call follows, and a ``Notice`` says so the first time for the model.
     """
 
     def __init__(
@@ -55,6 +64,7 @@ class OpenAIProvider:
         read_timeout: float = 600.0,
         tool_choice: ToolChoice = "auto",
         stream_tools: bool = True,
+        text_tool_calls: bool | None = None,
     ):
         self.name = name
         self._timeout = timeout = httpx2.Timeout(read_timeout, connect=connect_timeout)
@@ -70,6 +80,9 @@ class OpenAIProvider:
         self._official = base_url is None or "api.openai.com" in base_url
         self._tools: dict[str, tuple[ToolChoice, bool]] = {}  # model -> how tools are offered
         self._default = (tool_choice, stream_tools)
+        self._text_calls = not self._official if text_tool_calls is None else text_tool_calls
+        self._wrote_calls: set[str] = set()  # models seen writing their tool calls as text
+        self._url = str(self._client.base_url).rstrip("/")  # as config.toml's [servers."URL"] names it
         # Streamed calls go straight through an HTTP client with the SDK's base URL, headers and auth:
         # the SDK's request building (options models, transforms, header merging) costs more CPU a call
         # than the rest of Zero's work on it (bench/bench_swarm.py). Errors map the same way.
@@ -111,10 +124,9 @@ class OpenAIProvider:
                 self._tools[request.model] = fallback
                 yield Notice(
                     "tool_mode",
-                    f"the server at {self._client.base_url} did not take tools the default way, so they are "
+                    f"the server at {self._url} did not take tools the default way, so they are "
                     f"offered {'unstreamed' if not fallback[1] else 'without tool_choice'} for {request.model} "
-                    f"from now on; to skip the failed try, set {setting} under "
-                    f'[servers."{self._client.base_url}"] in config.toml',
+                    f'from now on; to skip the failed try, set {setting} under [servers."{self._url}"] in config.toml',
                 )
             yield event
 
@@ -157,14 +169,14 @@ class OpenAIProvider:
                             response.raise_for_status()
                         except httpx2.HTTPStatusError as e:
                             raise _wire_error(self.name, response.status_code, raw, response.headers) from e
-                    async for event in self._events(response.aiter_lines()):
+                    async for event in self._events(response.aiter_lines(), request):
                         started = True
                         yield event
             else:
                 completion = await self._client.chat.completions.create(
                     model=request.model, messages=[], extra_body=body
                 )
-                async for event in _unstreamed(completion):
+                for event in self._unstreamed(completion, request):
                     yield event
         except openai.APIStatusError as e:
             raise body_error(self.name, e.status_code, e.body, e.message, e.response.headers) from e
@@ -175,10 +187,11 @@ class OpenAIProvider:
         except ValueError as e:  # a line of the stream that is not JSON: this call failed, not Zero
             raise errors.StreamDroppedError(f"the {self.name} server sent a malformed stream: {e}") from e
 
-    async def _events(self, lines: AsyncIterator[str]) -> AsyncIterator[StreamEvent]:
+    async def _events(self, lines: AsyncIterator[str], request: ModelRequest) -> AsyncIterator[StreamEvent]:
         calls = ToolCallAssembler()
         finish: str | None = None
         chunks = 0
+        text: list[str] = []
         async for chunk in _sse(lines):
             chunks += 1
             if error := chunk.get("error"):  # a server that fails mid-stream says so in a chunk
@@ -196,6 +209,7 @@ class OpenAIProvider:
                 if isinstance(reasoning, str) and reasoning:
                     yield ReasoningDelta(reasoning)
                 if content := delta.get("content"):
+                    text.append(content)
                     yield TextDelta(content)
                 for tc in delta.get("tool_calls") or ():
                     index = tc.get("index", 0)
@@ -217,9 +231,70 @@ class OpenAIProvider:
             )
         if finish is None:
             raise errors.StreamDroppedError(f"the {self.name} stream ended before the model finished")
-        for done in calls.finish():
-            yield done
-        yield Finish(finish)
+        done = calls.finish()
+        written = self._written_calls(request, text) if not done and finish == "stop" else []
+        for event in (*done, *written):
+            yield event
+        yield Finish("tool_calls" if written else finish)
+
+    def _unstreamed(self, completion: Any, request: ModelRequest) -> Iterator[StreamEvent]:
+        """The events of a whole (unstreamed) completion."""
+        if not hasattr(completion, "choices"):
+            raise errors.ProviderError(f"the server's answer is not a chat completion: {str(completion)[:200]!r}")
+        if completion.usage is not None:
+            details = completion.usage.prompt_tokens_details
+            cached = (details.cached_tokens or 0) if details else 0
+            yield UsageReport(Usage(completion.usage.prompt_tokens, completion.usage.completion_tokens, cached))
+        if not completion.choices:
+            raise errors.EmptyResponseError("the server answered without a choice")
+        choice = completion.choices[0]
+        message = choice.message
+        reasoning = (message.model_extra or {}).get("reasoning_content")
+        if isinstance(reasoning, str) and reasoning:
+            yield ReasoningDelta(reasoning)
+        if message.content:
+            yield TextDelta(message.content)
+        calls = ToolCallAssembler()
+        for index, tc in enumerate(message.tool_calls or ()):
+            call_id = tc.id or f"call_{index}"
+            calls.start(index, call_id, tc.function.name)
+            yield ToolCallStart(index, call_id, tc.function.name)
+            calls.add(index, tc.function.arguments or "")
+            yield ToolCallDelta(index, tc.function.arguments or "")
+        done = calls.finish()
+        finish = choice.finish_reason or "stop"
+        written = self._written_calls(request, [message.content or ""]) if not done and finish == "stop" else []
+        yield from (*done, *written)
+        yield Finish("tool_calls" if written else finish)
+
+    def _written_calls(self, request: ModelRequest, text: list[str]) -> list[StreamEvent]:
+        """The events that turn an answer that is wholly tool calls written as text into those calls
+        (none if it is an answer, or the server's text_tool_calls is off)."""
+        if not (self._text_calls and request.tools and text):
+            return []
+        found = calls_in_text("".join(text), request.tools)
+        if not found:
+            return []
+        events: list[StreamEvent] = []
+        if request.model not in self._wrote_calls:
+            self._wrote_calls.add(request.model)
+            events.append(
+                Notice(
+                    "tool_mode",
+                    f"{request.model} at {self._url} wrote its tool calls as text, not as calls: an answer that is "
+                    "wholly a call to one of its tools, with valid arguments, runs as that call from now on; to "
+                    f'take it as text, set text_tool_calls = false under [servers."{self._url}"] in config.toml',
+                )
+            )
+        events.append(TextRetracted())
+        for index, (name, arguments) in enumerate(found):
+            call_id = f"call_{secrets.token_hex(6)}"  # unique in the conversation, as a server's own ids are
+            events += [
+                ToolCallStart(index, call_id, name),
+                ToolCallDelta(index, json.dumps(arguments)),
+                ToolCallDone(index, ToolCall(call_id, name, arguments)),
+            ]
+        return events
 
 
 async def _sse(lines: AsyncIterator[str]) -> AsyncIterator[dict[str, Any]]:
@@ -241,35 +316,6 @@ async def _sse(lines: AsyncIterator[str]) -> AsyncIterator[dict[str, Any]]:
             yield chunk
     if data and not data[0].startswith("[DONE]"):  # a last event without its blank line
         yield json.loads("\n".join(data))
-
-
-async def _unstreamed(completion: Any) -> AsyncIterator[StreamEvent]:
-    """The events of a whole (unstreamed) completion."""
-    if not hasattr(completion, "choices"):
-        raise errors.ProviderError(f"the server's answer is not a chat completion: {str(completion)[:200]!r}")
-    if completion.usage is not None:
-        details = completion.usage.prompt_tokens_details
-        cached = (details.cached_tokens or 0) if details else 0
-        yield UsageReport(Usage(completion.usage.prompt_tokens, completion.usage.completion_tokens, cached))
-    if not completion.choices:
-        raise errors.EmptyResponseError("the server answered without a choice")
-    choice = completion.choices[0]
-    message = choice.message
-    reasoning = (message.model_extra or {}).get("reasoning_content")
-    if isinstance(reasoning, str) and reasoning:
-        yield ReasoningDelta(reasoning)
-    if message.content:
-        yield TextDelta(message.content)
-    calls = ToolCallAssembler()
-    for index, tc in enumerate(message.tool_calls or ()):
-        call_id = tc.id or f"call_{index}"
-        calls.start(index, call_id, tc.function.name)
-        yield ToolCallStart(index, call_id, tc.function.name)
-        calls.add(index, tc.function.arguments or "")
-        yield ToolCallDelta(index, tc.function.arguments or "")
-    for done in calls.finish():
-        yield done
-    yield Finish(choice.finish_reason or "stop")
 
 
 def _wire_error(provider: str, status: int, raw: bytes, headers: Any) -> errors.ProviderError:

@@ -53,8 +53,8 @@ def agent_at(url: str, workspace: Path, emit: Emit, *, timeouts: float = 600.0, 
         connect_timeout=timeouts,
         read_timeout=timeouts,
     )
-    config = AgentConfig(provider=provider, model="local-llm", workspace=Workspace([workspace]), **config)
-    return AgentRun(config, "s1", [Message("system", "You are a test agent.")], emit)
+    agent = AgentConfig(provider=provider, model="local-llm", workspace=Workspace([workspace]), **config)
+    return AgentRun(agent, "s1", [Message("system", "You are a test agent.")], emit)
 
 
 def kinds(events: list[Event], kind: str) -> list[Any]:
@@ -276,3 +276,87 @@ async def test_an_estimated_answer_counts_no_more_than_the_output_cap(workspace:
     # the server cuts at 16 tokens (64 characters); three characters a token would count 26
     result, _, _ = await run_against(LocalModel(turns(Answer("word " * 400))), workspace, max_output_tokens=16)
     assert result.status == "output_capped" and result.usage.estimated and result.usage.completion_tokens == 16
+
+
+def answer_after_last_restart(events: list[Event]) -> str:
+    """The answer as a stream-json reader puts it together: the text after the last stream_restarted."""
+    text: list[str] = []
+    for e in events:
+        if e.kind == "warning" and e.code == "stream_restarted":
+            text.clear()
+        elif e.kind == "text":
+            text.append(e.delta)
+    return "".join(text)
+
+
+@pytest.mark.parametrize("form", ["json", "fenced", "tagged"])
+async def test_a_tool_call_written_as_text_runs_as_that_call(workspace: Path, form: Any) -> None:
+    # Qwen2.5-Coder 0.5B/1.5B on llama.cpp: 0 of 11 runs made a real call, each one's text was taken as the answer
+    result, events, requests = await run_against(LocalModel(turns(READ, DONE), calls_as_text=form), workspace)
+    assert result.status == "completed" and result.output == "The answer is 42."
+    ran = kinds(events, "tool_result")
+    assert [(r.name, r.status) for r in ran] == [("read_file", "ok")] and "2\tThe answer is 42." in ran[0].output
+    assistant = next(m for m in requests[1]["messages"] if m["role"] == "assistant")
+    call = assistant["tool_calls"][0]
+    assert assistant["content"] == ""
+    assert call["function"] == {"name": "read_file", "arguments": '{"path": "README.md"}'}
+    assert next(m for m in requests[1]["messages"] if m["role"] == "tool")["tool_call_id"] == call["id"]
+    warnings = [w.message for w in kinds(events, "warning") if w.code == "tool_mode"]
+    url = requests[0]["_headers"]["host"]
+    assert warnings == [
+        f"local-llm at http://{url}/v1 wrote its tool calls as text, not as calls: an answer that is wholly a call "
+        "to one of its tools, with valid arguments, runs as that call from now on; to take it as text, set "
+        f'text_tool_calls = false under [servers."http://{url}/v1"] in config.toml'
+    ]
+    assert answer_after_last_restart(events) == "The answer is 42."  # the call's text is not part of it
+    message = next(e for e in events if e.kind == "message" and e.role == "assistant")
+    assert message.content == "" and [c.name for c in message.tool_calls] == ["read_file"]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        'I will read it: {"name": "read_file", "arguments": {"path": "README.md"}}',  # prose around it
+        '{"name": "read_file", "arguments": {"path": "README.md"}}\nThat is the call I would make.',
+        '{"name": "open_file", "arguments": {"path": "README.md"}}',  # no such tool
+        '{"name": "read_file", "arguments": {"file": "README.md"}}',  # arguments that do not validate
+        '{"name": "read_file", "arguments": {"path": 42}}',
+        '{"name": "read_file", "arguments": {"path": "README.md"}, "why": "to see"}',
+        '```python\n{"name": "read_file", "arguments": {"path": "README.md"}}\n```',
+        '<tool_call>{"name": "read_file", "arguments": {"path": "README.md"}}</tool_call> and more',
+    ],
+)
+async def test_a_text_that_only_looks_like_a_call_stays_the_answer(workspace: Path, text: str) -> None:
+    result, events, requests = await run_against(LocalModel(turns(Answer(text))), workspace)
+    assert result.status == "completed" and result.output == text and len(requests) == 1
+    assert not kinds(events, "tool_call") and not kinds(events, "warning")
+
+
+async def test_text_tool_calls_false_takes_the_text_as_the_answer(workspace: Path) -> None:
+    model = LocalModel(turns(READ, DONE), calls_as_text="json")
+    with LLMServer(model) as server:
+        events: list[Event] = []
+        run = agent_at(server.url, workspace, events.append)
+        run.config.provider = OpenAIProvider(api_key=None, base_url=server.url + "/v1", text_tool_calls=False)
+        result = await run.run("What is the answer?")
+        await run.config.provider.aclose()
+    assert result.output == '{"name": "read_file", "arguments": {"path": "README.md"}}'
+    assert not kinds(events, "tool_call")
+
+
+async def test_calls_written_as_text_are_said_once_for_the_model_and_work_unstreamed(workspace: Path) -> None:
+    # two agents on one provider (a team's members), calls in <tool_call> tags, through llama-cpp-python's
+    # unstreamed fallback: one warning for the model's text calls, in the first run
+    model = LocalModel(turns(READ, DONE), calls_as_text="tagged", auto_stream_empty=True)
+    with LLMServer(model) as server:
+        first: list[Event] = []
+        run = agent_at(server.url, workspace, first.append)
+        assert (await run.run("What is the answer?")).output == "The answer is 42."
+        second: list[Event] = []
+        other = AgentRun(run.config, "s2", [Message("system", "You are a test agent.")], second.append)
+        assert (await other.run("And again?")).output == "The answer is 42."
+        await run.config.provider.aclose()
+    assert [len(kinds(events, "tool_result")) for events in (first, second)] == [1, 1]
+    told = [[w.message for w in kinds(events, "warning") if w.code == "tool_mode"] for events in (first, second)]
+    assert [[m.split(" ")[0] for m in messages] for messages in told] == [["the", "local-llm"], []]
+    assert "offered unstreamed" in told[0][0] and "wrote its tool calls as text" in told[0][1]

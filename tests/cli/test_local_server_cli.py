@@ -139,3 +139,28 @@ def test_a_cost_limit_on_an_unpriced_model_says_both_ways_out(workspace: Path) -
             "swarm", "validate", str(demo), "--cwd", str(workspace), "--budget-cost", "none", *local(server)
         )  # fmt: skip
     assert lifted.returncode == 0, lifted.stderr
+
+
+def test_a_call_written_as_text_runs_resumes_the_same_and_text_tool_calls_false_turns_it_off(
+    workspace: Path, tmp_path: Path
+) -> None:
+    model = LocalModel(turns(READ, Answer("The README says 42.")), calls_as_text="tagged")
+    ask = ("what does the README say?", "--cwd", str(workspace), "--output-format", "json")
+    with LLMServer(model) as server:
+        done = zero("exec", *ask, *local(server))
+        result = json.loads(done.stdout)
+        assert done.returncode == 0 and result["result"] == "The README says 42.", done.stderr
+        url = f"{server.url}/v1"
+        assert [w["code"] for w in result["warnings"]] == ["tool_mode", "stream_restarted"]
+        assert f'set text_tool_calls = false under [servers."{url}"] in config.toml' in result["warnings"][0]["message"]
+        sent = server.requests[1]["messages"]
+        assert sent[2]["content"] == "" and sent[2]["tool_calls"][0]["function"]["name"] == "read_file"
+        again = zero("sessions", "resume", result["sessionId"], "and now?", "--cwd", str(workspace), *local(server))
+        assert again.returncode == 0, again.stderr
+        assert server.requests[2]["messages"][: len(sent)] == sent  # the log gives the server the same history
+        home = tmp_path / "config"
+        (home / "zero").mkdir(parents=True)
+        (home / "zero" / "config.toml").write_text(f'[servers."{url}"]\ntext_tool_calls = false\n')
+        off = zero("exec", *ask, *local(server), env={"XDG_CONFIG_HOME": str(home)})
+    result = json.loads(off.stdout)
+    assert off.returncode == 0 and result["result"].startswith("<tool_call>") and result["warnings"] == []

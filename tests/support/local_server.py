@@ -16,6 +16,8 @@ what llama-cpp-python, vLLM or Ollama do and the real ``openai`` SDK talks to it
 - ``loading``: the first N requests get llama.cpp's ``503 Loading model``;
 - ``template_error``: a conversation with a tool result gets a 500, the same one every time (a chat
   template that knows no ``tool`` role);
+- ``calls_as_text``: the model writes its tool calls as text (``"json"``, ``"fenced"`` in a ```json block,
+  ``"tagged"`` in <tool_call> tags), as small models do, and the server passes them on as content;
 - ``context_chars``: a longer prompt gets a 200 and a stream closed before its first chunk;
 - ``malformed``: the first N streams carry a ``data:`` line that is not JSON;
 - ``drop_first``: the first stream breaks off after some text, and the retry answers differently.
@@ -27,7 +29,7 @@ import itertools
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from support.llm_server import Reply, _chunk, _split
 
@@ -55,6 +57,7 @@ class LocalModel:
     auto_stream_empty: bool = False
     reject_tool_choice: bool = False
     loading: int = 0
+    calls_as_text: Literal["json", "fenced", "tagged"] | None = None
     template_error: bool = False
     context_chars: int | None = None
     malformed: int = 0
@@ -88,6 +91,8 @@ class LocalModel:
         if streamed and self.auto_stream_empty and request.get("tool_choice") == "auto":
             return Reply(events=[])
         answer = self.script(request, number)
+        if self.calls_as_text is not None and answer.tool_calls:
+            answer = Answer(written_calls(answer.tool_calls, self.calls_as_text))
         if self.drop_first and number == 0:
             answer = Answer("This first answer breaks off in the middle of a sent")
         calls = answer.tool_calls if tools_offered else []
@@ -115,6 +120,14 @@ class LocalModel:
         if self.drop_first and number == 0:
             return Reply(events=events, cut_after=3)
         return Reply(events=events, pace=self.pace)
+
+
+def written_calls(calls: list[tuple[str, dict[str, Any]]], form: Literal["json", "fenced", "tagged"]) -> str:
+    """Tool calls as a small model writes them in its text."""
+    written = [json.dumps({"name": name, "arguments": arguments}) for name, arguments in calls]
+    if form == "tagged":
+        return "\n".join(f"<tool_call>\n{call}\n</tool_call>" for call in written)
+    return written[0] if form == "json" else f"```json\n{written[0]}\n```"
 
 
 def _capped(
