@@ -10,7 +10,7 @@ from support.cli import write_script, zero
 from support.llm_server import LLMServer
 from support.local_server import ROLES_ERROR, Answer, LocalModel, turns
 
-from zero.cli.config import Configs, resolve_settings
+from zero.cli.config import Config, Configs, resolve_settings
 
 LONG = Answer("All work and no play makes Jack a dull boy. " * 200)
 READ = Answer("", [("read_file", {"path": "README.md"})])
@@ -79,6 +79,17 @@ def test_openai_base_url_alone_selects_the_openai_compatible_provider() -> None:
         environ={"OPENAI_BASE_URL": "http://localhost:8080/v1"},
     )
     assert settings.provider == "openai-compatible" and settings.base_url == "http://localhost:8080/v1"
+
+
+def test_a_servers_options_apply_with_or_without_the_urls_last_slash() -> None:
+    for key, url in (("http://localhost:8080/v1/", "http://localhost:8080/v1"), ("http://h/v1", "http://h/v1/")):
+        configs = Configs(
+            user=Config.model_validate({"servers": {key: {"stream_tools": False, "text_tool_calls": False}}})
+        )
+        settings = resolve_settings(
+            configs, provider=None, model="m", base_url=url, permission_mode=None, max_turns=None, environ={}
+        )
+        assert (settings.options.stream_tools, settings.options.text_tool_calls) == (False, False)
 
 
 def test_retries_and_timeouts_are_settings(workspace: Path, tmp_path: Path) -> None:
