@@ -40,7 +40,16 @@ from zero.agent.pricing import Price, PriceTable, smallest_cap
 from zero.agent.provider import Provider
 from zero.agent.providers.scripted import ScriptedProvider, ScriptMatch, ScriptToolCall, ScriptTurn
 from zero.agent.retry import RetryPolicy
-from zero.agent.status import RUN_STATUSES, STATUSES, TERMINAL, RunStatus, Status, exit_code, incomplete_message
+from zero.agent.status import (
+    RUN_STATUSES,
+    STATUSES,
+    TERMINAL,
+    RunStatus,
+    Status,
+    exit_code,
+    incomplete_message,
+    worst,
+)
 
 __all__ = [
     "COMPACTED_PREFIX",
@@ -105,4 +114,5 @@ __all__ = [
     "format_cost",
     "smallest_cap",
     "incomplete_message",
+    "worst",
 ]

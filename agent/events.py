@@ -387,6 +387,7 @@ class TeamFinished:
     usage: Usage = Usage()
     tripped: str | None = None
     reason: str = ""
+    error_code: str | None = None  # of the member whose status is the team's (a provider error: exit 3)
     kind: Literal["team_end"] = "team_end"
 
 

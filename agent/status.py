@@ -6,11 +6,21 @@ one terminal status. A resumed session has several runs; its status is that of t
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Literal, get_args
 
 from zero.errors import ProviderError, ZeroError
 
-__all__ = ["RUN_STATUSES", "STATUSES", "TERMINAL", "RunStatus", "Status", "exit_code", "incomplete_message"]
+__all__ = [
+    "RUN_STATUSES",
+    "STATUSES",
+    "TERMINAL",
+    "RunStatus",
+    "Status",
+    "exit_code",
+    "incomplete_message",
+    "worst",
+]
 
 Status = Literal[
     "pending",
@@ -64,6 +74,29 @@ def exit_code(status: str, error_code: str | None = None) -> int:
     if status == "failed" and error_code in _PROVIDER_CODES:
         return 3
     return _EXIT.get(status, 1)
+
+
+# How bad each exit code is, for the one rule that sums up several runs (a team's members): interrupted
+# (130) > provider error (3) > failed or cancelled (1) > incomplete (4) > completed (0). A provider
+# error is worse than a failure: it likely stopped others too, and trying later may be all it takes.
+_SEVERITY = {0: 0, 4: 1, 1: 2, 3: 3, 130: 4}
+# Between statuses of one exit code, the one that explains the others: a failure (on_failure = "stop"
+# cancels the rest), a spent budget (it stops every member).
+_CAUSES = ("failed", "budget_exhausted")
+
+
+def worst(outcomes: Iterable[tuple[Status, str | None]]) -> tuple[Status, str | None]:
+    """Of several runs' (status, error code), the one with the worst exit code: what a team ends as
+    (``("completed", None)`` for none). A ``skipped`` run counts only above ``completed``: the status of
+    the dependency it was skipped for is the cause, and that counts."""
+    ranked = [
+        (0.5 if status == "skipped" else _SEVERITY[exit_code(status, code)], status in _CAUSES, -i, status, code)
+        for i, (status, code) in enumerate(outcomes)
+    ]
+    if not ranked:
+        return "completed", None
+    *_, status, code = max(ranked)
+    return status, code
 
 
 def incomplete_message(status: str, turns: int = 0) -> str:

@@ -211,7 +211,7 @@ class StreamJsonWriter:
                     self._end(event.status, incomplete_message(event.status, event.turns))
             case TeamFinished():
                 if root:
-                    self._end(event.status, event.reason or event.status)
+                    self._end(event.status, event.reason or event.status, event.error_code)
             case MessageAdded() | StatusChanged() | TeamMessageSent() | Compacted():
                 pass  # a compaction is announced by its "compacted" warning
             case _:
@@ -232,12 +232,12 @@ class StreamJsonWriter:
             fields["member"] = event.member
         self.emit("subagent_start", fields)
 
-    def _end(self, status: str, message: str) -> None:
+    def _end(self, status: str, message: str, error_code: str | None = None) -> None:
         error = self._error
+        code = error.code if error else error_code
         if status != "completed":
-            code = error.code if error else status
-            self.error(code, error.message if error else message, recoverable=status in _RECOVERABLE)
-        self.run_end(status, exit_code(status, error.code if error else None))
+            self.error(code or status, error.message if error else message, recoverable=status in _RECOVERABLE)
+        self.run_end(status, exit_code(status, code))
 
 
 _INPUT_FIELDS = {

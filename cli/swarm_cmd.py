@@ -284,7 +284,7 @@ async def _run(
                 progress = PlainProgress(plan, Console(file=streams.stderr, highlight=False, soft_wrap=True))
                 consumers.start_soon(progress.consume, runner.events())
             result = await interruptible(runner.run, runner.interrupt)
-    code = exit_code(result.status)
+    code = result.exit_code
     if args.output_format == "json":
         summary = {
             "type": "result",
@@ -365,4 +365,4 @@ def _watch(session_id: str, streams: Streams) -> int:
             raise
         print_error(str(error), streams.stderr)
         return error.exit_code
-    return exit_code(tree.root.status)
+    return exit_code(tree.root.status, tree.root.error_code)

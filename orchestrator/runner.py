@@ -31,6 +31,8 @@ from zero.agent import (
     TeamMember,
     TeamStarted,
     Usage,
+    exit_code,
+    worst,
 )
 from zero.errors import ZeroError
 from zero.orchestrator.executor import InProcessExecutor, MemberExecutor, MemberOutcome, MemberRun, MemberTask
@@ -50,6 +52,7 @@ class MemberState:
     session_id: str
     status: Status = "pending"
     reason: str = ""
+    error_code: str | None = None  # of the error its run ended with
     output: str = ""
     usage: Usage = field(default_factory=Usage)  # the member's subtree: itself and its Task children
     turns: int = 0
@@ -70,9 +73,7 @@ class MemberState:
         return (self.finished or time.monotonic()) - self.started
 
 
-INCOMPLETE = ("max_turns", "output_capped", "timed_out")
 TEAMMATES_NAMED = 20  # in a member's prompt; the rest are counted
-"""Statuses of a member that stopped short without failing."""
 
 
 @dataclass
@@ -84,6 +85,11 @@ class TeamResult:
     usage: Usage
     duration: float
     ledger: Ledger
+    error_code: str | None = None  # of the member whose status is the team's
+
+    @property
+    def exit_code(self) -> int:
+        return exit_code(self.status, self.error_code)
 
     def to_json(self) -> dict[str, Any]:
         budget = self.ledger.limits
@@ -370,7 +376,7 @@ class TeamRunner:
         else:
             result = outcome.result
             state.status, state.output, state.turns = result.status, result.output, result.turns
-            state.reason, state.usage = result.error or "", outcome.usage
+            state.reason, state.usage, state.error_code = result.error or "", outcome.usage, result.error_code
         if state.status == "budget_exhausted" and member_ledger.trip is not None and not state.reason:
             state.reason = str(member_ledger.trip)
         self._log_end(state)
@@ -474,18 +480,10 @@ class TeamRunner:
         for state in self.members.values():  # a member the cancellation reached before it began
             if state.status == "pending":
                 self._end_unstarted(state, self._stopping or "cancelled", "the team stopped before it started")
-        statuses = {s.status for s in self.members.values()}
-        status: Status
+        # One rule for every mix: the team ends as its worst member, by the exit code (agent/status.py)
+        status, code = worst((s.status, s.error_code) for s in self.members.values())
         if self._stopping == "interrupted":
-            status = "interrupted"
-        elif self.ledger.trip is not None or "budget_exhausted" in statuses:
-            status = "budget_exhausted"
-        elif statuses == {"completed"}:
-            status = "completed"
-        elif statuses <= {"completed", *INCOMPLETE}:  # none failed; some stopped short (exit 4, as one agent)
-            status = next(s.status for s in self.members.values() if s.status in INCOMPLETE)
-        else:
-            status = "failed"
+            status, code = "interrupted", None
         usage = sum((s.usage for s in self.members.values()), Usage())
         trip = self.ledger.trip
         result = TeamResult(
@@ -496,6 +494,7 @@ class TeamRunner:
             usage,
             time.monotonic() - started,
             self.ledger,
+            code,
         )
         self.hub.emit(
             TeamFinished(
@@ -505,6 +504,7 @@ class TeamRunner:
                 usage=usage,
                 tripped=None if trip is None else str(trip),
                 reason="" if status == "completed" else result.failure_summary(),
+                error_code=code,
             )
         )
         for session_id in (self.session_id, *(s.session_id for s in self.members.values())):

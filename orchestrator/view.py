@@ -91,6 +91,7 @@ class TreeNode:
     usage: Usage = field(default_factory=Usage)
     activity: str = ""
     reason: str = ""
+    error_code: str | None = None  # a team's: of the member whose status is the team's
     last_event: float = 0.0
     waiting_for: list[str] = field(default_factory=list)
 
@@ -200,6 +201,7 @@ class TeamTree:
                     node.usage = node.usage + Usage(cost_usd=None)
                 self._end(node, event.status, now, node.reason)
             case TeamFinished():
+                node.error_code = event.error_code
                 self._end(node, event.status, now, node.reason)
             case (
                 MessageAdded()

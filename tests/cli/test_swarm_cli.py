@@ -177,7 +177,7 @@ name = "alone"
 specialist = "explorer"
 prompt = "z"
 """
-    for retries, code in ((2, 0), (0, 1)):
+    for retries, code in ((2, 0), (0, 3)):  # a member failed on a provider error: 3, as one agent
         team = write_script(tmp_path / f"team{retries}.toml", body.format(retries=retries))
         failures = {"flaky": 2}
 
@@ -394,3 +394,43 @@ text = "A whole answer."
         "swarm", "run", str(team), *scripted(script, workspace), "--retry-max-delay", "0.01", "--output-format", "json"
     )
     assert [w["code"] for w in json.loads(done.stdout)["warnings"]] == ["stream_restarted"]
+
+
+CHAIN = """
+name = "chain"
+[defaults]
+model = "gpt-4.1-mini"
+[[members]]
+name = "writer"
+specialist = "explorer"
+prompt = "Write."
+[[members]]
+name = "reader"
+specialist = "explorer"
+depends_on = ["writer"]
+prompt = "Read {{ writer.output }}"
+[[members]]
+name = "other"
+specialist = "explorer"
+prompt = "Other."
+"""
+
+
+def test_every_view_of_a_run_exits_with_its_worst_members_code(workspace: Path, tmp_path: Path) -> None:
+    # a capped member and its skipped dependent exited 1, a capped and a completed one 4: both are 4 now,
+    # and a provider error is 3, in the exit code, the JSON result, stream-json's run_end and swarm watch
+    team = write_script(tmp_path / "team.toml", CHAIN)
+    capped = '[[turns]]\nmatch = { system = \'You are "writer"\' }\ntext = "cut"\nfinish = "length"\n'
+    for other, code in (('text = "fine"', 4), ('error = { kind = "auth" }', 3)):
+        script = write_script(
+            tmp_path / f"s{code}.toml", f"{capped}[[turns]]\nmatch = {{ system = 'You are \"other\"' }}\n{other}\n"
+        )
+        done = zero("swarm", "run", str(team), *scripted(script, workspace), "--output-format", "json")
+        result = json.loads(done.stdout)
+        assert (done.returncode, result["exitCode"]) == (code, code), done.stderr
+        assert [m["status"] for m in result["members"]][:2] == ["output_capped", "skipped"]
+        stream = zero("swarm", "run", str(team), *scripted(script, workspace), "--output-format", "stream-json")
+        end = json.loads(stream.stdout.splitlines()[-1])
+        assert (stream.returncode, end["type"], end["exitCode"]) == (code, "run_end", code)
+        watched = zero("swarm", "watch", result["sessionId"])
+        assert watched.returncode == code, watched.stderr

@@ -347,3 +347,54 @@ async def test_a_member_that_hits_a_bug_fails_alone_and_the_team_goes_on(workspa
     assert log[-1].kind == "run_end" and log[-1].status == "failed"
     for state in result.members:  # every session ends with a final status
         assert store.metadata(state.session_id).status == state.status
+
+
+CHAIN = """
+name = "chain"
+[[members]]
+name = "writer"
+specialist = "explorer"
+prompt = "Write."
+[[members]]
+name = "reader"
+specialist = "explorer"
+depends_on = ["writer"]
+prompt = "Read {{ writer.output }}"
+[[members]]
+name = "other"
+specialist = "explorer"
+prompt = "Other."
+"""
+CAPPED = member("writer", "cut short", finish="length")
+
+
+@pytest.mark.parametrize(
+    ("other", "ended", "status", "error_code", "exit_code"),
+    [
+        (member("other", "fine"), "completed", "output_capped", "output_capped", 4),  # capped + skipped: was 1
+        (member("other", error=ScriptError(kind="auth")), "failed", "failed", "auth_error", 3),  # was 1
+        (
+            member("other", "", ScriptToolCall(name="list_directory"), times=0),
+            "max_turns",
+            "output_capped",
+            "output_capped",
+            4,
+        ),
+    ],
+)
+async def test_a_team_ends_as_its_worst_member_by_the_exit_code(
+    workspace: Path,
+    tmp_path: Path,
+    other: ScriptTurn,
+    ended: str,
+    status: str,
+    error_code: str | None,
+    exit_code: int,
+) -> None:
+    body = CHAIN.replace('prompt = "Other."', 'prompt = "Other."\nmax_turns = 2')
+    result, _, _, events = await run_team(workspace, tmp_path, body, [CAPPED, other])
+    by = {m.name: m.status for m in result.members}
+    assert by == {"writer": "output_capped", "reader": "skipped", "other": ended}
+    assert (result.status, result.error_code, result.exit_code) == (status, error_code, exit_code)
+    end = events[-1]
+    assert end.kind == "team_end" and (end.status, end.error_code) == (status, error_code)
