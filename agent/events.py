@@ -32,6 +32,7 @@ __all__ = [
     "ErrorRaised",
     "Event",
     "MessageAdded",
+    "ModelStreaming",
     "PermissionDecided",
     "PermissionRequested",
     "Reasoning",
@@ -102,6 +103,18 @@ class Reasoning:
     session_id: str
     delta: str
     kind: Literal["reasoning"] = "reasoning"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ModelStreaming:
+    """A model call is still streaming: said at most every ``AgentConfig.beat_seconds`` while its answer
+    arrives (text, reasoning, a tool call's arguments), and stored, so that a view measures silence from
+    it, live or from the log (where the deltas are not). ``received``: characters of the call so far."""
+
+    __pydantic_config__ = CAMEL
+    session_id: str
+    received: int = 0
+    kind: Literal["streaming"] = "streaming"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -396,6 +409,7 @@ Event = (
     | MessageAdded
     | AssistantText
     | Reasoning
+    | ModelStreaming
     | ToolCallStarted
     | PermissionRequested
     | PermissionDecided
@@ -419,6 +433,7 @@ STORED = frozenset(
     {
         "run_start",
         "message",
+        "streaming",
         "tool_call",
         "permission_request",
         "permission_decision",

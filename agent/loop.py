@@ -17,6 +17,7 @@ from zero.agent.events import (
     ErrorRaised,
     Event,
     MessageAdded,
+    ModelStreaming,
     PermissionDecided,
     PermissionRequested,
     Reasoning,
@@ -35,6 +36,7 @@ from zero.agent.pricing import PriceTable
 from zero.agent.provider import Provider
 from zero.agent.retry import RetryPolicy
 from zero.agent.status import RunStatus
+from zero.agent.stream import ReasoningDelta, TextDelta, ToolCallDelta
 from zero.errors import (
     BudgetExhaustedError,
     EmptyAnswerError,
@@ -83,6 +85,7 @@ was a tool call written as text): the text deltas after the last such marker add
 WROTE_CALL = "the text so far is a tool call the model wrote as text: it runs as that call, and is not the answer"
 
 Emit = Callable[[Event], None]
+_STREAMED = (TextDelta, ReasoningDelta, ToolCallDelta)
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,6 +169,7 @@ class AgentConfig:
     guards: tuple[CallGuard, ...] = ()
     unavailable: dict[str, str] = field(default_factory=dict)  # tool name -> why this agent may not use it
     shell: ShellSettings = field(default_factory=ShellSettings)
+    beat_seconds: float = 30.0  # how often a streaming call says so (ModelStreaming), for views of silence
 
 
 @dataclass(slots=True)
@@ -529,8 +533,14 @@ class AgentRun:
             reasoning = StreamRedactor(self.config.redactor)
             finish = None
             usage = None
+            beat, received = time.monotonic(), 0
             try:
                 async for event in self.config.provider.stream(request):
+                    if isinstance(event, _STREAMED):  # the answer arrives: say so now and then, shown or not
+                        received += len(event.arguments if isinstance(event, ToolCallDelta) else event.text)
+                        if (now := time.monotonic()) - beat >= self.config.beat_seconds:
+                            beat = now
+                            self.emit(ModelStreaming(session_id=self.session_id, received=received))
                     if event.kind == "text":
                         turn.text.append(event.text)
                         if out := text.feed(event.text):

@@ -24,6 +24,7 @@ from zero.agent import (
     ErrorRaised,
     Event,
     MessageAdded,
+    ModelStreaming,
     PermissionDecided,
     PermissionRequested,
     Reasoning,
@@ -212,8 +213,8 @@ class StreamJsonWriter:
             case TeamFinished():
                 if root:
                     self._end(event.status, event.reason or event.status, event.error_code)
-            case MessageAdded() | StatusChanged() | TeamMessageSent() | Compacted():
-                pass  # a compaction is announced by its "compacted" warning
+            case MessageAdded() | StatusChanged() | TeamMessageSent() | Compacted() | ModelStreaming():
+                pass  # a compaction is announced by its "compacted" warning; the text streams as it comes
             case _:
                 assert_never(event)
 

@@ -34,6 +34,7 @@ from zero.agent import (
     ErrorRaised,
     Event,
     MessageAdded,
+    ModelStreaming,
     PermissionDecided,
     PermissionRequested,
     Reasoning,
@@ -188,6 +189,9 @@ class TeamTree:
                     node.activity = "writing..." if event.kind == "text" else "thinking..."
                 else:
                     return  # nothing a reader would see changed
+            case ModelStreaming():  # (its time is what counts: a long answer or call is not a stall)
+                if node.activity in ("", "starting", "thinking..."):
+                    node.activity = "writing..."
             case UsageUpdated():
                 node.turns += event.calls
                 node.usage = node.usage + event.usage

@@ -23,6 +23,7 @@ from zero.agent import (
     ErrorRaised,
     Event,
     MessageAdded,
+    ModelStreaming,
     PermissionDecided,
     PermissionRequested,
     Reasoning,
@@ -142,6 +143,7 @@ def apply_event(meta: SessionMetadata, event: Event) -> None:
             meta.title = " ".join(event.content.split("<file path=", 1)[0].split())[:80]
         case (
             MessageAdded()
+            | ModelStreaming()
             | AssistantText()
             | Reasoning()
             | ToolCallStarted()

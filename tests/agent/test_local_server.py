@@ -360,3 +360,18 @@ async def test_calls_written_as_text_are_said_once_for_the_model_and_work_unstre
     told = [[w.message for w in kinds(events, "warning") if w.code == "tool_mode"] for events in (first, second)]
     assert [[m.split(" ")[0] for m in messages] for messages in told] == [["the", "local-llm"], []]
     assert "offered unstreamed" in told[0][0] and "wrote its tool calls as text" in told[0][1]
+
+
+async def test_a_long_call_says_it_is_streaming_while_nothing_else_shows(workspace: Path) -> None:
+    # a tool call whose arguments stream for minutes emits no text: the shell said "stalled: no event for 163s"
+    content = "x" * 3000
+    write = Answer("", [("write_file", {"path": "big.txt", "content": content})])
+    model = LocalModel(turns(write, DONE), pieces=60, pace=0.01)  # its arguments take 0.6 s at least
+    result, events, _ = await run_against(model, workspace, beat_seconds=0.05)
+    assert result.status == "completed" and (workspace / "big.txt").read_text() == content
+    before = events[: events.index(kinds(events, "tool_call")[0])]
+    beats = [b.received for b in kinds(before, "streaming")]
+    assert beats and not kinds(before, "text")
+    assert beats == sorted(set(beats)) and beats[-1] <= len(json.dumps({"path": "big.txt", "content": content}))
+    _, quiet, _ = await run_against(LocalModel(turns(write, DONE), pieces=60, pace=0.01), workspace)
+    assert not kinds(quiet, "streaming")  # at most one every beat_seconds (30 s by default)

@@ -13,6 +13,7 @@ from zero.agent import (
     AssistantText,
     ChildFinished,
     ChildStarted,
+    ModelStreaming,
     RetryScheduled,
     StatusChanged,
     ToolCallStarted,
@@ -181,3 +182,14 @@ def test_a_tree_read_from_disk_measures_silence_in_the_events_own_time() -> None
     assert tree.display_status(tree.nodes["m_map"], time.time()) == "running"
     tree.apply(call("m_map", "grep", pattern="x"), at=now - STALL_SECONDS - 5)
     assert tree.display_status(tree.nodes["m_map"], time.time()) == "stalled"
+
+
+def test_a_member_that_streams_is_not_stalled_live_or_from_its_log() -> None:
+    """Text deltas are not stored, and a tool call's arguments are no event at all: the streaming
+    events a long call sends now and then are what says it is alive, in the log too."""
+    now = time.time()
+    tree = TeamTree(TreeNode("team_1", "t", "team", status="running"), clock=time.time)
+    tree.apply(start("m_map", "mapper", "explorer"), at=now - STALL_SECONDS - 50)
+    tree.apply(ModelStreaming(session_id="m_map", received=12_000), at=now - 20)
+    node = tree.nodes["m_map"]
+    assert tree.display_status(node, time.time()) == "running" and node.activity == "writing..."

@@ -22,6 +22,7 @@ from zero.agent import (
     Event,
     Message,
     MessageAdded,
+    ModelStreaming,
     PermissionDecided,
     PermissionRequested,
     Reasoning,
@@ -100,6 +101,7 @@ def every_kind() -> dict[str, list[Event]]:
             MessageAdded(session_id=M, role="system", content="You map code."),
             MessageAdded(session_id=M, role="user", content="Map the repo."),
             Reasoning(session_id=M, delta="I should delegate."),
+            ModelStreaming(session_id=M, received=18),
             AssistantText(session_id=M, delta="Delegating."),
             MessageAdded(session_id=M, role="assistant", content="Delegating.", tool_calls=(call,)),
             UsageUpdated.of(M, "gpt-4.1-mini", usage),
@@ -138,9 +140,9 @@ def emitted() -> list[Event]:
     team, member = logs[T], logs[M]
     return [
         *team[:2],
-        *member[:11],
+        *member[:12],
         *logs[C],
-        *member[11:],
+        *member[12:],
         *team[2:],
         *logs["skipped_1"],
     ]
