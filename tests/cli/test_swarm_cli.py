@@ -14,6 +14,7 @@ from typing import Any
 
 from support.cli import ZERO, lines, scripted, write_script, zero
 from support.llm_server import LLMServer, Reply, error_reply, openai_reply
+from support.teams import CHAIN
 
 from zero.sessions import FileSessionStore
 
@@ -394,26 +395,6 @@ text = "A whole answer."
         "swarm", "run", str(team), *scripted(script, workspace), "--retry-max-delay", "0.01", "--output-format", "json"
     )
     assert [w["code"] for w in json.loads(done.stdout)["warnings"]] == ["stream_restarted"]
-
-
-CHAIN = """
-name = "chain"
-[defaults]
-model = "gpt-4.1-mini"
-[[members]]
-name = "writer"
-specialist = "explorer"
-prompt = "Write."
-[[members]]
-name = "reader"
-specialist = "explorer"
-depends_on = ["writer"]
-prompt = "Read {{ writer.output }}"
-[[members]]
-name = "other"
-specialist = "explorer"
-prompt = "Other."
-"""
 
 
 def test_every_view_of_a_run_exits_with_its_worst_members_code(workspace: Path, tmp_path: Path) -> None:

@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support.teams import member, run_team, team_file
+from support.teams import CHAIN, member, run_team, team_file
 
 from zero.agent import PriceTable, ScriptedProvider, ScriptToolCall, ScriptTurn
 from zero.agent.providers.scripted import ScriptError, ScriptUsage
@@ -349,22 +349,6 @@ async def test_a_member_that_hits_a_bug_fails_alone_and_the_team_goes_on(workspa
         assert store.metadata(state.session_id).status == state.status
 
 
-CHAIN = """
-name = "chain"
-[[members]]
-name = "writer"
-specialist = "explorer"
-prompt = "Write."
-[[members]]
-name = "reader"
-specialist = "explorer"
-depends_on = ["writer"]
-prompt = "Read {{ writer.output }}"
-[[members]]
-name = "other"
-specialist = "explorer"
-prompt = "Other."
-"""
 CAPPED = member("writer", "cut short", finish="length")
 
 

@@ -11,6 +11,24 @@ from zero.sessions import FileSessionStore
 from zero.specialists import AgentContext, SpecialistRegistry
 from zero.tools import Workspace
 
+CHAIN = """
+name = "chain"
+[[members]]
+name = "writer"
+specialist = "explorer"
+prompt = "Write."
+[[members]]
+name = "reader"
+specialist = "explorer"
+depends_on = ["writer"]
+prompt = "Read {{ writer.output }}"
+[[members]]
+name = "other"
+specialist = "explorer"
+prompt = "Other."
+"""
+"""A writer whose output a reader takes, and one more member on its own."""
+
 
 def member(name: str, text: str = "", *calls: ScriptToolCall, turn: int | None = None, **kw: Any) -> ScriptTurn:
     return ScriptTurn(match=ScriptMatch(system=f'You are "{name}"', turn=turn), text=text, tool_calls=list(calls), **kw)
