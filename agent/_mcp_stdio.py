@@ -22,6 +22,8 @@ from mcp.client.stdio import get_default_environment
 from mcp.os.posix.utilities import terminate_posix_process_tree
 from mcp.shared.message import SessionMessage
 
+from zero.agent.mcpconfig import GRACE_SECONDS, HOST_ENDING, HURRY_SECONDS
+
 __all__ = ["KEEP", "LINE_CAP", "stdio_transport"]
 
 LINE_CAP = 4 * 1024 * 1024  # bytes of one message read whole
@@ -166,14 +168,16 @@ def _string_end(data: bytes) -> str:
 
 
 async def _stop(process: Process) -> None:
-    """Close the server's stdin, give it two seconds to exit, then end its process group."""
+    """Close the server's stdin, give it its grace to exit, then end its process group."""
     assert process.stdin is not None
     with suppress(OSError, anyio.BrokenResourceError, anyio.ClosedResourceError):
         await process.stdin.aclose()
-    with anyio.move_on_after(2):
+    ending = HOST_ENDING.get()
+    grace = HURRY_SECONDS if ending is not None and ending.is_set() else GRACE_SECONDS
+    with anyio.move_on_after(grace):
         await process.wait()
     if process.returncode is None:
-        await terminate_posix_process_tree(process, 2.0)
+        await terminate_posix_process_tree(process, grace)
     for stream in (process.stdout, process.stderr):
         if stream is not None:
             with suppress(OSError, anyio.BrokenResourceError, anyio.ClosedResourceError):

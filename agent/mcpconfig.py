@@ -5,13 +5,21 @@ from __future__ import annotations
 
 import hashlib
 import re
+from contextvars import ContextVar
 from dataclasses import dataclass, field
+
+import anyio
 
 from zero.tools import SideEffect
 
-__all__ = ["MAX_TOOL_NAME", "McpServer", "tool_name"]
+__all__ = ["GRACE_SECONDS", "HOST_ENDING", "HURRY_SECONDS", "MAX_TOOL_NAME", "McpServer", "tool_name"]
 
 MAX_TOOL_NAME = 64  # what the providers accept
+GRACE_SECONDS = 2.0  # a stdio server stopped gets this long to exit once its stdin closes, as long after SIGTERM
+HURRY_SECONDS = 0.1  # and this long for each when its host is ending
+HOST_ENDING: ContextVar[anyio.Event | None] = ContextVar("zero_mcp_host_ending", default=None)
+"""The event a host sets when its process is ending (``zero acp`` once its editor is gone): the servers it
+stops from then on get HURRY_SECONDS. Set the variable before the servers start: their tasks inherit it."""
 
 
 @dataclass(frozen=True)

@@ -1,38 +1,31 @@
 """``zero acp``: editors drive Zero over the Agent Client Protocol (JSON-RPC on stdio).
 
-Sessions are Zero's own (``zero sessions`` shows them). Every request that names a workspace must
-carry an absolute ``cwd``, checked before anything else (so a request naming none learns nothing
-about which sessions exist); a session is used only in the workspace it recorded, compared by
-file-system identity (the one check of ``zero.sessions.session_workspace``); a session whose stored
-workspace is missing, relative or gone is neither listed nor resumed; a history that cannot be read
-fails the request rather than starting over under the old id. A session is held by one process at a
-time (its lease), so two clients never interleave turns in its log.
+Sessions are Zero's own (``zero sessions`` shows them); which stored ones an editor may take, and the
+errors for those it may not, are ``_acp_sessions``'; what it is shown of a session, ``_acp_updates``'. A
+session is held by one process at a time (its lease), so two clients never interleave turns in its log.
+A session is titled by its first prompt. ``session/list`` without a ``cwd`` lists the workspaces this
+connection opened sessions in. A turn that fails answers ``session/prompt`` with a JSON-RPC error. When
+the editor closes its end (or on SIGTERM, SIGINT or SIGHUP) every turn stops ``interrupted``, every
+session is closed (its tools, the MCP servers and commands it started, its lease) and the process ends
+within a second.
 """
 
 from __future__ import annotations
 
 import argparse
-import os
+import contextlib
+import gc
+import signal
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, TypeVar, assert_never
 
 import anyio
 import anyio.abc
-from acp import (
-    PROTOCOL_VERSION,
-    RequestError,
-    start_tool_call,
-    text_block,
-    tool_content,
-    tool_diff_content,
-    update_agent_message_text,
-    update_agent_thought_text,
-    update_tool_call,
-    update_user_message_text,
-)
+import anyio.lowlevel
+from acp import PROTOCOL_VERSION, RequestError, update_agent_message_text
 from acp.helpers import update_current_mode
 from acp.schema import (
     AgentCapabilities,
@@ -44,7 +37,6 @@ from acp.schema import (
     ListSessionsResponse,
     LoadSessionResponse,
     NewSessionResponse,
-    PermissionOption,
     PromptCapabilities,
     PromptResponse,
     ResumeSessionResponse,
@@ -52,6 +44,7 @@ from acp.schema import (
     SessionCloseCapabilities,
     SessionForkCapabilities,
     SessionInfo,
+    SessionInfoUpdate,
     SessionListCapabilities,
     SessionMode,
     SessionModeState,
@@ -64,64 +57,33 @@ from zero import __version__
 from zero.agent import (
     Approval,
     ApprovalRequest,
-    AssistantText,
-    ChildFinished,
-    ChildStarted,
-    ErrorRaised,
     Event,
-    Reasoning,
+    MessageAdded,
+    PermissionRequested,
     RunFinished,
-    ToolCallStarted,
-    ToolFinished,
-    format_cost,
+    RunResult,
+    RunStatus,
+    incomplete_message,
 )
+from zero.agent.mcpconfig import HOST_ENDING
 from zero.agent.prompts import default_system_prompt
-from zero.cli.approvals import HIDDEN_WARNING, SessionRule, edit_of, session_rule
+from zero.cli._acp_sessions import Checked, history, listable, recorded, requested
+from zero.cli._acp_updates import Shown, diff, options, prompt_text, replayed
+from zero.cli.approvals import HIDDEN_WARNING, session_rule
 from zero.cli.common import Streams, open_context, print_warnings, session_store, settings_from_args
 from zero.errors import ZeroError
-from zero.sessions import fork_session, messages_from_events, same_folder, session_workspace, validate_session_id
+from zero.sessions import FileSessionStore, fork_session
 from zero.specialists import AgentContext, AgentSession, open_agent, resume_agent
 from zero.tools import PERMISSION_MODES, PermissionMode, within
 from zero.tools.describe import describe_call
 
-__all__ = ["ZeroAcpAgent"]
+__all__ = ["ZeroAcpAgent", "serve"]
 
 PAGE = 50
+SHUTDOWN_SECONDS = 0.8  # from the editor leaving (or a signal) to every session closed; then the process ends
+TURN_FAILED = -32603  # the JSON-RPC code of a turn that failed (an internal error, to the protocol)
 _T = TypeVar("_T")
-_KINDS = {
-    "read_file": "read",
-    "list_directory": "read",
-    "glob": "search",
-    "grep": "search",
-    "write_file": "edit",
-    "edit_file": "edit",
-    "bash": "execute",
-    "Task": "think",
-    "TaskOutput": "think",
-    "TaskStop": "think",
-    "update_plan": "think",
-}
-_STOP: dict[str, Literal["end_turn", "max_tokens", "max_turn_requests", "refusal", "cancelled"]] = {
-    "completed": "end_turn",
-    "cancelled": "cancelled",
-    "interrupted": "cancelled",
-    "max_turns": "max_turn_requests",
-    "output_capped": "max_tokens",
-}
-
-
-def _options(rule: SessionRule | None) -> list[PermissionOption]:
-    """The answers an editor offers: allow once, allow for the session (saying what that covers), reject."""
-    always = (
-        [PermissionOption(option_id="allow_always", name=f"Allow {rule.label} for this session", kind="allow_always")]
-        if rule is not None
-        else []
-    )
-    return [
-        PermissionOption(option_id="allow_once", name="Allow once", kind="allow_once"),
-        *always,
-        PermissionOption(option_id="reject_once", name="Reject", kind="reject_once"),
-    ]
+StopReason = Literal["end_turn", "max_tokens", "max_turn_requests", "refusal", "cancelled"]
 
 
 @dataclass
@@ -129,15 +91,34 @@ class _Live:
     """An ACP session: its agent session, held by a task of its own until it is closed."""
 
     session: AgentSession
-    workspace: Path
-    mode: PermissionMode
+    shown: Shown
     ceiling: PermissionMode  # the flag's (else the user's) narrowed by the workspace's project config
+    closed: anyio.Event  # its task has closed it: its tools, servers and lease are let go
+    titled: bool  # the editor has its title
     stop: anyio.Event = field(default_factory=anyio.Event)
     turn: anyio.Lock = field(default_factory=anyio.Lock)
     running: bool = False  # a turn is under way (a cancel with none is ignored, not kept for the next)
+    closing: bool = False  # no new turn starts
+    forwarding: bool = False  # a turn's events are being shown
     allowed: set[str] = field(default_factory=set)
-    task_calls: dict[str, str] = field(default_factory=dict)  # child session id -> the Task call showing it
-    names: dict[str, str] = field(default_factory=dict)  # child session id -> its specialist
+    asked: dict[tuple[str, str], anyio.Event] = field(default_factory=dict)  # requests waiting for their call
+
+    def heard(self, event: Event) -> None:
+        """A listener of the session's hub (at once, in order): a permission request made while the turn is
+        shown waits until everything before it (its call) is on the editor's screen."""
+        self.shown.track(event)
+        if isinstance(event, PermissionRequested) and self.forwarding:
+            self.asked[(event.session_id, event.id)] = anyio.Event()
+
+    def shown_up_to(self, event: Event | None) -> None:
+        """Everything up to ``event`` is shown (None: the turn is over): its request may go out."""
+        if event is None:
+            self.forwarding = False
+            for gate in self.asked.values():
+                gate.set()
+            self.asked.clear()
+        elif isinstance(event, PermissionRequested) and (event.session_id, event.id) in self.asked:
+            self.asked.pop((event.session_id, event.id)).set()
 
 
 class ZeroAcpAgent:
@@ -148,6 +129,11 @@ class ZeroAcpAgent:
         self.conn: Any = None
         self.sessions: dict[str, _Live] = {}
         self.contexts: dict[str, tuple[AgentContext, PermissionMode]] = {}  # by workspace: and its ceiling
+        self.workspaces: list[Path] = []  # those this connection opened sessions in: what a bare list lists
+        self.closing = anyio.Event()  # the contexts may close (after every session has)
+        self.kept: list[anyio.Event] = []  # set as each context's task ends
+        self.checked = Checked()
+        self._listing: FileSessionStore | None = None
 
     def on_connect(self, conn: Any) -> None:
         self.conn = conn
@@ -176,19 +162,15 @@ class ZeroAcpAgent:
     # -- sessions ----------------------------------------------------------------
 
     async def new_session(self, cwd: str, mcp_servers: list[Any] | None = None, **kwargs: Any) -> NewSessionResponse:
-        workspace = _requested(cwd)
+        workspace = requested(cwd)
         ctx, mode = await self._context(workspace)
 
-        async def opener() -> AgentSession:
+        async def opener() -> AgentSession:  # untitled: its first prompt titles it
             return await open_agent(
-                ctx,
-                title="ACP session",
-                system_prompt=default_system_prompt(str(workspace)),
-                permission_mode=mode,
-                max_turns=None,
+                ctx, title="", system_prompt=default_system_prompt(str(workspace)), permission_mode=mode, max_turns=None
             )
 
-        live = await self._hold(opener, workspace, mode, mcp_servers or [])
+        live = await self._hold(opener, workspace, mode, mcp_servers or [], titled=False)
         return NewSessionResponse(session_id=live.session.session_id, modes=_modes(live))
 
     async def load_session(
@@ -206,31 +188,33 @@ class ZeroAcpAgent:
     async def fork_session(
         self, session_id: str, cwd: str, mcp_servers: list[Any] | None = None, **kwargs: Any
     ) -> ForkSessionResponse:
-        workspace = _requested(cwd)
+        workspace = requested(cwd)
         ctx, _ = await self._context(workspace)
-        self._recorded(ctx, session_id, workspace)
+        meta = await anyio.to_thread.run_sync(recorded, ctx.store, session_id, workspace)
+        await anyio.to_thread.run_sync(history, ctx.store, meta)  # a damaged one: the error load gives
         try:
-            meta, _ = await anyio.to_thread.run_sync(lambda: fork_session(ctx.store, session_id))
+            fork, _ = await anyio.to_thread.run_sync(lambda: fork_session(ctx.store, session_id))
         except ZeroError as e:
             raise RequestError.internal_error({"message": str(e)}) from e
-        live = await self._reopen(cwd, meta.session_id, mcp_servers, replay=False)
+        live = await self._reopen(cwd, fork.session_id, mcp_servers, replay=False)
         return ForkSessionResponse(session_id=live.session.session_id, modes=_modes(live))
 
     async def close_session(self, session_id: str, **kwargs: Any) -> CloseSessionResponse:
-        live = self.sessions.pop(session_id, None)
+        live = self.sessions.get(session_id)
         if live is not None:
-            live.session.cancel("cancelled")
-            live.stop.set()
+            await self._close(live, "cancelled")
         return CloseSessionResponse()
 
     async def list_sessions(
         self, cwd: str | None = None, cursor: str | None = None, **kwargs: Any
     ) -> ListSessionsResponse:
-        wanted = _requested(cwd) if cwd is not None else None
-        store = (await self._context(wanted))[0].store if wanted is not None else session_store()
-        usable = await anyio.to_thread.run_sync(_listable, store, wanted)
+        workspaces = [requested(cwd)] if cwd is not None else list(self.workspaces)
+        if not workspaces:  # no workspace named nor opened: no other workspace's sessions are shown
+            return ListSessionsResponse(sessions=[])
+        if self._listing is None:
+            self._listing = session_store()
         start = int(cursor) if cursor and cursor.isdigit() else 0
-        page = usable[start : start + PAGE]
+        page, after = await anyio.to_thread.run_sync(listable, self._listing, workspaces, self.checked, start, PAGE)
         sessions = [
             SessionInfo(
                 session_id=str(r["sessionId"]),
@@ -240,8 +224,7 @@ class ZeroAcpAgent:
             )
             for r in page
         ]
-        more = start + PAGE < len(usable)
-        return ListSessionsResponse(sessions=sessions, next_cursor=str(start + PAGE) if more else None)
+        return ListSessionsResponse(sessions=sessions, next_cursor=None if after is None else str(after))
 
     async def set_session_mode(self, session_id: str, mode_id: str, **kwargs: Any) -> SetSessionModeResponse:
         live = self._live(session_id)
@@ -254,19 +237,22 @@ class ZeroAcpAgent:
             raise RequestError.invalid_params(
                 {"message": f"{mode_id} is above the ceiling of this session ({live.ceiling})"}
             )
-        live.mode = mode
+        live.shown.mode = mode
         live.session.set_permission_mode(mode)
-        await self.conn.session_update(session_id=session_id, update=update_current_mode(mode))
+        await self._notify(session_id, update_current_mode(mode))
         return SetSessionModeResponse()
 
     # -- turns -------------------------------------------------------------------
 
     async def prompt(self, session_id: str, prompt: list[Any], **kwargs: Any) -> PromptResponse:
         live = self._live(session_id)
-        text = _prompt_text(prompt)
+        text = prompt_text(prompt)
         async with live.turn:  # one turn at a time: the log holds whole turns
+            if live.closing:
+                raise RequestError.resource_not_found(session_id)
             events = live.session.events()
             forwarded = anyio.Event()
+            live.forwarding = True
             self.tg.start_soon(self._forward, live, events, forwarded)
             live.running = True
             try:
@@ -275,16 +261,31 @@ class ZeroAcpAgent:
                 live.running = False
             with anyio.move_on_after(10):
                 await forwarded.wait()  # every notification of the turn goes out before its answer
-        if result.status not in _STOP and result.error:
-            await self.conn.session_update(
-                session_id=session_id, update=update_agent_message_text(f"\n[{result.status}] {result.error}")
-            )
-        return PromptResponse(stop_reason=_STOP.get(result.status, "end_turn"))
+        return PromptResponse(stop_reason=await self._stopped(session_id, result))
 
     async def cancel(self, session_id: str, **kwargs: Any) -> None:
         live = self.sessions.get(session_id)
         if live is not None and live.running:
             live.session.cancel("cancelled")  # the turn ends cancelled, its children too
+
+    async def _stopped(self, session_id: str, result: RunResult) -> StopReason:
+        """Why the turn stopped, as ACP says it; a failed turn is the request's error (its message, and the
+        session's status in ``data``), a limit's note is the answer's last line."""
+        status = result.status
+        match status:
+            case "completed":
+                return "end_turn"
+            case "cancelled" | "interrupted":
+                return "cancelled"
+            case "failed":
+                data = {"sessionId": session_id, "status": status, "code": result.error_code}
+                raise RequestError(TURN_FAILED, result.error or "the turn failed", data)
+            case "max_turns" | "timed_out" | "budget_exhausted" | "output_capped":
+                note = result.error or incomplete_message(status, result.turns)
+                await self._notify(session_id, update_agent_message_text(f"\n\n[{status}] {note}"))
+                return "max_turn_requests" if status in ("max_turns", "timed_out") else "max_tokens"
+            case _:
+                assert_never(status)
 
     # -- events to notifications ------------------------------------------------------
 
@@ -293,95 +294,69 @@ class ZeroAcpAgent:
         try:
             async with events:
                 async for event in events:
-                    update = self._update(live, event)
+                    update = live.shown.update(event)
                     if update is not None:
-                        await self.conn.session_update(session_id=root, update=update)
+                        await self._notify(root, update)
+                    live.shown_up_to(event)
+                    if isinstance(event, MessageAdded) and event.session_id == root and not live.titled:
+                        await self._title(live)
                     if isinstance(event, RunFinished) and event.session_id == root:
                         break
         finally:
+            live.shown_up_to(None)
             forwarded.set()
 
-    def _update(self, live: _Live, event: Event) -> Any:  # noqa: C901 - one branch a kind
-        root = live.session.session_id
-        if event.session_id != root:  # a child's: shown in the content of the Task call that started it
-            call = live.task_calls.get(event.session_id)
-            if call is None:
-                return None
-            name = live.names.get(event.session_id, "specialist")
-            if isinstance(event, ToolCallStarted):
-                line = f"{name}: {describe_call(event.name, event.arguments, width=100)}"
-                return update_tool_call(call, status="in_progress", content=[tool_content(text_block(line))])
-            return None
-        match event:
-            case AssistantText():
-                return update_agent_message_text(event.delta)
-            case Reasoning():
-                return update_agent_thought_text(event.delta)
-            case ToolCallStarted():
-                kind = _KINDS.get(event.name, "fetch" if event.name.startswith("mcp__") else "other")
-                content = _diff(event.name, event.arguments, live.workspace)
-                return start_tool_call(
-                    event.id,
-                    describe_call(event.name, event.arguments, width=100),
-                    kind=kind,  # type: ignore[arg-type]
-                    status="in_progress",
-                    content=content,
-                    raw_input=event.arguments,
-                )
-            case ToolFinished():
-                if event.name == "update_plan":
-                    return None
-                return update_tool_call(
-                    event.tool_call_id,
-                    status="completed" if event.status == "ok" else "failed",
-                    content=[tool_content(text_block(event.output))],
-                )
-            case ChildStarted():
-                label = f"{event.name} started" + (f": {event.description}" if event.description else "")
-                return update_tool_call(
-                    event.tool_call_id, status="in_progress", content=[tool_content(text_block(label))]
-                )
-            case ChildFinished():
-                call = live.task_calls.get(event.child_session_id, "")
-                usage = event.usage
-                line = (
-                    f"{event.specialist} {event.status} · {event.duration_ms / 1000:.1f} s · {usage.total_tokens:,} "
-                    f"tokens · {format_cost(usage)} · session {event.child_session_id}"
-                )
-                return update_tool_call(call, content=[tool_content(text_block(line))]) if call else None
-            case ErrorRaised():
-                return update_agent_message_text(f"\n[{event.code}] {event.message}")
-        return None
+    async def _title(self, live: _Live) -> None:
+        """Tell the editor the title its first prompt gave the session (as stored: redacted)."""
+        meta = await anyio.to_thread.run_sync(live.session.store.metadata, live.session.session_id)
+        if meta.title:
+            live.titled = True
+            update = SessionInfoUpdate(session_update="session_info_update", title=meta.title)
+            await self._notify(live.session.session_id, update)
+
+    async def _notify(self, session_id: str, update: Any) -> None:
+        with contextlib.suppress(ConnectionError):  # the editor is gone: nobody to show it to
+            await self.conn.session_update(session_id=session_id, update=update)
 
     # -- approvals -----------------------------------------------------------------
 
     async def _approve(self, approval: ApprovalRequest) -> Approval:
-        """Every agent's permission request (a child's too) goes to the editor of its session."""
+        """Every agent's permission request (a child's too) goes to the editor of its session, after the
+        call it is about."""
         request = approval.shown
         live = next(
-            (v for v in self.sessions.values() if request.session_id in (v.session.session_id, *v.task_calls)), None
+            (v for v in self.sessions.values() if request.session_id in (v.shown.root, *v.shown.task_calls)), None
         )
         if live is None:
             return Approval(False, "no editor session to ask")
-        rule = session_rule(approval, live.workspace)
+        rule = session_rule(approval, live.shown.workspace)
         if rule is not None and rule.key in live.allowed:
             return Approval(True, "allowed for this session")
-        child = live.names.get(request.session_id)
+        gate = live.asked.get((request.session_id, request.id))
+        if gate is not None:
+            await gate.wait()
+        child = live.shown.names.get(request.session_id)
         title = describe_call(request.name, request.arguments, width=100) + (f" (asked by {child})" if child else "")
         if approval.hidden:
             title += f" (warning: {HIDDEN_WARNING})"
-        call = live.task_calls.get(request.session_id, request.id)
-        answer = await self.conn.request_permission(
-            session_id=live.session.session_id,
-            tool_call=ToolCallUpdate(
-                tool_call_id=call,
-                title=title,
-                status="pending",
-                raw_input=request.arguments,
-                content=_diff(request.name, request.arguments, live.workspace),
-            ),
-            options=_options(rule),
-        )
+        try:
+            answer = await self.conn.request_permission(
+                session_id=live.shown.root,
+                tool_call=ToolCallUpdate(
+                    tool_call_id=live.shown.call_of(request.session_id, request.id),
+                    title=title,
+                    status="pending",
+                    raw_input=request.arguments,
+                    content=diff(request.name, request.arguments, live.shown.workspace),
+                ),
+                options=options(rule),
+            )
+        except ConnectionError:  # the editor is gone: the turn ends with it, not without the call
+            live.session.cancel("interrupted")
+            await anyio.lowlevel.checkpoint()
+            return Approval(False, "the editor is gone")
+        except RequestError as e:
+            return Approval(False, f"the editor did not answer: {e}")
         outcome = answer.outcome
         if isinstance(outcome, AllowedOutcome) and outcome.option_id == "allow_always" and rule is not None:
             live.allowed.add(rule.key)
@@ -389,6 +364,30 @@ class ZeroAcpAgent:
         if isinstance(outcome, AllowedOutcome) and outcome.option_id == "allow_once":
             return Approval(True)
         return Approval(False, "rejected in the editor")
+
+    # -- ending ------------------------------------------------------------------------
+
+    async def shutdown(self) -> None:
+        """The editor is gone (or a signal came): every turn stops ``interrupted``; every session is closed
+        (its tools, the MCP servers and commands it started, its lease), then the workspaces' contexts; at
+        most SHUTDOWN_SECONDS, after which what is left is cancelled."""
+        with anyio.move_on_after(SHUTDOWN_SECONDS):
+            async with anyio.create_task_group() as tg:
+                for live in list(self.sessions.values()):
+                    tg.start_soon(self._close, live, "interrupted")
+            self.closing.set()
+            for kept in self.kept:
+                await kept.wait()
+
+    async def _close(self, live: _Live, status: RunStatus) -> None:
+        """Stop the session's turn (it ends ``status``) and close it once the turn has ended."""
+        self.sessions.pop(live.shown.root, None)
+        live.closing = True
+        if live.running:
+            live.session.cancel(status)
+        async with live.turn:  # the turn is over, its last events are recorded
+            live.stop.set()
+        await live.closed.wait()
 
     # -- plumbing ------------------------------------------------------------------
 
@@ -415,34 +414,49 @@ class ZeroAcpAgent:
                 async with open_context(self.args, settings, workspace, self.streams) as ctx:
                     yield replace(ctx, approver=self._approve)
 
-            ctx = await self._keep(opened, lambda ctx: anyio.sleep_forever())
+            kept = anyio.Event()
+            ctx = await self._keep(opened, lambda ctx: self.closing.wait(), kept)
+            self.kept.append(kept)
             self.contexts[key] = ctx, settings.permission_mode
         return self.contexts[key]
 
     async def _hold(
-        self, opener: Callable[[], Awaitable[AgentSession]], workspace: Path, mode: PermissionMode, mcp: list[Any]
+        self,
+        opener: Callable[[], Awaitable[AgentSession]],
+        workspace: Path,
+        mode: PermissionMode,
+        mcp: list[Any],
+        *,
+        titled: bool,
     ) -> _Live:
         """Open a session in a task of its own (its tools live there) and keep it until it is closed."""
+        closed = anyio.Event()
 
         @asynccontextmanager
         async def opened() -> AsyncIterator[_Live]:
             session = await opener()
             if mcp:
                 session.add_toolset(_editor_servers(mcp))
-            live = _Live(session, workspace, mode, mode)
-            session.hub.listen(lambda event: _track(live, event))  # at once, in order: before any child asks
+            live = _Live(session, Shown(session.session_id, workspace, mode), mode, closed, titled)
+            session.hub.listen(live.heard)  # at once, in order: before any child asks
             async with session:
                 self.sessions[session.session_id] = live
                 yield live
 
-        return await self._keep(opened, lambda live: live.stop.wait())
+        live = await self._keep(opened, lambda live: live.stop.wait(), closed)
+        if not any(w == workspace for w in self.workspaces):
+            self.workspaces.append(workspace)
+        return live
 
     async def _keep(
-        self, opened: Callable[[], AbstractAsyncContextManager[_T]], until: Callable[[_T], Awaitable[object]]
+        self,
+        opened: Callable[[], AbstractAsyncContextManager[_T]],
+        until: Callable[[_T], Awaitable[object]],
+        closed: anyio.Event,
     ) -> _T:
         """Enter ``opened()`` in a task of the server's (what it opens lives there, past this request) and
-        stay inside until ``until(value)`` returns; the value, or the error that kept it from opening, comes
-        back to the request."""
+        stay inside until ``until(value)`` returns (then ``closed`` is set); the value, or the error that kept
+        it from opening, comes back to the request."""
         ready = anyio.Event()
         holder: list[_T | Exception] = []
 
@@ -454,146 +468,44 @@ class ZeroAcpAgent:
                     await until(value)
             except Exception as e:  # noqa: BLE001 - reported to the request that asked
                 holder.append(e)
+            finally:
                 ready.set()
+                closed.set()
 
         self.tg.start_soon(keep)
         await ready.wait()
+        if not holder:
+            raise RequestError.internal_error({"message": "the server is shutting down"})
         if isinstance(holder[0], Exception):
             raise RequestError.internal_error({"message": str(holder[0])})
         return holder[0]
 
-    def _recorded(self, ctx: AgentContext, session_id: str, workspace: Path) -> None:
-        """The session exists, is a root one, and belongs to ``workspace``; else an error that says so."""
-        try:
-            validate_session_id(session_id)
-            meta = ctx.store.metadata(session_id)
-        except ZeroError:
-            raise RequestError.resource_not_found(session_id) from None
-        if meta.parent_session_id or meta.session_kind in ("team", "member", "child"):
-            raise RequestError.invalid_params({"message": f"{session_id} is not a top-level session"})
-        try:
-            session_workspace(meta, workspace)
-        except ZeroError as e:
-            raise RequestError.invalid_params({"message": str(e)}) from None
-
     async def _reopen(self, cwd: str, session_id: str, mcp: list[Any] | None, *, replay: bool) -> _Live:
-        workspace = _requested(cwd)  # before anything: a request without a workspace learns nothing
+        workspace = requested(cwd)  # before anything: a request without a workspace learns nothing
         ctx, ceiling = await self._context(workspace)
-        self._recorded(ctx, session_id, workspace)
-        try:
-            history = messages_from_events(e.event for e in ctx.store.events(session_id))
-        except (ZeroError, ValueError) as e:  # unreadable: never a fresh conversation under the old id
-            raise RequestError.internal_error({"message": f"session {session_id} cannot be read: {e}"}) from None
-        held = self.sessions.get(session_id)
-        if held is not None:  # this connection holds it already: the same session, shown again if asked
-            if replay:
-                await self._replay(session_id, history)
-            return held
-        live = await self._hold(
-            lambda: resume_agent(ctx, session_id, permission_mode=ceiling, max_turns=None),
-            workspace,
-            ceiling,
-            mcp or [],
-        )
+        meta = await anyio.to_thread.run_sync(recorded, ctx.store, session_id, workspace)
+        conversation = await anyio.to_thread.run_sync(history, ctx.store, meta)  # never a fresh one if unreadable
+        live = self.sessions.get(session_id)  # this connection holds it already: the same session, shown again
+        if live is None:
+            live = await self._hold(
+                lambda: resume_agent(ctx, session_id, permission_mode=ceiling, max_turns=None),
+                workspace,
+                ceiling,
+                mcp or [],
+                titled=bool(meta.title),
+            )
         if replay:
-            await self._replay(session_id, history)
+            for update in replayed(conversation):
+                await self._notify(session_id, update)
         return live
-
-    async def _replay(self, session_id: str, history: list[Any]) -> None:
-        """The conversation as the client shows it: messages, and each tool call with its result."""
-        results = {m.tool_call_id: m for m in history if m.role == "tool"}
-        for message in history:
-            if message.role == "user":
-                await self.conn.session_update(session_id=session_id, update=update_user_message_text(message.content))
-            elif message.role == "assistant":
-                if message.content:
-                    await self.conn.session_update(
-                        session_id=session_id, update=update_agent_message_text(message.content)
-                    )
-                for call in message.tool_calls:
-                    result = results.get(call.id)
-                    await self.conn.session_update(
-                        session_id=session_id,
-                        update=start_tool_call(
-                            call.id,
-                            describe_call(call.name, call.arguments, width=100),
-                            kind=_KINDS.get(call.name, "other"),  # type: ignore[arg-type]
-                            status="failed" if result is None or result.is_error else "completed",
-                            raw_input=call.arguments,
-                            content=[tool_content(text_block(result.content))] if result is not None else None,
-                        ),
-                    )
 
 
 def _modes(live: _Live) -> SessionModeState:
     """The session's mode, and those it may switch to: none above its ceiling."""
     allowed = [m for m in PERMISSION_MODES if within(live.ceiling, m, "")[1] is None]
-    return SessionModeState(current_mode_id=live.mode, available_modes=[SessionMode(id=m, name=m) for m in allowed])
-
-
-def _track(live: _Live, event: Event) -> None:
-    """Which Task call shows each child (a grandchild shows in its ancestor's), and its specialist."""
-    if isinstance(event, ChildStarted):
-        root = event.session_id == live.session.session_id
-        live.task_calls[event.child_session_id] = (
-            event.tool_call_id if root else live.task_calls.get(event.session_id, "")
-        )
-        live.names[event.child_session_id] = event.name
-
-
-def _requested(cwd: str | None) -> Path:
-    """The workspace a request names: an absolute path to a folder, or invalid params."""
-    if cwd is None or not cwd.strip():
-        raise RequestError.invalid_params({"message": "cwd is required: an absolute path to the workspace"})
-    if not os.path.isabs(cwd):
-        raise RequestError.invalid_params({"message": f"cwd must be an absolute path, not {cwd!r}"})
-    if not os.path.isdir(cwd):
-        raise RequestError.invalid_params({"message": f"cwd {cwd} is not a folder"})
-    return Path(os.path.realpath(cwd))
-
-
-def _prompt_text(blocks: list[Any]) -> str:
-    """The prompt as one message: text, links to resources, and embedded resources' text."""
-    parts = []
-    for block in blocks:
-        kind = getattr(block, "type", "")
-        if kind == "text":
-            parts.append(block.text)
-        elif kind == "resource_link":
-            parts.append(f"[resource: {block.name} {block.uri}]")
-        elif kind == "resource":
-            resource = block.resource
-            text = getattr(resource, "text", None)
-            parts.append(
-                f'<file path="{resource.uri}">\n{text}\n</file>'
-                if text is not None
-                else f"[binary resource {resource.uri}]"
-            )
-        elif kind in ("image", "audio"):
-            parts.append(f"[{kind} attached: {getattr(block, 'mime_type', '')}, not shown to this model]")
-    return "\n\n".join(parts)
-
-
-def _diff(name: str, arguments: dict[str, Any], workspace: Path) -> list[Any] | None:
-    """An edit as the editor shows it: a diff of the file."""
-    edit = edit_of(name, arguments, workspace)
-    return None if edit is None else [tool_diff_content(str(edit.path), edit.after, edit.before)]
-
-
-def _listable(store: Any, wanted: Path | None) -> list[dict[str, Any]]:
-    """The sessions a client may resume: top-level ones whose stored workspace is an absolute path to a
-    folder that exists (and is ``wanted``, when given); anything else would fail when taken."""
-    usable = []
-    for row in store.rows():
-        if row.get("parentSessionId") or row.get("sessionKind") in ("team", "member", "child"):
-            continue  # children and members appear in their parent's replay
-        stored = str(row.get("cwd") or "")
-        if not os.path.isabs(stored) or not os.path.isdir(stored):
-            continue  # not resumable: not on the menu
-        if wanted is not None and not same_folder(stored, wanted):
-            continue
-        usable.append(row)
-    return usable
+    return SessionModeState(
+        current_mode_id=live.shown.mode, available_modes=[SessionMode(id=m, name=m) for m in allowed]
+    )
 
 
 def _editor_servers(servers: list[Any]) -> Any:
@@ -617,20 +529,39 @@ def _editor_servers(servers: list[Any]) -> Any:
     return toolset()
 
 
-async def serve(args: argparse.Namespace, streams: Streams) -> None:
+async def serve(args: argparse.Namespace, streams: Streams) -> int:
+    """Serve one editor on stdio until it closes its end (0) or a signal says stop (130)."""
     from acp import stdio_streams
     from acp.agent.connection import AgentSideConnection
 
     from zero.cli._acp_wire import LIMIT, Wire, quiet_logs
 
     quiet_logs(bool(getattr(args, "debug", False)))
-    reader, writer = await stdio_streams(limit=LIMIT)
-    async with anyio.create_task_group() as tg:
-        agent = ZeroAcpAgent(args, streams, tg)
-        conn = AgentSideConnection(agent, Wire(reader, writer), listening=False, use_unstable_protocol=True)  # type: ignore[arg-type]
-        try:
-            await conn.listen()
-        finally:
+    ending = anyio.Event()
+    HOST_ENDING.set(ending)  # the editor gone, MCP servers get no long grace: the process ends within a second
+    with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as signals:
+        reader, writer = await stdio_streams(limit=LIMIT)
+        async with anyio.create_task_group() as tg:
+            agent = ZeroAcpAgent(args, streams, tg)
+            conn = AgentSideConnection(agent, Wire(reader, writer), listening=False, use_unstable_protocol=True)  # type: ignore[arg-type]
+            signalled: list[int] = []
+            async with anyio.create_task_group() as until:
+
+                async def listen() -> None:
+                    await conn.listen()
+                    until.cancel_scope.cancel()
+
+                async def watch() -> None:
+                    async for signum in signals:
+                        signalled.append(signum)
+                        until.cancel_scope.cancel()
+
+                until.start_soon(listen)
+                until.start_soon(watch)
+            ending.set()
             with anyio.CancelScope(shield=True):
+                await agent.shutdown()
                 await conn.close()
-        tg.cancel_scope.cancel()
+            tg.cancel_scope.cancel()
+    gc.freeze()  # the process ends now: its objects need no collection (under load ~0.5 s of its exit)
+    return 130 if signalled else 0

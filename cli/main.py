@@ -132,8 +132,7 @@ def _dispatch(args: argparse.Namespace, streams: Streams) -> int:
 
         from zero.cli.acp_agent import serve
 
-        anyio.run(serve, args, streams)
-        return 0
+        return anyio.run(serve, args, streams)
     if args.command == "mcp":
         from zero.cli.mcp_cmd import run_mcp
 

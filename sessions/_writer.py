@@ -4,6 +4,7 @@ keeps open. ``store.SessionStore`` is its public face; the rules it keeps are wr
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import errno
 import fcntl
 import functools
@@ -19,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from zero.agent import Event, StatusChanged, decode_event
+from zero.agent import Event, MessageAdded, StatusChanged, decode_event
 from zero.errors import SessionError, SessionWriteError
 from zero.sessions._replace import replace_file
 from zero.sessions.models import SessionMetadata, StoredEvent, apply_event, now_iso, record_of
@@ -313,8 +314,7 @@ class Writer:
             for event in request.events:
                 log.seq += 1
                 log.last_type = event.kind
-                apply_event(log.meta, event)
-                log.changes.append(event)
+                self._fold(log, event)
         for request in requests:
             if request.kind == "append":
                 log.meta.updated_at = request.created
@@ -322,6 +322,14 @@ class Writer:
         log.meta.event_count, log.meta.last_event_type = log.seq, log.last_type
         if cut is not None:
             raise cut
+
+    def _fold(self, log: OpenLog, event: Event) -> None:
+        """Fold a written event into the metadata, as the log holds it: a prompt that titles the session is
+        redacted first, as its record was."""
+        if isinstance(event, MessageAdded) and event.role == "user" and not log.meta.title:
+            event = dataclasses.replace(event, content=self.redact(event.content))
+        apply_event(log.meta, event)
+        log.changes.append(event)
 
     def _take_lease(self, session_id: str, *, wait: bool = True) -> bool:
         """Hold the session's lease (a lock the kernel drops when this process dies) for as long as this
@@ -529,11 +537,11 @@ class OpenLog:
 
     def rebuild(self, redact: Callable[[Any], Any]) -> None:
         """The metadata again from the log alone (the run that wrote it died, maybe before it wrote its
-        metadata), and an event that says the run ended ``interrupted``."""
+        metadata), and an event that says it ended ``interrupted``, unless it was closed before it ran."""
         with open(self.log_path, "rb") as f:
             meta = folded(self.meta, f.read(self.size), self.log_path)
-        self.meta, self.changes, self.dirty = meta, [], True
-        if meta.status in ("pending", "running"):
+        before, self.meta, self.changes = self.meta, meta, []
+        if _cut_short(meta):
             end = _interrupted(self.session_id)
             record = record_of(self.session_id, self.seq + 1, now_iso(), end)
             record["payload"] = redact(record["payload"])
@@ -546,6 +554,7 @@ class OpenLog:
             self.last_type = end.kind
             apply_event(meta, end)
         meta.event_count, meta.last_event_type = self.seq, self.last_type
+        self.dirty = self.dirty or meta != before  # a session that never ran reads the same: nothing to write
 
     def _load(self) -> SessionMetadata:
         meta = read_metadata(self.folder)
@@ -555,6 +564,12 @@ class OpenLog:
 
 
 _encode = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+
+
+def _cut_short(meta: SessionMetadata) -> bool:
+    """A dead process left the session unfinished: running, or pending without its log saying (last) that it
+    was closed before it ever ran; a session that never ran stays pending."""
+    return meta.status == "running" or (meta.status == "pending" and meta.last_event_type != "status")
 
 
 def _interrupted(session_id: str) -> StatusChanged:
@@ -585,14 +600,14 @@ def folded(meta: SessionMetadata, log: bytes, path: str | Path) -> SessionMetada
 
 def derive_interrupted(folder: Path) -> SessionMetadata:
     """What the repair of a dead run's session would store, derived without writing (its folder is
-    read-only, or its disk full): the metadata folded from the log, ``interrupted``."""
+    read-only, or its disk full): the metadata folded from the log, ``interrupted`` if it was cut short."""
     meta = read_metadata(folder)
     try:
         log = (folder / "events.jsonl").read_bytes()
     except FileNotFoundError:
         log = b""
     meta = folded(meta, log, folder / "events.jsonl")
-    if meta.status in ("pending", "running"):
+    if _cut_short(meta):
         apply_event(meta, _interrupted(meta.session_id))
     return meta
 

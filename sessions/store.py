@@ -204,7 +204,8 @@ class FileSessionStore:
 
     def metadata(self, session_id: str) -> SessionMetadata:
         """The metadata, with every batch submitted before this call applied. A session left ``pending`` or
-        ``running`` by a process that died is repaired on the way: rebuilt from its log, ``interrupted``."""
+        ``running`` by a process that died is repaired on the way: rebuilt from its log, ``interrupted`` (one
+        whose log says it was closed before it ran stays ``pending``)."""
         folder = self.path(session_id)
         meta = self._writer.call(Request("read", session_id))
         meta = meta if meta is not None else read_metadata(folder)

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import anyio.to_thread
 
 from zero.agent import AgentConfig, Listener, RunStatus, smallest_cap
+from zero.agent.prompts import default_system_prompt
 from zero.agent.providers import DEFAULT_MODELS
 from zero.sessions import SessionKind, SessionMetadata, new_session_id
 from zero.specialists._context import (
@@ -102,6 +103,11 @@ def _can_delegate(ctx: AgentContext, depth: int = 0) -> bool:
     return bool(ctx.registry.specialists) and depth < ctx.max_depth
 
 
+def _top_prompt(ctx: AgentContext, system_prompt: str) -> str:
+    """A top-level agent's system prompt: ``system_prompt``, and the specialists it may delegate to."""
+    return system_prompt + "\n\n" + specialists_prompt(ctx.registry) if _can_delegate(ctx) else system_prompt
+
+
 async def open_agent(
     ctx: AgentContext,
     *,
@@ -124,9 +130,7 @@ async def open_agent(
         root_session_id=session_id,
         agent_name=agent_name,
     )
-    if _can_delegate(ctx):
-        system_prompt += "\n\n" + specialists_prompt(ctx.registry)
-    session = await AgentSession.create(ctx.store, meta, config, system_prompt)
+    session = await AgentSession.create(ctx.store, meta, config, _top_prompt(ctx, system_prompt))
     if _can_delegate(ctx):
         tools = config.tools.names()  # the built-in tools and the run's MCP tools: what children may be granted
         _delegate(ctx, session, root_session_id=session_id, depth=0, permission_mode=permission_mode, tools=tools)
@@ -136,9 +140,11 @@ async def open_agent(
 async def resume_agent(
     ctx: AgentContext, session_id: str, *, permission_mode: PermissionMode, max_turns: int | None
 ) -> AgentSession:
-    """A top-level session continued with its history."""
+    """A top-level session continued with its history (one that never ran starts as a new one would)."""
     meta = await anyio.to_thread.run_sync(ctx.store.metadata, session_id)
-    session = await AgentSession.resume(ctx.store, session_id, _top_config(ctx, permission_mode, max_turns))
+    config = _top_config(ctx, permission_mode, max_turns)
+    prompt = _top_prompt(ctx, default_system_prompt(str(ctx.workspace.root)))
+    session = await AgentSession.resume(ctx.store, session_id, config, system_prompt=prompt)
     if _can_delegate(ctx, meta.depth):
         _delegate(
             ctx,

@@ -52,6 +52,8 @@ if TYPE_CHECKING:
 
 __all__ = ["AgentSession", "ToolSet"]
 
+_NEVER_RAN = "closed before it ever ran"
+
 ToolSet = AbstractAsyncContextManager[Sequence[Tool]]
 """Tools that live as long as a session: entered when it opens (giving their tools), left when it closes."""
 
@@ -69,6 +71,7 @@ class AgentSession:
         recorded: int,
         toolsets: Sequence[ToolSet] = (),
         relay: Listener | None = None,
+        pending: bool = False,
     ):
         self.store = store
         self.session_id = session_id
@@ -85,6 +88,7 @@ class AgentSession:
         self._scope = anyio.CancelScope()
         self._usage = Usage()  # this run's own usage and what its children spent in it
         self._entered = False
+        self._pending = pending  # it has never run: if it closes so, its log says it (never a crash)
 
     # -- opening ---------------------------------------------------------------------
 
@@ -105,7 +109,7 @@ class AgentSession:
         if not exists:
             await anyio.to_thread.run_sync(store.create, meta)
         history = [Message("system", system_prompt)]
-        return cls(store, meta.session_id, config, history, recorded=0, toolsets=toolsets, relay=relay)
+        return cls(store, meta.session_id, config, history, recorded=0, toolsets=toolsets, relay=relay, pending=True)
 
     @classmethod
     async def resume(
@@ -116,15 +120,20 @@ class AgentSession:
         *,
         toolsets: Sequence[ToolSet] = (),
         relay: Listener | None = None,
+        system_prompt: str | None = None,
     ) -> AgentSession:
-        """An existing session, continued with the history its log records. This process holds the session
-        while it runs; another process running it is an error (``SessionError``)."""
+        """An existing session, continued with the history its log records; one that never ran (its log says
+        no more than that it was closed before it ran) starts from ``system_prompt``, as a new one would. This
+        process holds the session while it runs; another process running it is an error (``SessionError``)."""
         await anyio.to_thread.run_sync(store.acquire, session_id)
-        events = await anyio.to_thread.run_sync(store.events, session_id)
-        history = messages_from_events(e.event for e in events)
-        if not history:
-            raise SessionError(f"session {session_id} has no conversation to resume")
-        return cls(store, session_id, config, history, recorded=len(history), toolsets=toolsets, relay=relay)
+        try:
+            history, recorded = await anyio.to_thread.run_sync(_history, store, session_id, system_prompt)
+        except BaseException:
+            store.release(session_id)  # not resumed: nobody runs it
+            raise
+        return cls(
+            store, session_id, config, history, recorded=recorded, toolsets=toolsets, relay=relay, pending=not recorded
+        )
 
     @classmethod
     async def fork(
@@ -144,7 +153,7 @@ class AgentSession:
             functools.partial(fork_session, store, origin, at_sequence=at_sequence, session_id=session_id)
         )
         new_id = fork.session_id
-        return cls(store, new_id, config, history, recorded=len(history), toolsets=toolsets, relay=relay)
+        return cls(store, new_id, config, history, recorded=len(history), toolsets=toolsets, relay=relay, pending=True)
 
     def add_toolset(self, toolset: ToolSet) -> None:
         """A tool set to enter when the session opens."""
@@ -175,10 +184,14 @@ class AgentSession:
         await self.aclose()
 
     async def aclose(self) -> None:
-        """Leave the tool sets (a delegator stops its background children)."""
+        """Leave the tool sets (a delegator stops its background children). A session closed before it ever
+        ran records that it is still ``pending``, so a reader never takes it for a run that crashed."""
         if self._entered:
             self._entered = False
             await self._stack.aclose()  # not shielded: a task group must be left inside its own scope
+        if self._pending and self.agent.result is None and not self.hub.closed:
+            self._pending = False
+            self.emit(StatusChanged(session_id=self.session_id, status="pending", reason=_NEVER_RAN))
         self.store.release(self.session_id)  # after everything it wrote
         self.hub.close()
 
@@ -266,3 +279,15 @@ class _Recorded:
 
     async def after_call(self, permit: CallPermit | None, usage: Usage | None) -> None:
         return None
+
+
+def _history(store: SessionStore, session_id: str, system_prompt: str | None) -> tuple[list[Message], int]:
+    """The conversation a resumed session goes on with, and how much of it its log holds already."""
+    events = store.events(session_id)
+    history = messages_from_events(e.event for e in events)
+    if history:
+        return history, len(history)
+    never_ran = all(isinstance(e.event, StatusChanged) and e.event.status == "pending" for e in events)
+    if system_prompt is None or not never_ran or len(events) < store.metadata(session_id).event_count:
+        raise SessionError(f"session {session_id} has no conversation to resume")
+    return [Message("system", system_prompt)], 0  # its first run records the prompt

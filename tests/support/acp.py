@@ -25,12 +25,15 @@ class Editor:
         self.asked: list[Any] = []
         self.offered: list[list[str]] = []  # the names of the options of each request
         self.answers = list(answers or [])
+        self.seen: list[tuple[str, Any]] = []  # ("update" | "ask", what) in the order it came
 
     async def session_update(self, session_id: str, update: Any, **kwargs: Any) -> None:
         self.updates.append((session_id, update))
+        self.seen.append(("update", update))
 
     async def request_permission(self, session_id: str, tool_call: Any, options: Any, **kwargs: Any) -> Any:
         self.asked.append(tool_call)
+        self.seen.append(("ask", tool_call))
         self.offered.append([option.name for option in options])
         answer = self.answers.pop(0) if self.answers else "reject_once"
         if answer == "cancel":
@@ -39,6 +42,17 @@ class Editor:
 
     def kinds(self) -> list[str]:
         return [u.session_update for _, u in self.updates]
+
+    def of_call(self, call_id: str) -> list[str]:
+        """What the editor saw of one tool call, in order: ``tool_call:STATUS``, ``tool_call_update:STATUS``
+        (``-`` when it has none) and ``ask`` for its permission request."""
+        seen = []
+        for kind, what in self.seen:
+            if kind == "ask" and what.tool_call_id == call_id:
+                seen.append("ask")
+            elif kind == "update" and getattr(what, "tool_call_id", None) == call_id:
+                seen.append(f"{what.session_update}:{what.status or '-'}")
+        return seen
 
     def on_connect(self, conn: Any) -> None:
         return None
