@@ -54,6 +54,7 @@ def test_the_acp_typescript_client_drives_zero_acp(workspace: Path, tmp_path: Pa
     command = [ZERO, "acp", "--provider", "scripted", "--script", str(script), "--permission-mode", "ask"]
     report, errors = node_client("acp_client.mjs", str(workspace), "--", *command)
     assert report["invalid"] == []  # every message it received fits the schema
+    assert "stuck" not in report, report["stuck"]
     assert "Traceback" not in errors and "internal error" not in errors, errors
     steps = report["steps"]
     init = steps["initialize"]["result"]

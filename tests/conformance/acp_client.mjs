@@ -1,6 +1,6 @@
 // An editor that nobody here wrote: the ACP TypeScript SDK's client drives an agent through one scenario
-// and prints, as one JSON object, every message it saw (in order) and every one that does not fit the ACP v1
-// schema (the SDK's own generated validators).
+// and prints, as one JSON object, every message it saw (in order) and every one it received that does not
+// fit the ACP v1 JSON Schema the SDK ships (checked with ajv: the SDK's own parsing salvages some values).
 //
 //   node acp_client.mjs WORKSPACE -- COMMAND [ARG...]
 //
@@ -10,11 +10,11 @@
 // prompt after them; a prompt that fails. Then stdin is closed and the agent's exit is timed.
 
 import { spawn } from "node:child_process";
+import { createRequire } from "node:module";
 import { Readable, Writable } from "node:stream";
 
 import * as acp from "@agentclientprotocol/sdk";
-// The validators the SDK checks what it receives with; it does not check responses, so this client does.
-import * as schema from "./node_modules/@agentclientprotocol/sdk/dist/v1/schema/zod.gen.js";
+import Ajv2020 from "ajv/dist/2020.js";
 
 const [workspace, dashes, command, ...args] = process.argv.slice(2);
 if (!workspace || dashes !== "--" || !command) {
@@ -22,19 +22,23 @@ if (!workspace || dashes !== "--" || !command) {
   process.exit(2);
 }
 
+const ajv = new Ajv2020({ strict: false, allErrors: true, validateFormats: false });
+ajv.addSchema(createRequire(import.meta.url)("@agentclientprotocol/sdk/schema/v1/schema.json"), "acp");
+const shape = (name) => ajv.getSchema(`acp#/$defs/${name}`);
 const RESPONSES = {
-  initialize: schema.zInitializeResponse,
-  "session/new": schema.zNewSessionResponse,
-  "session/load": schema.zLoadSessionResponse,
-  "session/resume": schema.zResumeSessionResponse,
-  "session/list": schema.zListSessionsResponse,
-  "session/close": schema.zCloseSessionResponse,
-  "session/prompt": schema.zPromptResponse,
+  initialize: shape("InitializeResponse"),
+  "session/new": shape("NewSessionResponse"),
+  "session/load": shape("LoadSessionResponse"),
+  "session/resume": shape("ResumeSessionResponse"),
+  "session/list": shape("ListSessionsResponse"),
+  "session/close": shape("CloseSessionResponse"),
+  "session/prompt": shape("PromptResponse"),
 };
 const INCOMING = {
-  "session/update": schema.zSessionNotification,
-  "session/request_permission": schema.zRequestPermissionRequest,
+  "session/update": shape("SessionNotification"),
+  "session/request_permission": shape("RequestPermissionRequest"),
 };
+const ERROR = shape("Error");
 
 const seen = []; // {dir: "in" | "out", message}
 const invalid = []; // {method, problem}
@@ -43,25 +47,17 @@ const waiters = [];
 
 function check(message) {
   let method = message.method;
-  let parser = INCOMING[method];
+  let validate = INCOMING[method];
   let value = message.params;
   if (method === undefined) {
     method = methods.get(message.id);
-    if ("error" in message) {
-      const error = message.error;
-      const ok = error && Number.isInteger(error.code) && typeof error.message === "string";
-      if (!ok) invalid.push({ method, problem: "an error without an integer code and a message" });
-      return;
-    }
-    parser = RESPONSES[method];
-    value = message.result;
+    [validate, value] = "error" in message ? [ERROR, message.error] : [RESPONSES[method], message.result];
   }
-  if (parser === undefined) {
+  if (validate === undefined) {
     invalid.push({ method, problem: "a message this client has no schema for" });
-    return;
+  } else if (!validate(value)) {
+    invalid.push({ method, problem: ajv.errorsText(validate.errors) });
   }
-  const parsed = parser.safeParse(value);
-  if (!parsed.success) invalid.push({ method, problem: parsed.error.message });
 }
 
 function tap(dir) {
@@ -83,11 +79,25 @@ function tap(dir) {
   });
 }
 
-function until(test) {
+let waiting = "";
+
+function until(what, test) {
   const found = seen.find((s) => s.dir === "in" && test(s.message));
   if (found) return Promise.resolve(found.message);
+  waiting = what;
   return new Promise((resolve) => waiters.push({ test, resolve }));
 }
+
+function report(extra) {
+  process.stdout.write(JSON.stringify({ steps, seen, invalid, ...extra }) + "\n");
+}
+
+// A scenario that cannot go on (a message it waits for never came, or came malformed) still reports.
+const watchdog = setTimeout(() => {
+  report({ stuck: waiting || "a request that was never answered" });
+  child.kill("SIGKILL");
+  process.exit(0);
+}, 20000);
 
 const update = (kind, extra = () => true) => (m) =>
   m.method === "session/update" && m.params.update.sessionUpdate === kind && extra(m.params.update);
@@ -132,8 +142,9 @@ await app.connectWith(stream, async (agent) => {
     agent.request(acp.methods.agent.session.prompt, { sessionId, prompt: [{ type: "text", text }] });
   await attempt("delegate", () => prompt("Read and delegate"));
   const running = attempt("cancelled", () => prompt("Run a long command"));
-  const bash = await until(update("tool_call", (u) => u.kind === "execute"));
-  await until(update("tool_call_update", (u) => u.toolCallId === bash.params.update.toolCallId && u.status === "in_progress"));
+  const bash = await until("the command's tool_call", update("tool_call", (u) => u.kind === "execute"));
+  const started = (u) => u.toolCallId === bash.params.update.toolCallId && u.status === "in_progress";
+  await until("the command in progress", update("tool_call_update", started));
   await agent.notify(acp.methods.agent.session.cancel, { sessionId });
   await running;
   await attempt("list", () => agent.request(acp.methods.agent.session.list, { cwd: workspace }));
@@ -147,6 +158,5 @@ await app.connectWith(stream, async (agent) => {
 });
 child.stdin.end();
 const exit = await exited;
-process.stdout.write(
-  JSON.stringify({ steps, seen, invalid, exit: { ...exit, ms: performance.now() - closedAt } }) + "\n",
-);
+clearTimeout(watchdog);
+report({ exit: { ...exit, ms: performance.now() - closedAt } });
