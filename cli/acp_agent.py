@@ -213,6 +213,8 @@ class ZeroAcpAgent:
             return ListSessionsResponse(sessions=[])
         if self._listing is None:
             self._listing = session_store()
+        for ctx, _ in self.contexts.values():  # what this connection's sessions wrote is on disk before listing
+            await anyio.to_thread.run_sync(ctx.store.flush)
         start = int(cursor) if cursor and cursor.isdigit() else 0
         page, after = await anyio.to_thread.run_sync(listable, self._listing, workspaces, self.checked, start, PAGE)
         sessions = [

@@ -33,6 +33,7 @@ match = { last = "to fix the login" }
 text = "On it."
 """
 SECRET = "sk-proj-Ab3dEf6hIj9kLm2nOp5qRs8tUv1wXy4z"
+TITLE = "Use [REDACTED] to fix the login and tell me when it is done"  # the prompt's words, redacted
 
 
 def store() -> FileSessionStore:
@@ -76,13 +77,13 @@ async def test_a_session_is_titled_by_its_first_prompt(workspace: Path, tmp_path
         await conn.prompt(session_id=sid, prompt=[text_block(prompt)])
         await conn.prompt(session_id=sid, prompt=[text_block("And now?")])  # the first prompt's title stays
         titles = [u.title for _, u in editor.updates if u.session_update == "session_info_update"]
-        assert titles == ["Use [REDACTED] to fix the login"]
+        assert titles == [TITLE]
         listed = await conn.list_sessions(cwd=str(workspace))
-        assert [s.title for s in listed.sessions] == ["Use [REDACTED] to fix the login"]
-    assert store().metadata(sid).title == "Use [REDACTED] to fix the login"
+        assert [s.title for s in listed.sessions] == [TITLE]
+    assert store().metadata(sid).title == TITLE
     assert SECRET not in (store().path(sid) / "metadata.json").read_text()
     listed_by_cli = zero("sessions", "list")
-    assert "Use [REDACTED] to fix the login" in listed_by_cli.stdout
+    assert TITLE in listed_by_cli.stdout
 
 
 async def test_a_list_without_cwd_shows_only_the_workspaces_this_client_opened(workspace: Path, tmp_path: Path) -> None:

@@ -1,6 +1,7 @@
 """Clients nobody here wrote, driving Zero's servers: the Node packages pinned in ``tests/conformance``
-(``package-lock.json``; CI installs them with ``npm ci --prefix tests/conformance``). Where ``node`` or the
-packages are missing, only the tests that need them are skipped, saying why."""
+(``package-lock.json``; CI installs them with ``npm ci --prefix tests/conformance``). Where ``node`` is
+missing, only the tests that need it are skipped, saying why; without the packages they fail, saying how to
+install them."""
 
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ def node_client(script: str, *args: str, timeout: float = 60) -> tuple[dict[str,
     if node is None:
         pytest.skip("node is not installed: the conformance tests drive Zero with the ACP and MCP TypeScript SDKs")
     if not (CONFORMANCE / "node_modules").is_dir():
-        pytest.skip(f"the conformance clients' packages are not installed: run npm ci --prefix {CONFORMANCE}")
+        pytest.fail(f"the conformance clients' packages are not installed: run npm ci --prefix {CONFORMANCE}")
     done = subprocess.run([node, str(CONFORMANCE / script), *args], capture_output=True, text=True, timeout=timeout)
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout), done.stderr
