@@ -4,8 +4,9 @@ A request names its workspace with an absolute ``cwd``, checked before anything 
 offered and taken only if it is a top-level one, its stored workspace is an absolute path to a folder
 that exists and is the one asked for (by file-system identity), and its metadata and log can be read
 whole: a damaged session gets the same error from ``session/load``, ``session/resume`` and
-``session/fork`` and is not listed (``zero sessions list`` shows it as damaged). Anything else would be
-offered and then refused.
+``session/fork`` and is not listed (``zero sessions list`` shows one whose metadata is damaged as
+``damaged``; ``zero sessions show`` says what is wrong with a log). Anything else would be offered and then
+refused.
 """
 
 from __future__ import annotations
