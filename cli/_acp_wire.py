@@ -47,8 +47,15 @@ class Wire:
             except ValueError as e:
                 await self._refuse(None, PARSE_ERROR, f"Parse error: not JSON ({e})")
                 continue
-            if isinstance(message, dict) and isinstance(message.get("method", ""), str):
-                return message
+            if isinstance(message, dict) and (
+                isinstance(message.get("method"), str)
+                or ("id" in message and ("result" in message or "error" in message))
+            ):
+                return message  # a request, a notification, or the answer to one of ours
+            if isinstance(message, dict):
+                why = "Invalid Request: a message needs a method (a request), or a result or an error (an answer)"
+                await self._refuse(message.get("id"), INVALID_REQUEST, why)
+                continue
             if isinstance(message, list):
                 ids = [m["id"] for m in message if isinstance(m, dict) and "method" in m and "id" in m]
                 why = "Invalid Request: batches are not supported; send one JSON-RPC message a line"

@@ -21,9 +21,9 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from zero.agent import Price, RetryPolicy, smallest_cap
 from zero.agent.providers import DEFAULT_MODELS, PROVIDER_INFO, PROVIDERS, ProviderOptions
-from zero.errors import ConfigError, did_you_mean
-from zero.strictfile import FileError, read_data, validate_model
-from zero.tools import PERMISSION_MODES, PermissionMode, within
+from zero.errors import ConfigError, ToolError, did_you_mean
+from zero.strictfile import MAX_FILE, FileError, Problem, read_data, validate_model
+from zero.tools import PERMISSION_MODES, PermissionMode, Workspace, within
 
 __all__ = [
     "Config",
@@ -128,10 +128,18 @@ def user_config_dir() -> Path:
     return Path(base).expanduser() / "zero"
 
 
-def _read(path: Path) -> dict[str, Any]:
+def _read(path: Path, workspace: Path | None = None) -> dict[str, Any]:
+    """A config file's data (none if there is no file); a project's (``workspace`` given) is read beneath the
+    workspace, as a repository's file: a link out of it, or to a device or a FIFO, is refused."""
     if not path.exists() and not path.is_symlink():
         return {}
-    data, text = read_data(path)
+    raw = None
+    if workspace is not None and not path.is_dir():  # (a folder: read_data says so)
+        try:
+            raw = Workspace([workspace]).read_regular(str(path.relative_to(workspace)), limit=MAX_FILE)
+        except ToolError as e:
+            raise FileError([Problem(str(path), f"{e}: a project's config must be a file of the repository")]) from None
+    data, text = read_data(path, raw)
     _, problems = validate_model(Config, data, path, text)
     if problems:
         raise FileError(problems)
@@ -148,6 +156,7 @@ _NOT_FROM_A_PROJECT = {
     "base_url": "a project may not choose where requests, and your API key, are sent",
     "provider": "a project may not choose which provider, and which of your API keys, is used",
     "prices": "a project may not set what calls cost (a cost budget relies on them)",
+    "servers": "a project may not change how requests to your model servers are made",
 }
 
 
@@ -163,14 +172,14 @@ class Configs:
     def merged(self) -> Config:
         """The user's settings overridden by the project's, except the permission mode (see ``ceiling``)."""
         project = self.project.model_dump(exclude_unset=True, exclude={"permission_mode"})
-        return self.user.model_copy(update=project)
+        return Config.model_validate({**self.user.model_dump(exclude_unset=True), **project})
 
 
 def load_config(workspace: Path) -> Configs:
     """The user's config and the project's; keys a project may not set are left out, with a warning."""
     user = Config.model_validate(_read(user_config_dir() / "config.toml"))
     path = workspace / ".zero" / "config.toml"
-    data = _read(path)
+    data = _read(path, workspace)
     warnings = []
     for key, why in _NOT_FROM_A_PROJECT.items():
         if key in data:

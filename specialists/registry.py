@@ -22,6 +22,7 @@ from typing import TypeVar
 from zero.errors import ConfigError, ToolError
 from zero.specialists.manifest import KNOWN_TOOLS, Location, Manifest, ManifestError, ManifestFile
 from zero.specialists.project import ProjectLimits, narrow
+from zero.strictfile import MAX_FILE
 from zero.tools import NotFound, OutsideWorkspace, Workspace, expand_tools
 
 __all__ = ["Specialist", "SpecialistRegistry", "builtin_dir", "project_dir", "user_dir"]
@@ -136,7 +137,7 @@ def _load(path: Path, location: Location, beneath: Workspace | None) -> Manifest
             raise ManifestError.of(path, _not_a_file(path))
         return ManifestFile.load(path, location)
     try:
-        raw = beneath.read_regular(path.name)
+        raw = beneath.read_regular(path.name, limit=MAX_FILE)
     except OutsideWorkspace:
         raise ManifestError.of(
             path, f"it is a link that leads outside {path.parent}, where a project's manifests are read from"

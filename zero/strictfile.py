@@ -8,7 +8,9 @@ line of the key, and a "did you mean" for a misspelt key; nothing is ever half-l
 from __future__ import annotations
 
 import json
+import os
 import re
+import stat
 import tomllib
 import types
 import typing
@@ -22,6 +24,7 @@ from pydantic import BaseModel, ValidationError
 from zero.errors import ConfigError, did_you_mean
 
 __all__ = [
+    "MAX_FILE",
     "NAME_PATTERN",
     "NAME_RULE",
     "FileError",
@@ -64,21 +67,43 @@ class FileError(ConfigError):
         super().__init__("\n".join(str(p) for p in self.problems))
 
 
+MAX_FILE = 1024 * 1024  # a config, manifest or team file is a few kB; a larger one is not one of them
+
+
 def read_data(path: Path, raw: bytes | None = None) -> tuple[dict[str, Any], str]:
     """The file's data and text: JSON for ``.json``, else TOML (``raw``: its bytes, read already). Raises
     ``FileError`` saying what is wrong."""
-    try:
-        raw = path.read_bytes() if raw is None else raw
-    except IsADirectoryError:
-        raise FileError([Problem(str(path), "is a folder, not a file")]) from None
-    except OSError as e:
-        raise FileError([Problem(str(path), f"cannot read: {e.strerror or e}")]) from e
+    raw = _read_file(path) if raw is None else raw
+    if len(raw) > MAX_FILE:
+        raise FileError([Problem(str(path), f"is over {MAX_FILE // 1024:,} kB: not a config, manifest or team file")])
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as e:
         line = raw[: e.start].count(b"\n") + 1
         raise FileError([Problem(str(path), f"is not UTF-8 text (byte {raw[e.start]:#04x})", line)]) from None
     return parse_data(text, path), text
+
+
+def _read_file(path: Path) -> bytes:
+    """A regular file's bytes, at most ``MAX_FILE`` and one more: a FIFO, a device or a huge file (a link to
+    /dev/zero, which a repository can ship) is refused, never waited on or read whole."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+    except IsADirectoryError:
+        raise FileError([Problem(str(path), "is a folder, not a file")]) from None
+    except OSError as e:
+        raise FileError([Problem(str(path), f"cannot read: {e.strerror or e}")]) from e
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        kind = "a folder" if stat.S_ISDIR(mode) else "a FIFO, a device or a socket"
+        raise FileError([Problem(str(path), f"is {kind}, not a file")])
+    with os.fdopen(fd, "rb", buffering=0) as f:
+        chunks, size = [], 0
+        while size <= MAX_FILE and (chunk := f.read(MAX_FILE + 1 - size)):
+            chunks.append(chunk)
+            size += len(chunk)
+    return b"".join(chunks)
 
 
 def parse_data(text: str, path: Path) -> dict[str, Any]:

@@ -278,6 +278,9 @@ def test_bad_frames_are_answered_and_an_idle_cancel_is_ignored(workspace: Path, 
     assert answer(None)["error"]["code"] == -32700
     send("42")
     assert answer(None)["error"]["message"] == "Invalid Request: a message is a JSON-RPC object"
+    for frame, request_id in (({"jsonrpc": "2.0"}, None), ({"jsonrpc": "2.0", "id": 9}, 9)):
+        send(json.dumps(frame))  # neither a request nor an answer: refused, not ignored
+        assert answer(request_id)["error"]["code"] == -32600
     send(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": 1}}))
     assert answer(1)["result"]["protocolVersion"] == 1
     params = {"cwd": str(workspace), "mcpServers": []}

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
@@ -177,3 +178,43 @@ def test_a_project_config_picks_a_model_only_where_you_did_not_and_never_the_pro
     assert f"{project}: 'model = o1-pro' ignored: you chose 'my-model' in {user_config}, and your choice wins" in (
         done.stderr
     )
+
+
+def test_a_project_config_that_is_a_device_a_fifo_or_a_link_out_is_refused_at_once(
+    workspace: Path, tmp_path: Path
+) -> None:
+    """A repository can ship .zero/config.toml as a link to /dev/zero (Zero ran out of memory) or a FIFO (it
+    hung); a link out of the workspace reads a file of the user's."""
+    config, base = _project(workspace, tmp_path)
+    (tmp_path / "mine.toml").write_text('model = "x"\n')
+    makers: list[tuple[Callable[[], None], str]] = [
+        (lambda: config.symlink_to("/dev/zero"), "is outside the workspace"),
+        (lambda: os.mkfifo(config), "not a regular file but a FIFO"),
+        (lambda: config.symlink_to(tmp_path / "mine.toml"), "is outside the workspace"),
+    ]
+    for make, says in makers:
+        make()
+        done = zero(*base)
+        assert done.returncode == 2 and says in done.stderr and "a project's config must be a file of" in done.stderr
+        config.unlink()
+    big = workspace / ".zero" / "specialists" / "huge.toml"
+    big.parent.mkdir()
+    with big.open("wb") as f:  # a sparse file of 3 GB: refused unread
+        f.truncate(3 * 1024**3)
+    user = Path(os.environ["XDG_CONFIG_HOME"]) / "zero" / "config.toml"
+    user.parent.mkdir(parents=True)
+    os.mkfifo(user)
+    done = zero(*base)
+    assert done.returncode == 2 and f"{user}: is a FIFO, a device or a socket, not a file" in done.stderr
+    user.unlink()
+    done = zero(*base)
+    assert done.returncode == 0, done.stderr
+    assert "huge.toml" in done.stderr and "is over 1,024 kB" in done.stderr
+
+
+def test_a_project_may_not_set_how_requests_to_your_servers_are_made(workspace: Path, tmp_path: Path) -> None:
+    config, base = _project(workspace, tmp_path)
+    config.write_text('[servers."http://localhost:8000/v1"]\ntool_choice = "omit"\n')
+    done = zero(*base)
+    assert done.returncode == 0, done.stderr  # (it crashed every run against that URL)
+    assert "'servers' ignored: a project may not change how requests to your model servers are made" in done.stderr
