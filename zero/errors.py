@@ -1,22 +1,37 @@
 """Zero's one error root.
 
-Every error Zero raises on purpose is a ``ZeroError``. The tree says who can fix it
-and which exit code the CLI gives (DESIGN.md section 5)::
+Every error Zero raises on purpose is a ``ZeroError``. The tree says who can fix it and which exit code
+the CLI gives (the exit codes of README.md, "Using zero exec"); a class defined outside this module names,
+in brackets, the package that exports it. ``tests/test_errors.py`` holds the drawing to the classes::
 
     ZeroError
-    ├── UserError                 the user can fix it: usage or configuration (exit 2)
-    │   ├── UsageError            bad arguments or input
-    │   └── ConfigError           a bad or missing setting, file or manifest
-    └── RunError                  something failed while running (exit 1)
-        ├── ProviderError         the model API failed (exit 3)
-        │   ├── AuthError, BadRequestError, ContextTooLongError
-        │   └── retryable: RateLimitError, OverloadedError, ServerError, ProviderTimeoutError,
-        │                  ProviderConnectionError, StreamDroppedError
-        ├── BudgetExhaustedError  a token, cost, turn or time limit was reached (exit 4)
-        ├── ToolError             a tool call could not be carried out
-        ├── SessionError          the session store is missing or damaged
-        │   └── SessionWriteError a session's files could not be written (disk full, ...)
-        └── InternalError         a bug in Zero: it ends that agent's run, not the others'
+    ├── UserError                         the user can fix it: usage or configuration (exit 2)
+    │   ├── UsageError                    bad arguments or input
+    │   └── ConfigError                   a bad or missing setting, file or manifest
+    │       └── FileError                 a file with mistakes, each named by path, line and key [zero.strictfile]
+    │           ├── ManifestError         a specialist manifest [zero.specialists]
+    │           └── TeamError             a team file [zero.orchestrator]
+    └── RunError                          something failed while running (exit 1)
+        ├── ProviderError                 the model API failed (exit 3)
+        │   ├── AuthError                 the API key was refused
+        │   ├── BadRequestError           the request was refused as malformed
+        │   │   └── ContextTooLongError   the conversation outgrew the model's context window
+        │   ├── RateLimitError            retryable: HTTP 429
+        │   ├── OverloadedError           retryable: HTTP 502, 503 or 529, or a model still loading
+        │   ├── ServerError               retryable, once: HTTP 500 (the same request breaks the server again)
+        │   ├── ProviderTimeoutError      retryable: no answer in time
+        │   ├── ProviderConnectionError   retryable: the API could not be reached
+        │   ├── StreamDroppedError        retryable: the stream ended before the answer did
+        │   │   └── EmptyResponseError    retryable, once: it closed before its first chunk
+        │   └── EmptyAnswerError          the model answered nothing (no text, no tool call), twice
+        ├── BudgetExhaustedError          a token, cost, turn or time limit was reached (exit 4)
+        ├── OutputCappedError             the final answer was cut at the output cap (exit 4)
+        ├── ToolError                     a tool call could not be carried out; the model reads why
+        │   ├── NotFound                  the path does not exist (yet) [zero.tools]
+        │   └── OutsideWorkspace          the path, or a link on the way, leads outside the workspace [zero.tools]
+        ├── SessionError                  the session store is missing or damaged
+        │   └── SessionWriteError         a session's files could not be written (disk full, ...)
+        └── InternalError                 a bug in Zero: it ends that agent's run, not the others'
 
 Messages say what happened, why, and what to do.
 """
@@ -33,7 +48,9 @@ __all__ = [
     "ConfigError",
     "ContextTooLongError",
     "EmptyAnswerError",
+    "EmptyResponseError",
     "InternalError",
+    "OutputCappedError",
     "OverloadedError",
     "ProviderConnectionError",
     "ProviderError",

@@ -15,9 +15,9 @@ from zero.errors import ConfigError, did_you_mean
 
 __all__ = [
     "DEFAULT_MODELS",
-    "LazyProvider",
     "PROVIDERS",
     "PROVIDER_INFO",
+    "LazyProvider",
     "ProviderInfo",
     "ProviderOptions",
     "ProviderPool",
