@@ -1,0 +1,70 @@
+"""docs/SESSION_FORMAT.md is the session files' contract: it names every metadata field, the record's keys
+and every stored event kind with exactly its payload fields (which of them may be left out, too)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+import typing
+from pathlib import Path
+
+from pydantic import TypeAdapter
+from support.package import ROOT
+
+from zero.agent import STORED, Event, decode_event
+from zero.sessions import SessionMetadata, UsageTotals, parse_log, record_of
+
+DOC = (ROOT / "docs" / "SESSION_FORMAT.md").read_text()
+
+
+def section(heading: str) -> str:
+    start = DOC.index(f"\n{heading}\n")
+    level = heading.split(" ", 1)[0]
+    end = DOC.find(f"\n{level} ", start + len(heading) + 2)
+    return DOC[start : end if end >= 0 else None]
+
+
+def first_column(heading: str) -> list[list[str]]:
+    """The code spans of the first cell of each row of the section's first table."""
+    rows = [line for line in section(heading).splitlines() if line.startswith("| `")]
+    return [re.findall(r"`([^`]+)`", row.split("|")[1]) for row in rows]
+
+
+def test_the_metadata_table_names_every_field() -> None:
+    documented = [name for cell in first_column("## `metadata.json`") for name in cell]
+    assert documented == list(SessionMetadata.model_json_schema(by_alias=True)["properties"])
+
+
+def test_the_usage_object_is_described_field_by_field() -> None:
+    (fields,) = re.findall(r"A usage object is `\{([^}]+)\}`", " ".join(section("## `metadata.json`").split()))
+    assert fields.split(", ") == list(UsageTotals.model_json_schema(by_alias=True)["properties"])
+
+
+def test_the_example_record_has_the_records_keys_and_decodes() -> None:
+    (example,) = re.findall(r"```json\n(.+)\n```", section("## `events.jsonl`"))
+    record = json.loads(example)
+    event = decode_event(record["type"], record["sessionId"], record["payload"])
+    assert event is not None
+    assert record == record_of(record["sessionId"], record["sequence"], record["createdAt"], event)
+    log = Path(record["sessionId"]) / "events.jsonl"
+    assert [stored.event for stored in parse_log(example.encode() + b"\n", log)] == [event]
+
+
+def payload_fields(cls: type) -> list[str]:
+    """The payload keys of an event class, as stored (camelCase), ``?`` after those that have a default."""
+    schema = TypeAdapter(cls).json_schema(by_alias=True)
+    required = set(schema.get("required", ()))
+    return [
+        name + ("" if name in required else "?") for name in schema["properties"] if name not in ("sessionId", "kind")
+    ]
+
+
+def test_the_event_kinds_are_every_stored_kind_with_its_payload_fields() -> None:
+    rows = [line.split("|") for line in section("### Event kinds").splitlines() if line.startswith("| `")]
+    documented = {row[1].strip(" `"): row[2].strip(" `").split(", ") for row in rows}
+    kinds = {
+        kind.default: cls for cls in typing.get_args(Event) for kind in dataclasses.fields(cls) if kind.name == "kind"
+    }
+    assert sorted(documented) == sorted(STORED)
+    assert {kind: payload_fields(kinds[kind]) for kind in STORED} == documented
