@@ -44,8 +44,9 @@ STATUSES: tuple[Status, ...] = get_args(Status)
 RUN_STATUSES: tuple[RunStatus, ...] = get_args(RunStatus)
 TERMINAL: frozenset[Status] = frozenset(STATUSES) - {"pending", "running"}
 
-# DESIGN.md section 5: 0 success; 1 failed, or cancelled by a parent or a stop policy; 4 incomplete;
-# 130 interrupted by the user (Ctrl-C, SIGTERM). A provider error is 3, decided by the error code.
+# The exit codes of README.md ("Using zero exec"; a team's in docs/TEAMS.md): 0 success; 1 failed, or
+# cancelled by a parent or a stop policy; 4 incomplete; 130 interrupted by the user (Ctrl-C, SIGTERM).
+# A provider error is 3, decided by the error code.
 _EXIT: dict[str, int] = {
     "completed": 0,
     "failed": 1,

@@ -295,7 +295,7 @@ def resolve_settings(
     network: Network | None = None,
     environ: dict[str, str] | None = None,
 ) -> RunSettings:
-    """Apply the precedence of DESIGN.md section 5: flag, environment, config, then detection."""
+    """Apply the precedence README.md gives ("Using zero exec"): flag, environment, config, then detection."""
     env = dict(os.environ) if environ is None else environ
     config = configs.merged
     name = provider or env.get("ZERO_PROVIDER") or config.provider

@@ -1,4 +1,4 @@
-"""The team file (DESIGN.md section 3): a strict model, and every problem found before any model call."""
+"""The team file (docs/TEAMS.md): a strict model, and every problem found before any model call."""
 
 from __future__ import annotations
 

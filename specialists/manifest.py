@@ -1,4 +1,4 @@
-"""The specialist manifest: a strict TOML format (DESIGN.md section 2)."""
+"""The specialist manifest: a strict TOML format (docs/SPECIALISTS.md, "Manifest")."""
 
 from __future__ import annotations
 
