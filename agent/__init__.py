@@ -36,7 +36,16 @@ from zero.agent.events import (
 )
 from zero.agent.hub import EventHub, Listener
 from zero.agent.loop import AgentConfig, AgentRun, Approval, ApprovalRequest, Approver, CallGuard, CallPermit, Emit
-from zero.agent.messages import Message, ModelRequest, ToolCall, ToolSpec, Usage, estimate_tokens, format_cost
+from zero.agent.messages import (
+    Message,
+    ModelRequest,
+    ToolCall,
+    ToolSpec,
+    Usage,
+    estimate_tokens,
+    format_cost,
+    format_tokens,
+)
 from zero.agent.pricing import Price, PriceTable, smallest_cap
 from zero.agent.provider import Provider
 from zero.agent.providers.scripted import ScriptedProvider, ScriptMatch, ScriptToolCall, ScriptTurn
@@ -114,6 +123,7 @@ __all__ = [
     "event_payload",
     "exit_code",
     "format_cost",
+    "format_tokens",
     "incomplete_message",
     "smallest_cap",
     "worst",

@@ -19,6 +19,7 @@ __all__ = [
     "Usage",
     "estimate_tokens",
     "format_cost",
+    "format_tokens",
 ]
 
 CAMEL = ConfigDict(alias_generator=to_camel, validate_by_name=True, validate_by_alias=True, extra="ignore")
@@ -164,6 +165,11 @@ class Usage:
             bool(data.get("unpriced", False)),
             bool(data.get("estimated", False)),
         )
+
+
+def format_tokens(n: int) -> str:
+    """A token count as views show it: ``9,876``, ``12.3k``, ``4.5M`` (thousands always separated)."""
+    return f"{n / 1_000_000:.1f}M" if n >= 1_000_000 else f"{n / 1000:.1f}k" if n >= 10_000 else f"{n:,}"
 
 
 def format_cost(usage: Usage) -> str:

@@ -173,7 +173,9 @@ def _swarm(swarm: argparse.ArgumentParser) -> None:
     sw_run.add_argument("--dry-run", action="store_true", help="validate and print the plan; run nothing")
     sw_validate.add_argument("--json", action="store_true", help="print JSON")
     sw_watch = sw.add_parser("watch", help="follow a team run in progress (from another terminal)")
-    sw_watch.add_argument("session_id", metavar="ID", help="the team session id (zero sessions list)")
+    sw_watch.add_argument("session_id", metavar="TEAM_ID", help="the team session (an id, a prefix, or last)")
+    sw_watch.add_argument("--here", action="store_true", help="'last' means the newest team of this folder")
+    sw_watch.add_argument("--cwd", help="the folder --here means (default: the current folder)")
 
 
 def _sessions(sessions: argparse.ArgumentParser) -> None:

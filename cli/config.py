@@ -283,6 +283,22 @@ def permission_ceiling(flag: str | None, configs: Configs) -> PermissionMode:
     raise ConfigError(f"unknown permission mode {wanted!r}; choose one of {', '.join(PERMISSION_MODES)}")
 
 
+def _user_file() -> Path:
+    return user_config_dir() / "config.toml"
+
+
+def _check_url(url: str, where: str, *, with_v1: bool) -> None:
+    """A server's address must say how to reach it: ``localhost:11434`` would be retried, and fail, as a
+    request to a server that is down."""
+    scheme, found, rest = url.partition("://")
+    if found and scheme.lower() in ("http", "https") and rest.split("/", 1)[0]:
+        return
+    if found:
+        raise ConfigError(f"{where} {url!r} is not a web address: give one that starts with http:// or https://")
+    suggestion = "http://" + url + ("/v1" if with_v1 and "/" not in url.rstrip("/") else "")
+    raise ConfigError(f"{where} {url!r} has no scheme: give the whole address, e.g. {suggestion}")
+
+
 def resolve_settings(
     configs: Configs,
     *,
@@ -313,7 +329,11 @@ def resolve_settings(
         raise ConfigError(
             f"unknown provider {name!r}{did_you_mean(name, PROVIDERS)}; choose one of {', '.join(PROVIDERS)}"
         )
-    url = base_url or (env.get(info.url_env) if info.url_env else None) or config.base_url
+    from_env = env.get(info.url_env) if info.url_env else None
+    url = base_url or from_env or config.base_url
+    if url is not None:
+        where = "--base-url" if base_url else from_env and info.url_env or f"base_url in {_user_file()}"
+        _check_url(url, where, with_v1=name in ("openai", "openai-compatible"))
     api_key = env.get(info.key_env) if info.key_env else None
     if info.needs_key and not api_key and not url:
         raise ConfigError(

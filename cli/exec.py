@@ -53,12 +53,12 @@ def _read_prompt(args: argparse.Namespace, stdin: TextIO) -> str:
             raise UsageError(f"--file {args.file}: {e.strerror}") from e
         except UnicodeDecodeError as e:
             raise UsageError(f"--file {args.file}: is not UTF-8 text (byte {e.start})") from None
-        source = args.file
+        source, named = args.file, f"the file {args.file}"
     elif args.prompt is not None:
-        text, source = args.prompt, "prompt"
+        text, source, named = args.prompt, "prompt", "the prompt argument"
     elif not stdin.isatty():
         try:
-            text, source = stdin.read(), "stdin"
+            text, source, named = stdin.read(), "stdin", "standard input"
         except UnicodeDecodeError as e:
             raise UsageError(f"the prompt on stdin is not UTF-8 text (byte {e.start})") from None
     else:
@@ -66,7 +66,8 @@ def _read_prompt(args: argparse.Namespace, stdin: TextIO) -> str:
     if getattr(args, "input_format", "text") == "stream-json":
         return read_input(text.splitlines(), source)
     if not text.strip():
-        raise UsageError(f"the prompt from {source} is empty")
+        what = "blank" if text else "empty"
+        raise UsageError(f"{named} is {what}: give the prompt as an argument, with --file, or on standard input")
     return text
 
 
@@ -200,8 +201,8 @@ def _print_text(result: RunResult, session_id: str, total: Usage, streams: Strea
     if result.status != "completed":
         print_error(printable(result.error or incomplete_message(result.status, result.turns)), streams.stderr)
     children = total.total_tokens - result.usage.total_tokens
-    tokens = f"{'~' if total.estimated else ''}{total.total_tokens} tokens" + (
-        f" ({children} in specialists)" if children else ""
+    tokens = f"{'~' if total.estimated else ''}{total.total_tokens:,} tokens" + (
+        f" ({children:,} in specialists)" if children else ""
     )
-    turns = f"{result.turns} turn{'' if result.turns == 1 else 's'}"
+    turns = f"{result.turns:,} turn{'' if result.turns == 1 else 's'}"
     streams.stderr.write(f"[session {session_id} · {result.status} · {turns} · {tokens} · cost {format_cost(total)}]\n")

@@ -50,7 +50,7 @@ class TextProgress:
             child = self._names.get(event.child_session_id, event.child_session_id)
             style = "green" if event.status == "completed" else "red"
             self._print(
-                f"⇠ {child} {event.status} · {event.duration_ms / 1000:.1f} s · {event.usage.total_tokens} tokens"
+                f"⇠ {child} {event.status} · {event.duration_ms / 1000:.1f} s · {event.usage.total_tokens:,} tokens"
                 f" · cost {format_cost(event.usage)}",
                 style,
             )

@@ -7,7 +7,7 @@ import difflib
 from pathlib import Path
 
 from zero.errors import UsageError
-from zero.sessions import FileSessionStore, same_folder, validate_session_id
+from zero.sessions import FileSessionStore, SessionKind, same_folder, validate_session_id
 from zero.sessions.index import Row
 
 __all__ = ["LAST", "resolve_session_id"]
@@ -15,11 +15,14 @@ __all__ = ["LAST", "resolve_session_id"]
 LAST = "last"
 
 
-def resolve_session_id(store: FileSessionStore, text: str, *, here: Path | None = None) -> str:
+def resolve_session_id(
+    store: FileSessionStore, text: str, *, here: Path | None = None, kind: SessionKind | None = None
+) -> str:
     """The session ``text`` names; ``UsageError`` (exit 2) naming the closest ids, or the matches of an
-    ambiguous prefix. ``last``: the newest top-level session (of the folder ``here``, if given)."""
+    ambiguous prefix. ``last``: the newest top-level session (of the folder ``here``, if given; of ``kind``,
+    if given: ``swarm resume last`` is the newest team)."""
     if text == LAST:
-        return _last(store.rows(), here)
+        return _last(store.rows(), here, kind)
     validate_session_id(text)
     if store.exists(text):
         return text
@@ -36,12 +39,12 @@ def resolve_session_id(store: FileSessionStore, text: str, *, here: Path | None 
     raise UsageError(f"no session {text} in {store.root}{hint} (zero sessions list shows them)")
 
 
-def _last(rows: list[Row], here: Path | None) -> str:
+def _last(rows: list[Row], here: Path | None, kind: SessionKind | None) -> str:
     for row in rows:  # newest first
-        if row.get("parentSessionId"):
+        if row.get("parentSessionId") or (kind is not None and row.get("sessionKind") != kind):
             continue
         if here is not None and not same_folder(str(row.get("cwd") or ""), here):
             continue
         return str(row["sessionId"])
     where = f" of {here}" if here is not None else ""
-    raise UsageError(f"there is no session{where} yet")
+    raise UsageError(f"there is no {'team run' if kind == 'team' else 'session'}{where} yet")

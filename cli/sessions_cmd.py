@@ -11,13 +11,14 @@ from typing import TextIO
 
 from rich.console import Console
 
-from zero.agent import Usage, format_cost
+from zero.agent import STATUSES, format_cost, format_tokens
 from zero.cli.common import Streams, confirm, print_error, session_store, workspace_from_args
 from zero.cli.session_ids import resolve_session_id
 from zero.cli.transcript import Transcript, logged_events
-from zero.errors import SessionError, UsageError, ZeroError
+from zero.errors import SessionError, UsageError, ZeroError, did_you_mean
 from zero.sessions import (
     FileSessionStore,
+    Rollup,
     SessionMetadata,
     SessionStore,
     fork_session,
@@ -26,9 +27,9 @@ from zero.sessions import (
     same_folder,
     session_tree,
     short_id,
+    totals_json,
 )
 from zero.sessions.index import Row
-from zero.sessions.models import UsageTotals
 from zero.tools.describe import printable
 
 __all__ = ["run_sessions"]
@@ -69,10 +70,16 @@ def run_sessions(args: argparse.Namespace, streams: Streams) -> int:
 
 
 def _list(store: FileSessionStore, args: argparse.Namespace, out: TextIO) -> int:
+    if args.status and args.status not in (*STATUSES, "damaged"):
+        raise UsageError(
+            f"--status {args.status!r} is not a status{did_you_mean(args.status, STATUSES)}; "
+            f"choose one of {', '.join(STATUSES)}, or damaged"
+        )
     rows, damaged = store.listing()
     rows += [_damaged_row(store, sid, why) for sid, why in damaged.items()]
     rows.sort(key=lambda m: (m.get("updatedAt", ""), m.get("sessionId", "")), reverse=True)
     by_id = {r["sessionId"]: r for r in rows}
+    rollup = Rollup.of_rows(rows)  # before any filter: a session's total counts every descendant
     if args.root:
         top = resolve_session_id(store, args.root)
         rows = [r for r in rows if top in _ancestry(r, by_id)]
@@ -86,7 +93,8 @@ def _list(store: FileSessionStore, args: argparse.Namespace, out: TextIO) -> int
     ordered = _grouped(rows)
     shown = ordered if args.limit == 0 else ordered[: args.limit]
     if args.json:
-        out.write(json.dumps([row for row, _ in shown], indent=None if args.limit == 0 else 2) + "\n")
+        listed = [_with_totals(row, rollup) for row, _ in shown]
+        out.write(json.dumps(listed, indent=None if args.limit == 0 else 2) + "\n")
         return 0
     if not shown:
         filtered = args.root or args.here or args.kind or args.status
@@ -97,14 +105,15 @@ def _list(store: FileSessionStore, args: argparse.Namespace, out: TextIO) -> int
     out.write(header + "\n")
     for row, depth in shown:
         indent = "  " * depth if args.tree else ""
-        own, subtree = _usages(row)
         agent = indent + str(row.get("memberName") or row.get("specialist") or row.get("agentName") or "zero")
-        tokens, cost = f"{_short(own.total_tokens)}/{_short(subtree.total_tokens)}", format_cost(subtree)
-        title = str(row.get("title", ""))[:60]
         if "damaged" in row:  # nothing of it can be trusted: what is wrong goes where the title would
             agent, tokens, cost = "?", "?", "?"
             title = " ".join(line.strip() for line in str(row["damaged"]).splitlines())
             title = title.replace(f"{store.root / row['sessionId']}/", "")[:120]
+        else:
+            own, subtree = rollup.own(row["sessionId"]), rollup.subtree(row["sessionId"])
+            tokens = f"{format_tokens(own.total_tokens)}/{format_tokens(subtree.total_tokens)}"
+            cost, title = format_cost(subtree), str(row.get("title", ""))[:60]
         out.write(
             f"{short_id(row['sessionId']):<9} {(row.get('sessionKind') or 'root'):<6} {row.get('status', ''):<16} "
             f"{printable(agent[:18]):<18} {tokens:>15} {cost:>10} {_age(row, now):>5}  {printable(title)}\n"
@@ -157,14 +166,13 @@ def _grouped(rows: list[Row]) -> list[tuple[Row, int]]:
     return out
 
 
-def _usages(row: Row) -> tuple[Usage, Usage]:
-    own = UsageTotals.model_validate(row.get("usage") or {}).to_usage()
-    children = UsageTotals.model_validate(row.get("childrenUsage") or {}).to_usage()
-    return own, own + children
-
-
-def _short(n: int) -> str:
-    return f"{n / 1_000_000:.1f}M" if n >= 1_000_000 else f"{n / 1000:.1f}k" if n >= 10_000 else str(n)
+def _with_totals(row: Row, rollup: Rollup) -> Row:
+    """A row with its children's usage and its subtree's as the one fold has them (as ``sessions tree``
+    shows them), not as its own log's ``child_end`` events say."""
+    if "damaged" in row:
+        return row
+    sid = row["sessionId"]
+    return {**row, "childrenUsage": totals_json(rollup.below(sid)), "subtreeUsage": rollup.subtree(sid).to_json()}
 
 
 def _age(row: Row, now: datetime) -> str:
@@ -254,8 +262,9 @@ def _remove(store: FileSessionStore, session_id: str, args: argparse.Namespace, 
     running = [n.meta.session_id for n in nodes if not n.meta.finished]
     if running:
         raise UsageError(f"{', '.join(running)} is still running; stop it first (or wait for it to end)")
-    question = f"remove {session_id} and its {len(nodes) - 1} descendants?"
-    if not confirm(question, streams, yes=args.yes, needs=f"removing {len(nodes)} sessions"):
+    below = len(nodes) - 1
+    question = f"remove {session_id}" + (f" and its {_count(below, 'descendant')}?" if below else "?")
+    if not confirm(question, streams, yes=args.yes, needs=f"removing {_count(len(nodes), 'session')}"):
         streams.stderr.write("nothing removed\n")
         return 1
     ids = [n.meta.session_id for n in nodes]
@@ -265,7 +274,7 @@ def _remove(store: FileSessionStore, session_id: str, args: argparse.Namespace, 
     if args.json:
         streams.stdout.write(json.dumps({"removed": removed}) + "\n")
     else:
-        streams.stdout.write(f"removed {len(removed)} session{'' if len(removed) == 1 else 's'}\n")
+        streams.stdout.write(f"removed {_count(len(removed), 'session')}\n")
     return 0
 
 
@@ -293,8 +302,12 @@ def _prune(store: FileSessionStore, args: argparse.Namespace, out: TextIO) -> in
         out.write(json.dumps({"removed": removed, "dryRun": args.dry_run}) + "\n")
     else:
         verb = "would remove" if args.dry_run else "removed"
-        out.write(f"{verb} {len(removed)} session{'' if len(removed) == 1 else 's'} older than {args.older_than}\n")
+        out.write(f"{verb} {_count(len(removed), 'session')} older than {args.older_than}\n")
     return 0
+
+
+def _count(n: int, thing: str) -> str:
+    return f"{n:,} {thing}{'' if n == 1 else 's'}"
 
 
 def _parse_age(text: str) -> timedelta:

@@ -57,6 +57,7 @@ from zero.sessions import (
     session_tree,
     session_workspace,
     short_id,
+    subtree_usage,
 )
 from zero.sessions.index import Row
 from zero.specialists import AgentSession, open_agent, resume_agent
@@ -230,7 +231,7 @@ class Shell:
     view: TurnView | None = None
     mode: PermissionMode = "auto"
     allowed: set[str] = field(default_factory=set)  # "allow for this session" answers
-    spent: Usage = field(default_factory=Usage)  # the session's usage, children included
+    spent: Usage = field(default_factory=Usage)  # the session's usage, children included, as /cost says it
     interrupts: int = 0
 
     def __post_init__(self) -> None:
@@ -334,7 +335,7 @@ class Shell:
                 self.console.print(Text(f"[{result.status}] {printable(reason)}", style="red"))
             tg.cancel_scope.cancel()
         self.view = None
-        self.spent = self.spent + session.run_usage
+        self.spent = await self._recorded(subtree_usage, self.ctx.store, session.session_id)
 
     def _message(self, text: str) -> tuple[str, str | None, str]:
         """The message to send, with the files its ``@path`` words name attached; the specialist its leading
@@ -371,14 +372,11 @@ class Shell:
                 permission_mode=self.mode,
                 max_turns=self.settings.max_turns,
             )
-            priced = self.ctx.prices.price(self.session.agent.config.model) is not None
-            self.spent = Usage() if priced else Usage(cost_usd=None)  # never $0 for a model without a price
         else:
             self.session = await resume_agent(
                 self.ctx, session_id, permission_mode=self.mode, max_turns=self.settings.max_turns
             )
-            meta = await anyio.to_thread.run_sync(self.ctx.store.metadata, session_id)
-            self.spent = meta.subtree_usage
+        self.spent = await self._recorded(subtree_usage, self.ctx.store, self.session.session_id)
         await self.session.__aenter__()
         self._header(resumed=session_id is not None)
         if session_id is not None:
@@ -562,7 +560,7 @@ class Shell:
             self.console.print("no children yet")
         for node in tree.walk()[1:]:
             m = node.meta
-            usage = m.subtree_usage
+            usage = node.subtree_usage
             self.console.print(
                 f"  {'  ' * (m.depth - 1)}{m.specialist or m.agent_name:<14} {m.status:<10} "
                 f"{usage.total_tokens:>8,} tokens {format_cost(usage):>10}  {m.session_id}"
@@ -578,8 +576,9 @@ class Shell:
 
     async def _cost(self) -> None:
         assert self.session is not None
-        meta = await self._recorded(self.ctx.store.metadata, self.session.session_id)
-        own, total = meta.usage.to_usage(), meta.subtree_usage
+        tree = await self._recorded(session_tree, self.ctx.store, self.session.session_id)
+        own, total = tree.meta.usage.to_usage(), tree.subtree_usage
+        self.spent = total
         self.console.print(
             f"own {own.total_tokens:,} tokens, {format_cost(own)} · "
             f"with children {total.total_tokens:,} tokens, {format_cost(total)}"

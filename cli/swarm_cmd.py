@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import functools
 import json
+import time
 from pathlib import Path
 from typing import TextIO
 
@@ -32,11 +34,11 @@ from zero.cli.swarm_progress import PlainProgress
 from zero.cli.trust import load_specialists, specialist_warnings
 from zero.errors import ConfigError, UsageError, ZeroError
 from zero.orchestrator import TeamError, TeamPlan, TeamResult, TeamRunner, build_plan, load_team
-from zero.orchestrator.live import draw_live, follow_run
+from zero.orchestrator.live import draw_live, follow_run, tree_from_store
 from zero.orchestrator.resume import RecordedTeam, read_team
 from zero.orchestrator.team import with_limits
 from zero.orchestrator.view import TeamTree, TreeNode
-from zero.sessions import session_workspace, validate_session_id
+from zero.sessions import session_workspace
 from zero.specialists import SpecialistRegistry
 from zero.tools import Redactor, redact_values, within
 from zero.tools.describe import printable
@@ -46,7 +48,7 @@ __all__ = ["run_swarm"]
 
 def run_swarm(args: argparse.Namespace, streams: Streams) -> int:
     if args.swarm_command == "watch":
-        return _watch(args.session_id, streams)
+        return _watch(args, streams)
     run_id = new_run_id()
     out = streams.stdout
     recorded: RecordedTeam | None = None
@@ -86,7 +88,7 @@ def _recorded(args: argparse.Namespace, workspace: Path) -> RecordedTeam:
     """The team run ``swarm resume`` continues, in this workspace; with ``--team``, an edited file
     that has the same members."""
     store = session_store(writable=True)
-    team_id = resolve_session_id(store, args.session_id, here=workspace if args.here else None)
+    team_id = resolve_session_id(store, args.session_id, here=workspace if args.here else None, kind="team")
     session_workspace(store.metadata(team_id), workspace)
     recorded = read_team(store, team_id)
     if args.team:
@@ -235,14 +237,14 @@ def _print_plan(plan: TeamPlan, settings: RunSettings | None, out: TextIO, as_js
             deps = f" after {', '.join(m.spec.depends_on)}" if m.spec.depends_on else ""
             grant = ""
             if m.spec.budget:
-                grant = " · budget " + ", ".join(f"{k} {v}" for k, v in m.spec.budget.model_dump().items() if v)
+                grant = " · budget " + ", ".join(f"{k} {v:,}" for k, v in m.spec.budget.model_dump().items() if v)
             asked = m.spec.permission_mode or plan.team.defaults.permission_mode
             mode = f"{m.permission_mode} (asked for {asked})" if m.narrowed else m.permission_mode
             console.print(
                 f"  {name:<16} {m.specialist.name} · {m.provider}/{m.model} · {mode} · "
                 f"max {m.max_turns} turns{grant}{deps}"
             )
-    limits = [f"{k} {v}" for k, v in budget.items() if v is not None]
+    limits = [f"{k} {v:,}" for k, v in budget.items() if v is not None]
     console.print(f"Budget: {', '.join(limits) if limits else 'none (no shared limit)'}")
     if settings is None:
         console.print("Provider: not configured (set a key, or pass --provider) - needed to run, not to validate")
@@ -279,9 +281,14 @@ async def _run(
                     highlight=False,
                 )
                 tree = TeamTree(TreeNode(runner.session_id, plan.name, "team", status="running"))
+                if recorded is not None:  # a resumed run goes on from what its sessions hold
+                    seed = functools.partial(tree_from_store, ctx.store, runner.session_id, clock=time.time)
+                    tree = await anyio.to_thread.run_sync(seed)
                 consumers.start_soon(draw_live, tree, runner.events(), console)
             elif args.output_format == "text":
-                progress = PlainProgress(plan, Console(file=streams.stderr, highlight=False, soft_wrap=True))
+                console = Console(file=streams.stderr, highlight=False, soft_wrap=True)
+                spent = {m.session_id: m.usage for m in recorded.members.values()} if recorded else {}
+                progress = PlainProgress(plan, console, spent=spent)
                 consumers.start_soon(progress.consume, runner.events())
             result = await interruptible(runner.run, runner.interrupt)
     code = result.exit_code
@@ -314,9 +321,9 @@ def _print_summary(result: TeamResult, plan: TeamPlan, out: TextIO) -> None:
             f"[{style}]{m.status}[/{style}]",
             m.plan.specialist.name,
             m.plan.model,
-            str(m.turns),
-            str(m.usage.total_tokens),
-            format_cost(m.usage),
+            f"{m.turns:,}",
+            f"{m.total.total_tokens:,}",
+            format_cost(m.total),
             f"{m.duration:.1f}s",
         )
     console.print(table)
@@ -328,10 +335,10 @@ def _print_summary(result: TeamResult, plan: TeamPlan, out: TextIO) -> None:
     ledger = result.ledger
     limits = plan.budget
     parts = [
-        f"tokens {result.usage.total_tokens}" + (f" of {limits.tokens}" if limits.tokens else ""),
+        f"tokens {result.usage.total_tokens:,}" + (f" of {limits.tokens:,}" if limits.tokens else ""),
         f"cost {format_cost(result.usage)}" + (f" of ${limits.cost_usd:.2f}" if limits.cost_usd else ""),
-        f"model calls {int(ledger.used.turns)}" + (f" of {limits.turns}" if limits.turns else ""),
-        f"retries {int(ledger.used.retries)}" + (f" of {limits.retries}" if limits.retries is not None else ""),
+        f"model calls {int(ledger.used.turns):,}" + (f" of {limits.turns:,}" if limits.turns else ""),
+        f"retries {int(ledger.used.retries):,}" + (f" of {limits.retries:,}" if limits.retries is not None else ""),
         f"time {result.duration:.1f}s" + (f" of {limits.wall_seconds:g}s" if limits.wall_seconds else ""),
     ]
     console.rule()
@@ -340,14 +347,15 @@ def _print_summary(result: TeamResult, plan: TeamPlan, out: TextIO) -> None:
         console.print(f"[red]Budget exhausted: {result.trip}[/red]")
 
 
-def _watch(session_id: str, streams: Streams) -> int:
+def _watch(args: argparse.Namespace, streams: Streams) -> int:
     try:
         store = session_store()
-        validate_session_id(session_id)
+        here = workspace_from_args(args) if args.here else None
+        session_id = resolve_session_id(store, args.session_id, here=here, kind="team")
         meta = store.metadata(session_id)
     except ZeroError as e:
         print_error(str(e), streams.stderr)
-        return 2
+        return e.exit_code
     if meta.session_kind in ("member", "child"):
         root = meta.root_session_id or meta.parent_session_id
         print_error(
@@ -365,4 +373,6 @@ def _watch(session_id: str, streams: Streams) -> int:
             raise
         print_error(str(error), streams.stderr)
         return error.exit_code
+    if tree.root.status == "pending":
+        print_error(f"the run {session_id} never started, and no process runs it", streams.stderr)
     return exit_code(tree.root.status, tree.root.error_code)

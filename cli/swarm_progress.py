@@ -3,12 +3,22 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 
 from anyio.streams.memory import MemoryObjectReceiveStream
 from rich.console import Console
 from rich.text import Text
 
-from zero.agent import ChildFinished, ChildStarted, Event, RetryScheduled, TeamStarted, WarningRaised, format_cost
+from zero.agent import (
+    ChildFinished,
+    ChildStarted,
+    Event,
+    RetryScheduled,
+    TeamStarted,
+    Usage,
+    WarningRaised,
+    format_cost,
+)
 from zero.orchestrator import TeamPlan
 from zero.tools.describe import printable
 
@@ -19,9 +29,11 @@ class PlainProgress:
     """Prints when the team starts (with its session id), when a member or a Task child starts,
     ends or is skipped, and retries."""
 
-    def __init__(self, plan: TeamPlan, console: Console):
+    def __init__(self, plan: TeamPlan, console: Console, *, spent: Mapping[str, Usage] | None = None):
+        """``spent``: what sessions spent in earlier runs (a resumed team), so a member's line says its total."""
         self.plan = plan
         self.console = console
+        self._spent = dict(spent or {})
         self.started = time.monotonic()
         self._names: dict[str, str] = {}
         self._started: set[str] = set()
@@ -58,10 +70,11 @@ class PlainProgress:
                 self._line(name, f"{event.status}: {event.reason}", "yellow")
                 return
             style = "green" if event.status == "completed" else "red"
+            usage = self._spent.get(event.child_session_id, Usage()) + event.usage
             self._line(
                 name,
-                f"{event.status} · {event.usage.total_tokens} tokens · "
-                f"{format_cost(event.usage)} · {event.duration_ms / 1000:.1f}s",
+                f"{event.status} · {usage.total_tokens:,} tokens · {format_cost(usage)} · "
+                f"{event.duration_ms / 1000:.1f}s",
                 style,
             )
         elif isinstance(event, RetryScheduled):

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from zero.agent import (
     BudgetTripped,
@@ -37,7 +37,7 @@ from zero.agent import (
     format_cost,
 )
 from zero.errors import SessionError
-from zero.sessions import SessionMetadata, SessionStore, StoredEvent
+from zero.sessions import Rollup, SessionMetadata, SessionStore, StoredEvent
 from zero.tools.describe import printable
 
 __all__ = ["Transcript", "logged_events"]
@@ -66,6 +66,13 @@ class Transcript:
     children: bool = False
     full: bool = False
     markdown: bool = False
+    _rollup: Rollup | None = field(default=None, init=False, repr=False)
+
+    def _with_children(self, session_id: str) -> Usage:
+        """What the session and every session below it spent (the fold every view totals with)."""
+        if self._rollup is None:
+            self._rollup = Rollup.of([*self.store.list(), self.store.metadata(session_id)])
+        return self._rollup.subtree(session_id)
 
     def lines(self, session_id: str, depth: int = 0) -> Iterator[str]:
         meta = self.store.metadata(session_id)
@@ -95,7 +102,8 @@ class Transcript:
             f"parent: {meta.parent_session_id}" if meta.parent_session_id else "",
             f"forked from: {meta.forked_from} at event {meta.forked_at_sequence}" if meta.forked_from else "",
             f"created {meta.created_at} · updated {meta.updated_at}",
-            f"usage: own {_usage(meta.usage.to_usage())} · with children {_usage(meta.subtree_usage)}",
+            f"usage: own {_usage(meta.usage.to_usage())} · "
+            f"with children {_usage(self._with_children(meta.session_id))}",
         ]
         if self.markdown:
             return ["", f"{'#' * min(depth + 2, 6)} {title}", "", *(f"- {f}" for f in facts if f), ""]
@@ -121,7 +129,7 @@ class Transcript:
             case UsageUpdated():
                 usage = e.usage
                 estimate = " (estimated)" if usage.estimated else ""
-                line = f"{usage.prompt_tokens} in / {usage.completion_tokens} out{estimate} · {format_cost(usage)}"
+                line = f"{usage.prompt_tokens:,} in / {usage.completion_tokens:,} out{estimate} · {format_cost(usage)}"
                 return [f"{at}  · model call: {line}"]
             case RetryScheduled():
                 return [f"{at}↻ retry {e.attempt} in {e.delay_seconds:.1f} s: {e.code}: {printable(e.message)}"]
@@ -133,7 +141,7 @@ class Transcript:
             case ErrorRaised():
                 return [f"{at}✗ {e.code}: {printable(e.message)}"]
             case RunFinished():
-                turns = f"{e.turns} turn{'' if e.turns == 1 else 's'}"
+                turns = f"{e.turns:,} turn{'' if e.turns == 1 else 's'}"
                 return [f"{at}── run ends {e.status} · {turns} · {e.duration_ms / 1000:.1f} s · {_usage(e.usage)}"]
             case StatusChanged():
                 return [f"{at}── {e.status}" + (f": {printable(e.reason)}" if e.reason else "")]

@@ -7,6 +7,7 @@ and ``zero sessions tree`` afterwards show what the live view showed.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 import anyio
 import anyio.to_thread
@@ -14,11 +15,11 @@ from anyio.streams.memory import MemoryObjectReceiveStream
 from rich.console import Console, RenderableType
 from rich.live import Live
 
-from zero.agent import TERMINAL, Event
+from zero.agent import TERMINAL, Event, Usage
 from zero.orchestrator.view import TeamTree, TreeNode, epoch, render_tree
-from zero.sessions import SessionMetadata, SessionStore
+from zero.sessions import SessionMetadata, SessionNode, SessionStore, session_tree
 
-__all__ = ["Follower", "draw_live", "follow_run", "root_node", "tree_from_store"]
+__all__ = ["Follower", "draw_live", "follow_run", "node_of", "root_node", "settle", "tree_from_store"]
 
 MAX_FPS = 10
 
@@ -72,10 +73,16 @@ async def _redraw(tree: TeamTree, live: Live, console: Console) -> None:
 
 def root_node(meta: SessionMetadata) -> TreeNode:
     """The tree's root for a session read from disk."""
-    kind = "team" if meta.session_kind == "team" else "root"
+    return node_of(meta)
+
+
+def node_of(meta: SessionMetadata, *, parent: str | None = None) -> TreeNode:
+    """A session read from disk as a node: the root (``parent`` None), or below ``parent``."""
+    kinds = {"team": "team", "member": "member", "child": "child"}
+    kind = kinds.get(meta.session_kind, "child") if parent else "team" if meta.session_kind == "team" else "root"
     name = meta.team_name if kind == "team" else ""
     name = name or meta.member_name or meta.specialist or meta.agent_name or meta.title or meta.session_id
-    return TreeNode(meta.session_id, name, kind, specialist=meta.specialist, model=meta.model_id)
+    return TreeNode(meta.session_id, name, kind, specialist=meta.specialist, model=meta.model_id, parent=parent)
 
 
 class Follower:
@@ -113,17 +120,47 @@ class Follower:
         return self.tree.root.status in TERMINAL
 
 
-def tree_from_store(store: SessionStore, session_id: str) -> TeamTree:
-    """The tree of a run as its sessions recorded it; a session the logs leave unfinished (its
-    process died) shows the status its metadata gives it."""
-    meta = store.metadata(session_id)
-    root = root_node(meta)
-    tree = TeamTree(root, clock=lambda: root.finished or _latest(tree))
-    Follower(store, tree).poll()
-    for node in tree.nodes.values():
-        if node.status not in TERMINAL and store.exists(node.session_id):
-            node.status = store.metadata(node.session_id).status
-    return tree
+def tree_from_store(store: SessionStore, session_id: str, *, clock: Callable[[], float] | None = None) -> TeamTree:
+    """The tree of a run as its sessions recorded it (see ``settle``). ``clock``: now, for a tree that goes
+    on live (the wall clock: the logs' times are epoch seconds); else the time of its last event."""
+    return _followed(store, session_id, clock)[0]
+
+
+def _followed(store: SessionStore, session_id: str, clock: Callable[[], float] | None) -> tuple[TeamTree, Follower]:
+    sessions = session_tree(store, session_id)
+    root = root_node(sessions.meta)
+    tree = TeamTree(root, clock=clock or (lambda: root.finished or _latest(tree)))
+    follower = Follower(store, tree)
+    follower.poll()
+    for found in sessions.walk():  # a session its parent's log does not name (a run died before it did)
+        if found.meta.session_id not in tree.nodes:
+            tree.add(node_of(found.meta, parent=found.meta.parent_session_id))  # (the follower reads it too)
+    follower.poll()
+    settle(tree, sessions)
+    return tree, follower
+
+
+def settle(tree: TeamTree, sessions: SessionNode) -> None:
+    """Make ``tree`` say what the sessions say: every session below the root (by ``parentSessionId``) is a
+    node, whether or not its parent's log named it; a finished session's status and own usage are its
+    metadata's (a dead run's session is repaired to ``interrupted``; one that never ran stays ``pending``),
+    so every view totals the same fold (``sessions.rollup``). A running session's metadata may lag its log:
+    its node keeps what the events said, unknown cost included."""
+    for found in sessions.walk():
+        meta = found.meta
+        node = tree.nodes.get(meta.session_id)
+        if node is None:
+            node = tree.add(node_of(meta, parent=meta.parent_session_id))
+        if meta.finished:
+            if node.status != meta.status:
+                node.reason = ""
+            node.status, node.usage, node.activity = meta.status, meta.usage.to_usage(), ""
+            continue
+        if meta.usage.partly_unpriced:
+            node.usage = node.usage + Usage(cost_usd=None)
+        if meta.status == "pending" and sessions.meta.finished:  # its parent said it starts, then the run died
+            node.status, node.activity = "pending", ""
+    tree.changes += 1
 
 
 def _latest(tree: TeamTree) -> float:
@@ -133,9 +170,7 @@ def _latest(tree: TeamTree) -> float:
 async def follow_run(store: SessionStore, session_id: str, console: Console, *, poll: float = 0.25) -> TeamTree:
     """Draw a run that another process is running, from its session logs, until it ends (without a
     terminal, only the tree it ended with is printed)."""
-    meta = await anyio.to_thread.run_sync(store.metadata, session_id)
-    tree = TeamTree(root_node(meta), clock=time.time)
-    follower = Follower(store, tree)
+    tree, follower = await anyio.to_thread.run_sync(_followed, store, session_id, time.time)
     with (
         Live(console=console, auto_refresh=False, vertical_overflow="visible")
         if console.is_terminal
@@ -143,12 +178,19 @@ async def follow_run(store: SessionStore, session_id: str, console: Console, *, 
     ):
         while True:
             await anyio.to_thread.run_sync(follower.poll)
-            if not follower.done:
+            ended = follower.done
+            if not ended:
                 current = await anyio.to_thread.run_sync(store.metadata, session_id)
                 if current.finished:  # ended without a last event (its process died)
                     tree.root.status = current.status
+                # one that never started, with nothing running it, will not start: nothing more to see
+                ended = current.finished or (
+                    current.status == "pending" and not await anyio.to_thread.run_sync(store.held, session_id)
+                )
+            if ended:  # the last frame says what the sessions say, as sessions tree does
+                settle(tree, await anyio.to_thread.run_sync(session_tree, store, session_id))
             frame = render_tree(tree, budget=tree.budget(), max_lines=console.height)
-            if follower.done:
+            if ended:
                 break
             live.update(frame, refresh=True)
             await anyio.sleep(poll)

@@ -46,6 +46,7 @@ def read_team(store: SessionStore, team_id: str) -> RecordedTeam:
     if not starts or not starts[0].spec:
         raise UsageError(f"team session {team_id} did not record its team file, so it cannot be resumed")
     first = starts[0]
+    tree = session_tree(store, team_id)
     members = {}
     for member in first.members:
         member_meta = store.metadata(member.session_id)
@@ -55,22 +56,20 @@ def read_team(store: SessionStore, team_id: str) -> RecordedTeam:
             member.session_id,
             member_meta.status,
             end.output if end is not None else "",
-            member_meta.subtree_usage,
+            tree.rollup.subtree(member.session_id),
             end.turns if end is not None else 0,
             any(e.kind == "run_start" for e in events),
         )
-    spent, retries = Usage(), 0
-    for node in session_tree(store, team_id).walk():  # every session of the run, its own usage once
-        spent = spent + node.meta.usage.to_usage()
-        if node.meta.session_id != team_id:
-            retries += sum(1 for e in store.events(node.meta.session_id) if e.event.kind == "retry")
+    retries = 0
+    for node in tree.walk()[1:]:
+        retries += sum(1 for e in store.events(node.meta.session_id) if e.event.kind == "retry")
     return RecordedTeam(
         team_id,
         TeamFile.model_validate(first.spec),
         first.file,
         TeamBudget.model_validate(first.budget),
         members,
-        spent,
+        tree.subtree_usage,
         retries,
         len(starts) - 1,
     )

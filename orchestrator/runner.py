@@ -40,7 +40,14 @@ from zero.orchestrator.ledger import Ledger, Trip
 from zero.orchestrator.mailbox import Mailbox, ReadInbox, SendMessage
 from zero.orchestrator.plan import MemberPlan, TeamPlan, render_prompt
 from zero.orchestrator.resume import RecordedTeam, charge
-from zero.sessions import SessionMetadata, SessionRecorder, new_session_id
+from zero.sessions import (
+    SessionMetadata,
+    SessionRecorder,
+    UsageTotals,
+    close_open_children,
+    new_session_id,
+    session_tree,
+)
 from zero.specialists import AgentContext
 
 __all__ = ["MemberState", "TeamResult", "TeamRunner"]
@@ -54,7 +61,8 @@ class MemberState:
     reason: str = ""
     error_code: str | None = None  # of the error its run ended with
     output: str = ""
-    usage: Usage = field(default_factory=Usage)  # the member's subtree: itself and its Task children
+    usage: Usage = field(default_factory=Usage)  # what its subtree (itself, its Task children) spent in this run
+    total: Usage = field(default_factory=Usage)  # what its subtree spent in every run, as its sessions record it
     turns: int = 0
     started: float | None = None
     finished: float | None = None
@@ -82,7 +90,7 @@ class TeamResult:
     status: Status
     members: list[MemberState]
     trip: Trip | None
-    usage: Usage
+    usage: Usage  # what the team spent in every run, as its sessions record it (the members' totals)
     duration: float
     ledger: Ledger
     error_code: str | None = None  # of the member whose status is the team's
@@ -127,8 +135,8 @@ class TeamResult:
                     "specialist": m.plan.specialist.name,
                     "model": m.plan.model,
                     "turns": m.turns,
-                    "usage": m.usage.to_json(),
-                    "costUsd": m.usage.to_json()["costUsd"],
+                    "usage": m.total.to_json(),
+                    "costUsd": m.total.to_json()["costUsd"],
                     "durationMs": int(m.duration * 1000),
                     "output": m.output,
                 }
@@ -190,12 +198,7 @@ class TeamRunner:
                 record = resume.members[name]
                 state.session_id = record.session_id
                 if record.status == "completed":  # its work stands: dependents get its output as before
-                    state.status, state.output, state.usage, state.turns = (
-                        "completed",
-                        record.output,
-                        record.usage,
-                        record.turns,
-                    )
+                    state.status, state.output, state.turns = "completed", record.output, record.turns
                     state.kept = True
         self.mailbox = Mailbox(self.store, self.session_id, list(plan.members))
         self._stopping: RunStatus | None = None  # why unfinished members end, once the team is stopping
@@ -385,6 +388,8 @@ class TeamRunner:
 
     def _end_unstarted(self, state: MemberState, status: Status, reason: str) -> None:
         state.status, state.reason = status, reason
+        if self.ctx.prices.price(state.plan.model) is None:  # it spent nothing, at a price nobody knows
+            state.usage = state.usage + Usage(cost_usd=None)
         self.store.submit(
             state.session_id, [StatusChanged(session_id=state.session_id, status=status, reason=reason)], final=True
         )
@@ -441,15 +446,25 @@ class TeamRunner:
                     team_name=self.plan.name,
                     member_name=name,
                     depth=1,
+                    usage=UsageTotals.nothing(priced=self.ctx.prices.price(state.plan.model) is not None),
                 )
             )
 
     def _take_sessions(self) -> None:
-        """A resumed run holds its team's sessions (repairing what a dead run left ``running``)."""
+        """A resumed run holds its team's sessions (repairing what a dead run left ``running``, and recording
+        the end of the members it left running)."""
         self.store.acquire(self.session_id)
         for state in self.members.values():
             if not state.kept:
                 self.store.acquire(state.session_id)
+        close_open_children(self.store, self.session_id)
+
+    def _totals(self) -> Usage:
+        """Each member's total across runs, and the team's, from the sessions (every batch submitted so far)."""
+        tree = session_tree(self.store, self.session_id)
+        for state in self.members.values():
+            state.total = tree.rollup.subtree(state.session_id)
+        return tree.subtree_usage
 
     def _team_started(self) -> TeamStarted:
         first = self._first()
@@ -484,7 +499,7 @@ class TeamRunner:
         status, code = worst((s.status, s.error_code) for s in self.members.values())
         if self._stopping == "interrupted":
             status, code = "interrupted", None
-        usage = sum((s.usage for s in self.members.values()), Usage())
+        usage = await anyio.to_thread.run_sync(self._totals)
         trip = self.ledger.trip
         result = TeamResult(
             self.session_id,

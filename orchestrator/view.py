@@ -19,7 +19,6 @@ from datetime import datetime
 from typing import assert_never
 
 from rich.console import Group, RenderableType
-from rich.progress_bar import ProgressBar
 from rich.table import Table
 from rich.text import Text
 from rich.tree import Tree
@@ -51,6 +50,7 @@ from zero.agent import (
     UsageUpdated,
     WarningRaised,
     format_cost,
+    format_tokens,
 )
 from zero.sessions import short_id
 from zero.tools.describe import describe_call, printable
@@ -145,11 +145,16 @@ class TeamTree:
             return
         node.last_event = now
         match event:
-            case TeamStarted():
-                node.status, node.started, node.model = "running", node.started or now, event.model
+            case TeamStarted():  # (again, for a resumed run: its time and budget are the new run's)
+                node.status, node.started, node.finished, node.model = "running", now, None, event.model
+                node.reason = ""
                 self.limits = dict(event.budget)
+                done = {n.name for n in self.nodes.values() if n.status == "completed"}
                 for m in event.members:
-                    if m.session_id not in self.nodes:
+                    if (known := self.nodes.get(m.session_id)) is not None:  # read from its session before
+                        if known.status == "pending":
+                            known.waiting_for = [d for d in m.depends_on if d not in done]
+                    else:
                         self.add(
                             TreeNode(
                                 m.session_id,
@@ -158,9 +163,11 @@ class TeamTree:
                                 specialist=m.specialist,
                                 model=m.model,
                                 parent=event.session_id,
-                                waiting_for=list(m.depends_on),
+                                waiting_for=[d for d in m.depends_on if d not in done],
                             )
                         )
+                place = {m.session_id: i for i, m in enumerate(event.members)}  # (some may be known already)
+                node.children.sort(key=lambda child: place.get(child, len(place)))  # in the team file's order
             case ChildStarted():
                 child = self.nodes.get(event.child_session_id) or self.add(
                     TreeNode(
@@ -172,14 +179,16 @@ class TeamTree:
                     )
                 )
                 child.status, child.started, child.finished, child.activity = "running", now, None, "starting"
-                child.last_event = now
+                child.last_event, child.reason = now, ""  # a reason belongs to the run that ended with it
             case ChildFinished():
                 if (ended := self.nodes.get(event.child_session_id)) is not None:
+                    if ended.started is None and event.usage.partly_unpriced:  # never ran, no price: unknown
+                        ended.usage = ended.usage + Usage(cost_usd=None)
                     self._end(ended, event.status, now, event.reason or "")
             case RunStarted():
                 node.model = event.model or node.model
                 if node.status not in ("running",):
-                    node.status, node.started, node.finished = "running", node.started or now, None
+                    node.status, node.started, node.finished, node.reason = "running", node.started or now, None, ""
             case ToolCallStarted():
                 node.activity = describe_call(event.name, event.arguments)
             case ToolFinished():
@@ -268,11 +277,11 @@ class TeamTree:
             lines.append(BudgetLine("cost", used.cost_usd, allowed, text))
         if limits.get("turns"):
             allowed_turns = int(limits["turns"])
-            lines.append(BudgetLine("turns", turns, allowed_turns, f"{turns} / {allowed_turns} model calls"))
+            lines.append(BudgetLine("turns", turns, allowed_turns, f"{turns:,} / {allowed_turns:,} model calls"))
         if limits.get("retries") is not None:
             retries = sum(n.retries for n in self.nodes.values())
             allowed_retries = int(limits["retries"])
-            lines.append(BudgetLine("retries", retries, allowed_retries, f"{retries} / {allowed_retries} retries"))
+            lines.append(BudgetLine("retries", retries, allowed_retries, f"{retries:,} / {allowed_retries:,} retries"))
         if limits.get("wall_seconds"):
             wall = float(limits["wall_seconds"])
             lines.append(BudgetLine("time", elapsed, wall, f"{elapsed:.0f}s / {wall:.0f}s"))
@@ -287,13 +296,9 @@ def epoch(stamp: str) -> float:
 # -- rendering -------------------------------------------------------------------
 
 
-def _short(n: int) -> str:
-    return f"{n / 1_000_000:.1f}M" if n >= 1_000_000 else f"{n / 1000:.1f}k" if n >= 10_000 else str(n)
-
-
 def _tok(usage: Usage) -> str:
     """Tokens, marked ``~`` when some are Zero's estimate (the server reported none)."""
-    return ("~" if usage.estimated else "") + f"{_short(usage.total_tokens)} tok"
+    return ("~" if usage.estimated else "") + f"{format_tokens(usage.total_tokens)} tok"
 
 
 def _duration(seconds: float) -> str:
@@ -324,7 +329,7 @@ def _label(tree: TeamTree, node: TreeNode, now: float, ids: bool = False) -> Tex
     if node.kind == "team":  # a team spends nothing itself: its members do
         text.append(f" · {_tok(sub)} {format_cost(sub)}")
     elif node.turns or node.children:
-        turns = f"{node.turns} turn" + ("" if node.turns == 1 else "s")
+        turns = f"{node.turns:,} turn" + ("" if node.turns == 1 else "s")
         text.append(f" · {turns} · {_tok(own)} {format_cost(own)}")
         if node.children:
             text.append(" ")
@@ -347,6 +352,16 @@ def _label(tree: TeamTree, node: TreeNode, now: float, ids: bool = False) -> Tex
         text.append(" ")
         text.append(f"({printable(node.reason)})", style="dim")
     return text
+
+
+BAR_WIDTH = 24
+
+
+def _bar(fraction: float, style: str) -> Text:
+    """A budget bar whose unused part is drawn too (rich's bar draws it only as a colour, which a picture of
+    the screen, ``export_svg``, or a terminal without colours loses)."""
+    filled = int(fraction * BAR_WIDTH)  # (full only when the limit is)
+    return Text.assemble(("━" * filled, style), ("─" * (BAR_WIDTH - filled), "dim"))
 
 
 def render_tree(
@@ -395,7 +410,7 @@ def render_tree(
             style = "red" if fraction >= 1 else "yellow" if fraction >= 0.8 else "green"
             table.add_row(
                 Text(line.label),
-                ProgressBar(total=100, completed=fraction * 100, width=24, complete_style=style, finished_style=style),
+                _bar(fraction, style),
                 Text(f"{fraction:4.0%}"),
                 Text(line.text, style="dim"),
             )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from zero.sessions.fork import fork_session
 from zero.sessions.ids import new_session_id, short_id, validate_session_id
-from zero.sessions.lineage import SessionNode, lineage, session_tree
+from zero.sessions.lineage import SessionNode, lineage, session_tree, subtree_usage
 from zero.sessions.memory import MemorySessionStore
 from zero.sessions.models import (
     SessionKind,
@@ -17,12 +17,14 @@ from zero.sessions.models import (
 )
 from zero.sessions.recorder import SessionRecorder
 from zero.sessions.replay import messages_from_events
+from zero.sessions.rollup import Rollup, close_open_children, totals_json
 from zero.sessions.store import FileSessionStore, SessionStore, default_data_dir, parse_log, records_json
 from zero.sessions.workspace import same_folder, session_workspace
 
 __all__ = [
     "FileSessionStore",
     "MemorySessionStore",
+    "Rollup",
     "SessionKind",
     "SessionMetadata",
     "SessionNode",
@@ -31,6 +33,7 @@ __all__ = [
     "StoredEvent",
     "UsageTotals",
     "apply_event",
+    "close_open_children",
     "default_data_dir",
     "fork_session",
     "lineage",
@@ -44,5 +47,7 @@ __all__ = [
     "session_tree",
     "session_workspace",
     "short_id",
+    "subtree_usage",
+    "totals_json",
     "validate_session_id",
 ]

@@ -194,7 +194,7 @@ class Writer:
                     log.sync()
                     if kinds & {"lease", "repair"}:
                         self._take_lease(session_id)
-                        if log.meta.status in ("pending", "running"):  # its last run died: rebuild from the log
+                        if log.stale():  # its last run died (maybe before it wrote its metadata): rebuild
                             log.rebuild(self.redact)
                     self._write_events(log, requests)
                     if log.dirty and (any(r.write_meta for r in requests) or log.due(self.interval)):
@@ -535,13 +535,21 @@ class OpenLog:
         self.dirty = False
         self.written_at = time.monotonic()
 
+    def stale(self) -> bool:
+        """Whether the metadata of a session nobody runs may not be what its log says: it says ``running``
+        (its run died), or ``pending`` while the log holds events it does not count (a run started and died
+        before it wrote its metadata). A ``pending`` session whose log it counts never ran: it stays so."""
+        return self.meta.status == "running" or (self.meta.status == "pending" and self.seq != self.meta.event_count)
+
     def rebuild(self, redact: Callable[[Any], Any]) -> None:
         """The metadata again from the log alone (the run that wrote it died, maybe before it wrote its
-        metadata), and an event that says it ended ``interrupted``, unless it was closed before it ran."""
+        metadata), and, if a run had started, an event that says it ended ``interrupted`` (one closed before
+        it ever ran, or never started, stays ``pending``)."""
+        ran = self.meta.status == "running"  # (its metadata was written once its run started)
         with open(self.log_path, "rb") as f:
             meta = folded(self.meta, f.read(self.size), self.log_path)
         before, self.meta, self.changes = self.meta, meta, []
-        if _cut_short(meta):
+        if _cut_short(meta, ran=ran):
             end = _interrupted(self.session_id)
             record = record_of(self.session_id, self.seq + 1, now_iso(), end)
             record["payload"] = redact(record["payload"])
@@ -566,10 +574,11 @@ class OpenLog:
 _encode = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
 
 
-def _cut_short(meta: SessionMetadata) -> bool:
-    """A dead process left the session unfinished: running, or pending without its log saying (last) that it
-    was closed before it ever ran; a session that never ran stays pending."""
-    return meta.status == "running" or (meta.status == "pending" and meta.last_event_type != "status")
+def _cut_short(meta: SessionMetadata, *, ran: bool) -> bool:
+    """A dead process left the session's run unfinished: its log (``meta``, folded from it) says it runs, or
+    its metadata said so (``ran``) and the log says no end. A session that never ran stays pending, whether
+    its log says it was closed before it ran or holds only what it was made with (a fork's history)."""
+    return meta.status == "running" or (ran and not meta.finished)
 
 
 def _interrupted(session_id: str) -> StatusChanged:
@@ -585,7 +594,7 @@ def folded(meta: SessionMetadata, log: bytes, path: str | Path) -> SessionMetada
     meta = meta.model_copy(
         update={
             "status": "pending",
-            "usage": type(meta.usage)(),
+            "usage": type(meta.usage).nothing(priced=not meta.usage.partly_unpriced),  # as it was made
             "children_usage": type(meta.usage)(),
             "event_count": 0,
             "last_event_type": "",
@@ -602,12 +611,13 @@ def derive_interrupted(folder: Path) -> SessionMetadata:
     """What the repair of a dead run's session would store, derived without writing (its folder is
     read-only, or its disk full): the metadata folded from the log, ``interrupted`` if it was cut short."""
     meta = read_metadata(folder)
+    ran = meta.status == "running"
     try:
         log = (folder / "events.jsonl").read_bytes()
     except FileNotFoundError:
         log = b""
     meta = folded(meta, log, folder / "events.jsonl")
-    if _cut_short(meta):
+    if _cut_short(meta, ran=ran):
         apply_event(meta, _interrupted(meta.session_id))
     return meta
 

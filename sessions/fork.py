@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from zero.agent import Message
-from zero.errors import SessionError
+from zero.errors import SessionError, UsageError
 from zero.sessions.ids import new_session_id
 from zero.sessions.models import SessionMetadata
 from zero.sessions.replay import messages_from_events
@@ -20,7 +20,13 @@ def fork_session(
     meta = store.metadata(origin)
     events = store.events(origin)
     if at_sequence is not None and not any(e.sequence == at_sequence for e in events):
-        raise SessionError(f"session {origin} has no event {at_sequence} (it has {len(events)})")
+        last = events[-1].sequence if events else 0
+        raise UsageError(
+            f"session {origin} has no event {at_sequence}: it has {last} "
+            f"(--at takes 1 to {last}; zero sessions show {origin} numbers them)"
+            if last
+            else f"session {origin} has no events yet, so there is nothing to fork"
+        )
     kept = [e.event for e in events if at_sequence is None or e.sequence <= at_sequence]
     history = messages_from_events(kept)
     if not history:
@@ -35,7 +41,7 @@ def fork_session(
             "root_session_id": new_id,
             "depth": 0,
             "status": "pending",
-            "usage": type(meta.usage)(),
+            "usage": type(meta.usage).nothing(priced=not meta.usage.partly_unpriced),  # the origin's model
             "children_usage": type(meta.usage)(),
             "event_count": 0,
             "last_event_type": "",

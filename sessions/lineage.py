@@ -5,21 +5,34 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from zero.agent import Usage
 from zero.errors import SessionError
 from zero.sessions.models import SessionMetadata
+from zero.sessions.rollup import Rollup, totals_json
 from zero.sessions.store import SessionStore
 
-__all__ = ["SessionNode", "lineage", "session_tree"]
+__all__ = ["SessionNode", "lineage", "session_tree", "subtree_usage"]
 
 
 @dataclass
 class SessionNode:
     meta: SessionMetadata
+    rollup: Rollup
     children: list[SessionNode] = field(default_factory=list)
+
+    @property
+    def children_usage(self) -> Usage:
+        """What its descendants spent, from their own logs (see ``rollup``)."""
+        return self.rollup.below(self.meta.session_id)
+
+    @property
+    def subtree_usage(self) -> Usage:
+        return self.rollup.subtree(self.meta.session_id)
 
     def to_json(self) -> dict[str, Any]:
         data = self.meta.to_json()
-        data["subtreeUsage"] = self.meta.subtree_usage.to_json()
+        data["childrenUsage"] = totals_json(self.children_usage)
+        data["subtreeUsage"] = self.subtree_usage.to_json()
         data["children"] = [c.to_json() for c in self.children]
         return data
 
@@ -34,17 +47,24 @@ def session_tree(store: SessionStore, session_id: str) -> SessionNode:
     """``session_id`` and every session below it, oldest child first (one scan of the store)."""
     root = store.metadata(session_id)
     by_parent: dict[str, list[SessionMetadata]] = {}
-    for meta in store.list():
+    everything = [root, *(m for m in store.list() if m.session_id != session_id)]
+    for meta in everything:
         if meta.parent_session_id:
             by_parent.setdefault(meta.parent_session_id, []).append(meta)
+    rollup = Rollup.of(everything)
 
     def build(meta: SessionMetadata, seen: frozenset[str]) -> SessionNode:
         if meta.session_id in seen:
             raise SessionError(f"session {meta.session_id} is its own ancestor; its metadata is damaged")
         kids = sorted(by_parent.get(meta.session_id, []), key=lambda m: (m.created_at, m.session_id))
-        return SessionNode(meta, [build(k, seen | {meta.session_id}) for k in kids])
+        return SessionNode(meta, rollup, [build(k, seen | {meta.session_id}) for k in kids])
 
     return build(root, frozenset())
+
+
+def subtree_usage(store: SessionStore, session_id: str) -> Usage:
+    """What ``session_id`` and every session below it spent (the one fold: see ``rollup``)."""
+    return session_tree(store, session_id).subtree_usage
 
 
 def lineage(store: SessionStore, session_id: str) -> list[SessionMetadata]:

@@ -26,6 +26,7 @@ class MemorySessionStore:
 
     def __init__(self) -> None:
         self._sessions: dict[str, _Session] = {}
+        self._held: set[str] = set()
 
     def _get(self, session_id: str) -> _Session:
         try:
@@ -37,6 +38,7 @@ class MemorySessionStore:
         if validate_session_id(meta.session_id) in self._sessions:
             raise SessionError(f"session {meta.session_id} already exists")
         self._sessions[meta.session_id] = _Session(copy_metadata(meta))
+        self._held.add(meta.session_id)
         return copy_metadata(meta)
 
     def append(self, session_id: str, events: Sequence[Event]) -> SessionMetadata:
@@ -65,9 +67,13 @@ class MemorySessionStore:
 
     def acquire(self, session_id: str) -> None:
         self._get(session_id)  # one process: nobody else can hold it
+        self._held.add(session_id)
 
     def release(self, session_id: str) -> None:
-        return None
+        self._held.discard(session_id)
+
+    def held(self, session_id: str) -> bool:
+        return session_id in self._held
 
     def exists(self, session_id: str) -> bool:
         return validate_session_id(session_id) in self._sessions

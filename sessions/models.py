@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal, assert_never
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_serializer
 from pydantic.alias_generators import to_camel
 
 from zero.agent import (
@@ -70,8 +70,33 @@ class UsageTotals(_Camel):
     estimated: bool = False
 
     @classmethod
+    def nothing(cls, *, priced: bool = True) -> UsageTotals:
+        """What a session spent before its first call: nothing, at a cost that is unknown if its model has no
+        price (unknown stays unknown: an unpriced session never shows $0, calls or not)."""
+        return cls() if priced else cls(cost_usd=None, unpriced=True)
+
+    @classmethod
     def of(cls, usage: Usage) -> UsageTotals:
-        return cls.model_validate(usage.to_json())
+        return cls(
+            prompt_tokens=usage.prompt_tokens,
+            completion_tokens=usage.completion_tokens,
+            total_tokens=usage.total_tokens,
+            cached_tokens=usage.cached_tokens,
+            cost_usd=usage.cost_usd,
+            calls=usage.calls,
+            unpriced=usage.partly_unpriced,
+            estimated=usage.estimated,
+        )
+
+    @field_serializer("cost_usd")
+    def _cost(self, cost: float | None) -> float | None:
+        # Far finer than any view shows, and never a sum of rounded costs: the totals a session keeps
+        # (summed call by call) and the ledger's (summed as calls are booked) agree to the last cent shown.
+        return None if cost is None else round(cost, 10)
+
+    @property
+    def partly_unpriced(self) -> bool:
+        return self.unpriced or self.cost_usd is None
 
     def to_usage(self) -> Usage:
         return Usage.from_json(self.model_dump(by_alias=True))
@@ -83,7 +108,8 @@ class UsageTotals(_Camel):
 
 
 class SessionMetadata(_Camel):
-    """``usage`` is the session's own; ``children_usage`` the rolled-up total of its descendants."""
+    """``usage`` is the session's own; ``children_usage`` what the ``child_end`` events of its log say its
+    children spent (a view totals a subtree from the children's own logs instead: ``rollup.Rollup``)."""
 
     session_id: str
     session_kind: SessionKind = ""
@@ -110,10 +136,6 @@ class SessionMetadata(_Camel):
 
     def to_json(self) -> dict[str, Any]:
         return self.model_dump(by_alias=True, mode="json", exclude_none=True)
-
-    @property
-    def subtree_usage(self) -> Usage:
-        return self.usage.to_usage() + self.children_usage.to_usage()
 
     @property
     def finished(self) -> bool:

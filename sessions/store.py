@@ -96,6 +96,10 @@ class SessionStore(Protocol):
         """This process's run of the session is over (after everything submitted for it)."""
         ...
 
+    def held(self, session_id: str) -> bool:
+        """Whether a process (this one included) runs the session now: it holds the session."""
+        ...
+
     def exists(self, session_id: str) -> bool: ...
 
     def metadata(self, session_id: str) -> SessionMetadata: ...
@@ -196,6 +200,9 @@ class FileSessionStore:
     def release(self, session_id: str) -> None:
         self._writer.put(Request("release", self._checked(session_id), write_meta=True))
 
+    def held(self, session_id: str) -> bool:
+        return session_id in self._writer.leases or not _unheld(self.path(session_id))
+
     def _checked(self, session_id: str) -> str:
         self.path(session_id)
         return session_id
@@ -203,9 +210,10 @@ class FileSessionStore:
     # -- reading -----------------------------------------------------------------
 
     def metadata(self, session_id: str) -> SessionMetadata:
-        """The metadata, with every batch submitted before this call applied. A session left ``pending`` or
-        ``running`` by a process that died is repaired on the way: rebuilt from its log, ``interrupted`` (one
-        whose log says it was closed before it ran stays ``pending``)."""
+        """The metadata, with every batch submitted before this call applied. A session whose run a process
+        that died left ``running`` (or ``pending``, before it wrote its metadata) is repaired on the way: rebuilt
+        from its log, ``interrupted``. One that never ran (closed before it ran, or made and never run) stays
+        ``pending``."""
         folder = self.path(session_id)
         meta = self._writer.call(Request("read", session_id))
         meta = meta if meta is not None else read_metadata(folder)

@@ -42,6 +42,8 @@ from zero.sessions import (
     SessionMetadata,
     SessionRecorder,
     SessionStore,
+    UsageTotals,
+    close_open_children,
     fork_session,
     messages_from_events,
 )
@@ -107,6 +109,8 @@ class AgentSession:
         """A new session: its metadata is on disk before anything runs (``exists``: created already,
         as a team creates its members' sessions up front)."""
         if not exists:
+            if config.prices.price(config.model) is None:
+                meta = meta.model_copy(update={"usage": UsageTotals.nothing(priced=False)})
             await anyio.to_thread.run_sync(store.create, meta)
         history = [Message("system", system_prompt)]
         return cls(store, meta.session_id, config, history, recorded=0, toolsets=toolsets, relay=relay, pending=True)
@@ -127,6 +131,7 @@ class AgentSession:
         process holds the session while it runs; another process running it is an error (``SessionError``)."""
         await anyio.to_thread.run_sync(store.acquire, session_id)
         try:
+            await anyio.to_thread.run_sync(close_open_children, store, session_id)  # what a dead run left open
             history, recorded = await anyio.to_thread.run_sync(_history, store, session_id, system_prompt)
         except BaseException:
             store.release(session_id)  # not resumed: nobody runs it

@@ -171,3 +171,44 @@ def test_an_unexpected_error_is_one_line_and_debug_shows_the_traceback(workspace
     assert ran.returncode == 0 and "skipped specialist manifest" in ran.stderr
     metas = FileSessionStore(Path(os.environ["ZERO_HOME"]) / "sessions").list()
     assert all(m.status == "completed" for m in metas)  # no pending session left behind
+
+
+def test_mistakes_in_what_was_typed_are_refused_at_once_saying_what_to_type(workspace: Path, tmp_path: Path) -> None:
+    """A base URL without its scheme was retried for seconds as a server that is down, and left a failed
+    session; an event past a log's end was exit 1, a misspelt status matched nothing; a message said "the
+    prompt from prompt is empty". Each is a usage error (exit 2) that says what to type."""
+    home = Path(os.environ["ZERO_HOME"]) / "sessions"
+    done = zero("exec", "hi", "--base-url", "localhost:11434", "--cwd", str(workspace))
+    assert (done.returncode, done.stderr) == (
+        2,
+        "zero: error: --base-url 'localhost:11434' has no scheme: give the whole address, e.g. http://localhost:11434/v1\n",
+    )
+    assert not home.exists() or FileSessionStore(home).list() == []  # nothing ran
+    done = zero("exec", "hi", "--cwd", str(workspace), env={"OPENAI_BASE_URL": "ftp://example.com"})
+    assert done.stderr == (
+        "zero: error: OPENAI_BASE_URL 'ftp://example.com' is not a web address: give one that starts with http:// "
+        "or https://\n"
+    )
+    assert zero(*answering(workspace, tmp_path)).returncode == 0
+    [meta] = FileSessionStore(home).list()
+    done = zero("sessions", "fork", meta.session_id, "--at", "999")
+    last = meta.event_count
+    assert (done.returncode, done.stderr) == (
+        2,
+        f"zero: error: session {meta.session_id} has no event 999: it has {last} (--at takes 1 to {last}; "
+        f"zero sessions show {meta.session_id} numbers them)\n",
+    )
+    done = zero("sessions", "list", "--status", "interupted")
+    assert done.returncode == 2
+    assert done.stderr.startswith("zero: error: --status 'interupted' is not a status (did you mean \"interrupted\"?)")
+    done = zero("sessions", "rm", meta.session_id)
+    assert done.stderr == "zero: error: removing 1 session needs --yes when there is no terminal to ask\n"
+    (tmp_path / "empty.txt").write_text("")
+    fix = ": give the prompt as an argument, with --file, or on standard input\n"
+    for argv, said in (
+        (["exec", "  "], "the prompt argument is blank"),
+        (["exec"], "standard input is empty"),
+        (["exec", "--file", str(tmp_path / "empty.txt")], f"the file {tmp_path / 'empty.txt'} is empty"),
+    ):
+        done = zero(*argv, *scripted(tmp_path / "ok.toml", workspace))
+        assert (done.returncode, done.stderr) == (2, f"zero: error: {said}{fix}"), argv

@@ -306,7 +306,7 @@ def test_the_readme_main_command_runs_the_demo_team_offline() -> None:
     done = zero(*args, cwd=REPO)
     assert done.returncode == 0, done.stderr
     assert "team repo-review · completed" in done.stdout
-    assert re.search(r"Totals: tokens \d+ of 400000 · cost \$0\.\d{4} of \$1\.00", done.stdout)
+    assert re.search(r"Totals: tokens [\d,]+ of 400,000 · cost \$0\.\d{4} of \$1\.00", done.stdout)
 
 
 PIPE_TEAM = """

@@ -11,7 +11,7 @@ from support.teams import CHAIN, member, run_team, team_file
 from zero.agent import PriceTable, ScriptedProvider, ScriptToolCall, ScriptTurn
 from zero.agent.providers.scripted import ScriptError, ScriptUsage
 from zero.orchestrator import TeamBudget, TeamRunner, build_plan
-from zero.sessions import FileSessionStore
+from zero.sessions import FileSessionStore, session_tree
 from zero.specialists import AgentContext, SpecialistRegistry
 from zero.tools import Workspace
 
@@ -68,7 +68,8 @@ async def test_a_diamond_runs_in_waves_and_passes_outputs_on(workspace: Path, tm
     kids = [m for m in store.list() if m.parent_session_id == runner.session_id]
     assert sorted(k.member_name for k in kids) == ["a", "b", "c", "d"]
     assert all(k.session_kind == "member" and k.root_session_id == runner.session_id for k in kids)
-    assert team.subtree_usage.total_tokens == sum(k.usage.total_tokens for k in kids)
+    assert team.children_usage.total_tokens == sum(k.usage.total_tokens for k in kids)
+    assert session_tree(store, runner.session_id).subtree_usage == result.usage
 
 
 async def test_a_large_teams_prompts_name_dependencies_first_and_count_the_rest(

@@ -148,6 +148,15 @@ def test_a_team_whose_budget_ran_out() -> None:
     check("budget_exhausted", render(tree, budget(19_800, 0.0089, 9, 9.5)))
 
 
+def test_a_budget_bar_keeps_its_unused_part_in_a_picture() -> None:
+    """rich's bar draws its unused part only as a colour: ``sessions tree --svg`` showed a quarter-full bar
+    as a short line with nothing after it."""
+    console = Console(file=io.StringIO(), record=True, width=100)
+    console.print(render_tree(running(Clock()), budget=budget(5_000, 0.0023, 4, 7.5)))
+    svg = console.export_svg()
+    assert "━" * 6 + "<" in svg and ">" + "─" * 18 + "<" in svg  # tokens: 25 % of 24 cells used, 18 left
+
+
 def test_finished_siblings_fold_when_the_screen_is_full() -> None:
     clock = Clock()
     tree = TeamTree(TreeNode("t", "big", "team", status="running", started=clock.now), clock)

@@ -53,6 +53,7 @@ from zero.sessions import (
     SessionRecorder,
     SessionStore,
     messages_from_events,
+    session_tree,
 )
 
 FIXTURE = Path(__file__).parent / "fixtures" / "v1" / "sessions"
@@ -273,4 +274,7 @@ def test_a_session_file_from_before_the_change_still_loads(tmp_path: Path) -> No
         ("reader", "failed"),
         ("writer", "completed"),
     ]
-    assert tree.subtree_usage(tree.root_id).total_tokens == metas["team"].subtree_usage.total_tokens == 876
+    team = metas["team"]
+    logged = team.usage.to_usage() + team.children_usage.to_usage()
+    assert tree.subtree_usage(tree.root_id).total_tokens == logged.total_tokens == 876
+    assert session_tree(store, team.session_id).subtree_usage.total_tokens == 876

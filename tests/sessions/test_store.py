@@ -187,6 +187,28 @@ def test_appending_to_a_missing_session_is_a_session_error(store: SessionStore) 
         store.append("nope", [tick("nope", "x")])
 
 
+def test_a_session_that_never_ran_stays_pending_and_one_whose_run_died_is_interrupted(tmp_path: Path) -> None:
+    """A session nobody runs was read as a crash whatever its log said: a fork not yet run, a shell session
+    left through /clear, a member whose team never reached it said "interrupted"."""
+    ours = SessionStore(tmp_path / "sessions")
+    never, died, lagged = make(ours), make(ours), make(ours)
+    made = (ours.path(lagged) / "metadata.json").read_bytes()  # says pending
+    ours.append(never, [say(never, "the history a fork copies")])
+    for sid in (died, lagged):
+        ours.append(sid, [RunStarted(session_id=sid, provider="scripted", model="m", cwd="/repo")])
+    for sid in (never, died, lagged):
+        ours.release(sid)
+    ours.flush()
+    (ours.path(lagged) / "metadata.json").write_bytes(made)  # its run died before it wrote its metadata
+    theirs = SessionStore(tmp_path / "sessions")  # another process, after this one's runs ended
+    assert theirs.metadata(never).status == "pending"
+    assert [e.event.kind for e in theirs.events(never)] == ["message"]  # nothing written by the reading
+    for sid in (died, lagged):
+        assert theirs.metadata(sid).status == "interrupted"
+        assert [e.event.kind for e in theirs.events(sid)] == ["run_start", "status"]
+    assert {m.session_id: m.status for m in theirs.list()}[never] == "pending"
+
+
 def test_list_returns_sessions_newest_first_and_skips_damaged_ones(store: SessionStore) -> None:
     first = make(store, title="first")
     second = make(store, title="second")

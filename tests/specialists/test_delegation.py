@@ -125,11 +125,13 @@ async def test_usage_rolls_up_exactly_once(workspace: Path, tmp_path: Path) -> N
     root = h.store.metadata(h.session_id)
     children = h.children()
     own = [root.usage.to_usage()] + [c.usage.to_usage() for c in children]
-    assert root.subtree_usage.total_tokens == sum(u.total_tokens for u in own)
-    assert root.subtree_usage.cost_usd == pytest.approx(sum(u.cost_usd or 0 for u in own))
+    logged = root.usage.to_usage() + root.children_usage.to_usage()  # what the parent's child_end events say
+    tree = session_tree(h.store, h.session_id)  # what the children's own logs say
+    assert tree.subtree_usage.total_tokens == logged.total_tokens == sum(u.total_tokens for u in own)
+    assert tree.subtree_usage.cost_usd == pytest.approx(sum(u.cost_usd or 0 for u in own))
+    assert logged.cost_usd == pytest.approx(sum(u.cost_usd or 0 for u in own))
     assert root.children_usage.calls == 6 and root.usage.calls == 2
-    tree = session_tree(h.store, h.session_id)
-    assert sum(n.meta.usage.total_tokens for n in tree.walk()) == root.subtree_usage.total_tokens
+    assert sum(n.meta.usage.total_tokens for n in tree.walk()) == tree.subtree_usage.total_tokens
     ends = [e for e in h.log(h.session_id) if e.kind == "child_end"]
     assert sum(e.usage.total_tokens for e in ends) == root.children_usage.total_tokens
 

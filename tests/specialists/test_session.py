@@ -10,8 +10,8 @@ import pytest
 from support.mounts import fill, tmpfs
 
 from zero.agent import Event, ScriptedProvider, ScriptMatch, ScriptToolCall, ScriptTurn, WarningRaised
-from zero.errors import SessionError, SessionWriteError
-from zero.sessions import FileSessionStore, MemorySessionStore, SessionStore, messages_from_events
+from zero.errors import SessionWriteError, UsageError
+from zero.sessions import FileSessionStore, MemorySessionStore, SessionStore, messages_from_events, subtree_usage
 from zero.specialists import AgentContext, SpecialistRegistry, open_agent, resume_agent
 from zero.specialists.session import AgentSession
 from zero.tools import Workspace
@@ -71,7 +71,8 @@ async def test_a_session_in_memory_runs_delegates_and_resumes(workspace: Path) -
     }
     meta = store.metadata(session.session_id)
     assert meta.status == "completed" and meta.children_usage.calls == 1 and meta.usage.calls == 2
-    assert session.run_usage.total_tokens == meta.subtree_usage.total_tokens
+    assert session.run_usage.total_tokens == (meta.usage.to_usage() + meta.children_usage.to_usage()).total_tokens
+    assert session.run_usage == subtree_usage(store, session.session_id)
     # resumed: a second run on the same session sees the whole history
     again = await resume_agent(ctx, session.session_id, permission_mode="auto", max_turns=5)
     async with again:
@@ -102,7 +103,7 @@ async def test_fork_at_an_event_keeps_the_history_up_to_it(workspace: Path) -> N
     history = messages_from_events(e.event for e in store.events(fork.session_id))
     assert [m.content for m in history][1:] == ["one", "first", "other", "forked"]
     assert history[0].role == "system" and history[0].content.startswith("sys")
-    with pytest.raises(SessionError, match="has no event 999"):
+    with pytest.raises(UsageError, match="has no event 999"):
         await AgentSession.fork(store, session.session_id, session.agent.config, at_sequence=999)
 
 

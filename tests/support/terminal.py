@@ -6,12 +6,16 @@ import os
 import re
 import signal
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pexpect
 import pyte
 
 from support.cli import ZERO
+
+TIMEOUT = 30.0
+"""How long a wait may take before it fails: long, since it bounds only a failure (see ``wait_until``)."""
 
 # Escape sequences: CSI (cursor, colours, modes), OSC (titles, ending in BEL or ST), and two-byte ones.
 _CONTROL = re.compile(
@@ -64,22 +68,29 @@ class Terminal:
         plain = _CONTROL.sub("", self.log.decode("utf-8", errors="replace")).replace("\r\n", "\n")
         return "\n".join(line.rstrip() for line in plain.replace("\r", "\n").splitlines() if line.strip())
 
-    def wait_for(self, needle: str, timeout: float = 10.0, *, everything: bool = False) -> str:
+    def wait_for(self, needle: str, timeout: float = TIMEOUT, *, everything: bool = False) -> str:
         """Wait until ``needle`` is on the screen (or anywhere in the output, with ``everything``)."""
+        return self.wait_until(lambda seen: needle in seen, repr(needle), timeout, everything=everything)
+
+    def wait_until(
+        self, shown: Callable[[str], object], what: str, timeout: float = TIMEOUT, *, everything: bool = False
+    ) -> str:
+        """Wait until ``shown(the screen)`` holds (or ``shown(all the output)``, with ``everything``). ``timeout``
+        only bounds a failure: a test goes on the moment the screen says so, however slow the machine."""
         deadline = time.monotonic() + timeout
         while True:
             self.pump()
             seen = self.text() if everything else self.screen()
-            if needle in seen:
+            if shown(seen):
                 return seen
             if time.monotonic() > deadline or not self.child.isalive() and not self._pending():
-                raise AssertionError(f"{needle!r} never appeared; the screen:\n{self.screen()}")
+                raise AssertionError(f"{what} never appeared; the screen:\n{self.screen()}")
 
     def cursor_line(self) -> str:
         """The line the cursor is on (where the shell waits for an answer)."""
         return str(self.screen_.display[self.screen_.cursor.y])
 
-    def wait_prompt(self, timeout: float = 10.0) -> str:
+    def wait_prompt(self, timeout: float = TIMEOUT) -> str:
         """Wait until the cursor sits on an empty prompt: the shell is ready for a message."""
         deadline = time.monotonic() + timeout
         while True:
@@ -114,7 +125,7 @@ class Terminal:
         self.child.close()
         return int(self.child.exitstatus if self.child.exitstatus is not None else -(self.child.signalstatus or 0))
 
-    def wait_exit(self, timeout: float = 10.0) -> int:
+    def wait_exit(self, timeout: float = TIMEOUT) -> int:
         deadline = time.monotonic() + timeout
         while self.child.isalive():
             self.pump()
