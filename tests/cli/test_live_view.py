@@ -8,9 +8,8 @@ import subprocess
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-import pexpect
-import pyte
 from support.cli import ZERO, zero
+from support.terminal import Terminal
 
 from zero.sessions import FileSessionStore
 
@@ -26,44 +25,63 @@ def slow_script(tmp_path: Path, delay: float = 0.15) -> str:
     return str(path)
 
 
-def test_the_live_tree_in_a_terminal(tmp_path: Path) -> None:
-    rows, cols = 40, 130
-    screen = pyte.Screen(cols, rows)
-    stream = pyte.ByteStream(screen)
-    child = pexpect.spawn(
-        ZERO,
-        ["swarm", "run", TEAM, "--provider", "scripted", "--script", slow_script(tmp_path)],
-        cwd=str(REPO),
-        # the terminal's own size: a COLUMNS left in the environment (pytest-xdist sets one) would win
-        env={k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")},
-        dimensions=(rows, cols),
-    )
-    frames: list[str] = []
-    while True:
-        try:
-            data = child.read_nonblocking(65536, timeout=10)
-        except pexpect.EOF:
-            break
-        # Under load one read can hold several redraws: look at the screen after each line drawn.
-        for piece in re.split(rb"(?<=\n)", data):
-            stream.feed(piece)
-            if b"reviewer" in piece or b"model calls" in piece:
-                frames.append("\n".join(screen.display))
-        frames.append("\n".join(screen.display))
-    child.close()
-    assert child.exitstatus == 0
+GATED_TEAM = """
+name = "gated"
+[defaults]
+model = "gpt-4.1-mini"
+[budget]
+turns = 20
+[[members]]
+name = "mapper"
+specialist = "tester"
+prompt = "Map."
+[[members]]
+name = "reviewer"
+specialist = "tester"
+depends_on = ["mapper"]
+prompt = "Review: {{ mapper.output }}"
+"""
+GATED_SCRIPT = "".join(
+    f"""
+[[turns]]
+match = {{ system = 'You are "{name}"', turn = 1 }}
+tool_calls = [{{ name = "bash", arguments = {{ command = "until [ -e {gate} ]; do sleep 0.01; done" }} }}]
+[[turns]]
+match = {{ system = 'You are "{name}"', turn = 2 }}
+text = "{name} done"
+"""
+    for name, gate in (("mapper", "mapped"), ("reviewer", "reviewed"))
+)
 
-    def row(frame: str, member: str) -> str:
-        return next((line for line in frame.splitlines() if re.search(rf"[├└]── . {member} ·", line)), "")
 
-    reviewer = [row(f, "reviewer") for f in frames if row(f, "reviewer")]
-    assert any("waiting for mapper" in r for r in reviewer)  # pending first
-    assert any(re.search(r"[⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏] reviewer", r) for r in reviewer)  # then running
-    assert any("✓ reviewer" in r and "completed" in r for r in reviewer)  # then done
-    turns = [int(m.group(1)) for f in frames for m in [re.search(r"(\d+) / 80 model calls", f)] if m]
-    assert len(set(turns)) >= 3 and turns[-1] == max(turns) == 9  # the budget bar moved, to the end
-    final = frames[-1]
-    assert "team repo-review · completed" in final and "Totals: tokens" in final
+def test_the_live_tree_in_a_terminal(workspace: Path, tmp_path: Path) -> None:
+    """Each member waits (in a command) for a file the test makes once the screen shows the state before:
+    the test sees every state however slow the machine, and never waits for a time to pass."""
+    team, script = tmp_path / "team.toml", tmp_path / "s.toml"
+    team.write_text(GATED_TEAM)
+    script.write_text(GATED_SCRIPT)
+    term = Terminal("swarm", "run", str(team), "--provider", "scripted", "--script", str(script), cwd=workspace)
+
+    def row(screen: str, member: str) -> str:
+        return next((line for line in screen.splitlines() if re.search(rf"[├└]── . {member} ·", line)), "")
+
+    try:
+        screen = term.wait_until(
+            lambda s: "waiting for mapper" in row(s, "reviewer") and "until [ -e mapped ]" in row(s, "mapper"),
+            "the reviewer waiting for the mapper at work",
+        )
+        assert re.search(r"[⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏] mapper", row(screen, "mapper")) and "1 / 20 model calls" in screen
+        (workspace / "mapped").touch()
+        screen = term.wait_until(lambda s: "until [ -e reviewed ]" in row(s, "reviewer"), "the reviewer at work")
+        assert re.search(r"[⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏] reviewer", row(screen, "reviewer")) and "3 / 20 model calls" in screen
+        assert "✓ mapper" in row(screen, "mapper") and row(screen, "mapper").endswith("· completed")
+        (workspace / "reviewed").touch()
+        assert term.wait_exit() == 0
+    finally:
+        term.close()
+    final = term.screen()
+    assert "✓ reviewer" in row(final, "reviewer") and "4 / 20 model calls" in final  # the budget bar, to the end
+    assert "team gated · completed" in final and "Totals: tokens" in final
 
 
 def test_without_a_terminal_one_plain_line_per_state_change(tmp_path: Path) -> None:
@@ -87,6 +105,8 @@ def test_without_a_terminal_one_plain_line_per_state_change(tmp_path: Path) -> N
         "reporter",
     ] or len(changes) == 9
     assert sum(" running (" in c for c in changes) == 4 and sum(" completed · " in c for c in changes) == 4
+    assert any(re.search(r" completed · \d,\d{3} tokens · \$", c) for c in changes)  # as every view counts
+    assert not any(re.search(r"\d{4} tokens", c) for c in changes)
     no_live = zero("swarm", "run", TEAM, "--provider", "scripted", "--script", slow_script(tmp_path, 0.0), "--no-live")
     assert no_live.returncode == 0 and "\x1b" not in no_live.stderr
 
@@ -123,7 +143,7 @@ def test_the_tree_from_disk_as_text_and_svg(tmp_path: Path) -> None:
 
 def summary(text: str) -> list[tuple[str, str, str]]:
     """(member, tokens, cost) of each member line of a drawn tree, and its status glyph."""
-    return re.findall(r"── ([✓✗■$↷]) ([a-z]+)(?: [0-9a-f]{8})? · .*?(\d+ tok \$[\d.]+|\d+ tok unknown)", text)
+    return re.findall(r"── ([✓✗■$↷]) ([a-z]+)(?: [0-9a-f]{8})? · .*?([\d,]+ tok \$[\d.]+|[\d,]+ tok unknown)", text)
 
 
 def test_watch_shows_what_the_run_and_the_tree_from_disk_show(tmp_path: Path) -> None:
@@ -151,7 +171,7 @@ def test_watch_shows_what_the_run_and_the_tree_from_disk_show(tmp_path: Path) ->
     assert summary(running.stdout.split("repo-review")[-1]) == summary(tree.stdout) == summary(finished.stdout)
     assert len(summary(tree.stdout)) == 4
     totals = [
-        re.search(r"repo-review(?: [0-9a-f]{8})? · [^\n]*?(\d+ tok \$[\d.]+)", t.stdout)
+        re.search(r"repo-review(?: [0-9a-f]{8})? · [^\n]*?([\d,]+ tok \$[\d.]+)", t.stdout)
         for t in (running, finished, tree)
     ]
     assert len({m.group(1) for m in totals if m}) == 1 and all(totals)  # the team's total too

@@ -7,7 +7,6 @@ import json
 import os
 import re
 import subprocess
-import time
 from pathlib import Path
 
 from support.cli import write_script, zero
@@ -29,16 +28,20 @@ text = "The answer is **42**."
 match = { last = "Review and map", turn = 1 }
 text = "Two specialists at once."
 tool_calls = [
-  { name = "Task", arguments = { name = "explorer", description = "map src", prompt = "Map src." } },
-  { name = "Task", arguments = { name = "code-review", description = "review src", prompt = "Review src." } },
+  { name = "Task", arguments = { name = "worker", description = "map src", prompt = "Map src." } },
+  { name = "Task", arguments = { name = "tester", description = "review src", prompt = "Review src." } },
 ]
 [[turns]]
-match = { system = "You are the explorer" }
-delay = 0.6
+match = { user = "Map src", turn = 1 }
+tool_calls = [{ name = "bash", arguments = { command = "until [ -e go ]; do sleep 0.01; done" } }]
+[[turns]]
+match = { user = "Map src", turn = 2 }
 text = "src holds app.py."
 [[turns]]
-match = { system = "You are the code reviewer" }
-delay = 0.6
+match = { user = "Review src", turn = 1 }
+tool_calls = [{ name = "bash", arguments = { command = "until [ -e go ]; do sleep 0.01; done" } }]
+[[turns]]
+match = { user = "Review src", turn = 2 }
 text = "One TODO in app.py."
 [[turns]]
 match = { last = "One TODO", turn = 2 }
@@ -115,6 +118,12 @@ def shell(workspace: Path, script: Path, *args: str) -> Terminal:
     return Terminal("--provider", "scripted", "--script", str(script), *args, cwd=workspace)
 
 
+def answer(term: Terminal, key: str) -> None:
+    """Press ``key`` once the shell asks (its cursor on the question)."""
+    term.wait_until(lambda _: term.cursor_line().startswith("allow? "), "the question")
+    term.type(key, enter=False)
+
+
 def test_a_session_in_the_shell(workspace: Path, tmp_path: Path) -> None:
     (workspace / "AGENTS.md").write_text("Always answer in English.")
     script = write_script(tmp_path / "s.toml", SCRIPT + MORE)
@@ -128,33 +137,32 @@ def test_a_session_in_the_shell(workspace: Path, tmp_path: Path) -> None:
         screen = term.wait_for("The answer is 42.")
         assert "Let me read the README." in screen and "→ read_file README.md" in screen
         assert "**42**" not in screen  # Markdown, rendered
-        # two Task children in one turn: both on screen at once while they run, then one line each
+        # two Task children in one turn: both on screen at once while they run (each waits for the file "go",
+        # made once the screen shows both), then one line each
         term.type("Review and map the code")
-        spinning = [re.compile(rf"[⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏] {name} · ") for name in ("explorer", "code-review")]
-        deadline = time.monotonic() + 5
-        live = term.screen()
-        while not all(p.search(live) for p in spinning):  # both children running, drawn at the same time
-            assert time.monotonic() < deadline and "⇠" not in live, live
-            term.pump(0.05)
-            live = term.screen()
-        done = term.wait_for("Both reported.", timeout=15)
-        ends = re.findall(r"⇠ (explorer|code-review) completed · [\d.]+ s · [\d,]+ tokens · unknown · child_\w+", done)
-        assert sorted(ends) == ["code-review", "explorer"]
+        spinning = [re.compile(rf"[⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏] {name} · .*until \[ -e go \]") for name in ("worker", "tester")]
+        live = term.wait_until(lambda screen: all(p.search(screen) for p in spinning), "both children running")
+        assert "⇠" not in live
+        (workspace / "go").touch()
+        done = term.wait_for("Both reported.")
+        ends = re.findall(r"⇠ (worker|tester) completed · [\d.]+ s · [\d,]+ tokens · unknown · child_\w+", done)
+        assert sorted(ends) == ["tester", "worker"]
         # ask mode: one write approved, one denied with a note the model reads
         term.type("/permission ask")
         term.wait_for("permission mode: ask")
         term.type("Write the files")
         term.wait_for("allow? [y] once")
         assert "+alpha" in term.screen()  # the write shown as a diff
-        term.type("y", enter=False)
+        answer(term, "y")
         term.wait_for("b/b.txt")
-        term.type("n", enter=False)
+        answer(term, "n")
         term.wait_for("a note for the model")
         term.type("not b, please")
         term.wait_for("I wrote a.txt only.")
         assert (workspace / "a.txt").read_text() == "alpha" and not (workspace / "b.txt").exists()
         # Ctrl-C during a long command: back at the prompt, the turn cancelled, the command gone
         term.type("/permission auto")
+        term.wait_for("permission mode: auto")
         term.type("Run the long job")
         term.wait_for("→ bash sleep 31.7")
         term.interrupt()
@@ -169,7 +177,7 @@ def test_a_session_in_the_shell(workspace: Path, tmp_path: Path) -> None:
         cost = term.wait_for("with children")
         own, total = (int(n.replace(",", "")) for n in re.findall(r"([\d,]+) tokens", cost.split("/cost")[-1])[:2])
         term.type("/agents")
-        agents = term.wait_for("code-review ")
+        agents = term.wait_for("tester ")
         tree = json.loads(zero("sessions", "tree", session_id, "--json").stdout)
         assert tree["usage"]["totalTokens"] == own and tree["subtreeUsage"]["totalTokens"] == total
         for child in tree["children"]:
@@ -185,13 +193,13 @@ def test_a_session_in_the_shell(workspace: Path, tmp_path: Path) -> None:
         asked_before = term.text().count("needs approval")
         term.type("Check twice")
         term.wait_for("$ echo checking one")
-        term.type("a", enter=False)  # always, for `echo checking ...` in this session: the second call is not asked
+        answer(term, "a")  # always, for `echo checking ...` in this session: the second call is not asked
         term.wait_for("Checked twice.")
         assert term.text().count("needs approval") == asked_before + 1
         term.type("Ask the worker")
         asked = term.wait_for("write_file (worker) needs approval")
         assert "+gamma" in asked  # the child's request, named, with its diff
-        term.type("y", enter=False)
+        answer(term, "y")
         term.wait_for("The worker is done.")
         assert (workspace / "c.txt").read_text() == "gamma"
         term.type("/permission unsafe")  # never above the mode the shell started with
@@ -252,7 +260,7 @@ def test_text_streams_onto_the_screen_before_the_message_completes(workspace: Pa
             term.type("Talk slowly")
             partial = term.wait_for("word5 ")
             assert "word19" not in partial  # shown while it streams, not at the end
-            term.wait_for("word19", timeout=15)
+            term.wait_for("word19")
             term.type("/exit")
             assert term.wait_exit() == 0
         finally:

@@ -85,7 +85,7 @@ def test_the_shell_habits(workspace: Path, tmp_path: Path) -> None:
             term.pump(0.1)
             if (value := elapsed(term.screen())) is not None:
                 seen.append(value)
-        term.wait_for("Sessions are written by sessions/_writer.py.", timeout=15)
+        term.wait_for("Sessions are written by sessions/_writer.py.")
         term.wait_prompt()
         term.type("/cost")
         cost = term.wait_for("with children")
