@@ -11,7 +11,7 @@ from pathlib import Path
 from support.cli import ZERO, zero
 from support.terminal import Terminal
 
-from zero.sessions import FileSessionStore
+from zero.sessions import FileSessionStore, SessionMetadata
 
 REPO = Path(__file__).resolve().parents[2]
 TEAM = str(REPO / "manifests/teams/repo-review.toml")
@@ -180,3 +180,15 @@ def test_watch_shows_what_the_run_and_the_tree_from_disk_show(tmp_path: Path) ->
     refused = zero("swarm", "watch", member.session_id)
     assert refused.returncode == 2
     assert f"zero swarm watch {team_id}" in refused.stderr and "is a member of the run" in refused.stderr
+
+
+def test_watching_a_run_that_never_started_ends_at_once(tmp_path: Path) -> None:
+    """A team session its process left before its first event (killed as it began) is pending, and nothing
+    runs it: the watch says so and ends, rather than wait for ever."""
+    store = FileSessionStore(Path(os.environ["ZERO_HOME"]) / "sessions")
+    store.create(SessionMetadata(session_id="team_1", session_kind="team", team_name="stillborn"))
+    store.release("team_1")
+    store.flush()
+    done = zero("swarm", "watch", "last")
+    assert done.returncode == 1 and "○ stillborn" in done.stdout
+    assert done.stderr == "zero: error: the run team_1 never started, and no process runs it\n"

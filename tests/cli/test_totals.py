@@ -133,6 +133,12 @@ def views(session_id: str) -> tuple[int, float | None]:
     return tokens, cost
 
 
+def _logged_children(session_id: str) -> int:
+    """The tokens the ``child_end`` events of a session's own log add up to (its metadata's childrenUsage)."""
+    shown = json.loads(zero("sessions", "show", session_id, "--json").stdout)
+    return int(shown["metadata"]["childrenUsage"]["totalTokens"])
+
+
 def _members(tree: dict[str, Any]) -> dict[str, int]:
     return {c["memberName"]: c["subtreeUsage"]["totalTokens"] for c in tree["children"]}
 
@@ -155,9 +161,10 @@ def test_a_team_killed_resumed_and_forked_shows_one_total_everywhere(workspace: 
             break
     run.kill()
     run.communicate()
-    # 2. resumed: b goes on (its child ended interrupted), c fails; the result says what the logs hold
+    # 2. resumed: b goes on (its child ended interrupted), c fails (the model refuses its call: exit 3); the
+    # result says what the logs hold
     first = zero("swarm", "resume", "last", *flags, "--output-format", "json")
-    assert first.returncode == 1, first.stderr
+    assert first.returncode == 3, first.stderr
     result = json.loads(first.stdout)
     team_id = result["sessionId"]
     tokens, cost = views(team_id)
@@ -165,13 +172,16 @@ def test_a_team_killed_resumed_and_forked_shows_one_total_everywhere(workspace: 
     assert (result["budget"]["used"]["tokens"], result["budget"]["used"]["costUsd"]) == (tokens, cost)
     tree = json.loads(zero("sessions", "tree", team_id, "--json").stdout)
     assert {m["name"]: m["usage"]["totalTokens"] for m in result["members"]} == _members(tree)
+    members = {c["memberName"]: c["sessionId"] for c in tree["children"]}
     b = next(c for c in tree["children"] if c["memberName"] == "b")
     [child] = b["children"]
     assert child["status"] == "interrupted" and child["usage"]["totalTokens"] > 0
     assert b["subtreeUsage"]["totalTokens"] == b["usage"]["totalTokens"] + child["usage"]["totalTokens"]
-    # the parents' own logs now say so too: the dead run's open children got their child_end
-    assert b["childrenUsage"]["totalTokens"] == child["usage"]["totalTokens"]
-    assert tree["childrenUsage"]["totalTokens"] == tokens
+    # the parents' own logs add up too: the dead run's open children got their child_end
+    assert _logged_children(members["b"]) == child["usage"]["totalTokens"]
+    assert _logged_children(team_id) == tokens
+    done = [line for line in zero("sessions", "tree", team_id).stdout.splitlines() if "✓" in line]
+    assert len(done) == 2 and all(line.endswith("· completed") for line in done)  # no reason of a run before
     # 3. resumed again with the live view: a and b stay completed, c runs; its footer is the same fold
     out, err = _Terminal(), io.StringIO()
     os.environ["COLUMNS"] = "120"
@@ -192,7 +202,6 @@ def test_a_team_killed_resumed_and_forked_shows_one_total_everywhere(workspace: 
     assert len(done) == 4 and all(line.endswith("· completed") for line in done)  # no reason of a run before
     assert f"Totals: tokens {tokens:,} of 100,000 · cost ${cost:.4f} of $1.00" in screen
     # 4. forked: a session of its own, pending until it runs; the team's totals stay
-    members = {c["memberName"]: c["sessionId"] for c in tree["children"]}
     forked = zero("sessions", "fork", members["b"], "--json")
     fork = json.loads(forked.stdout)
     assert forked.returncode == 0 and fork["status"] == "pending"
@@ -258,6 +267,7 @@ def test_a_shell_session_killed_with_a_child_open_shows_one_total_everywhere(wor
         assert tokens > 0 and _bar(term) == (tokens, f"${cost:.4f}") == _cost(term)
         [child] = json.loads(zero("sessions", "tree", session_id, "--json").stdout)["children"]
         assert child["status"] == "interrupted" and 0 < child["usage"]["totalTokens"] < tokens
+        assert _logged_children(session_id) == child["usage"]["totalTokens"]  # its child_end, recorded
         term.type("And now?")
         term.wait_for("All done.")
         term.wait_prompt()
@@ -289,6 +299,6 @@ def test_an_unpriced_model_costs_unknown_in_every_view_calls_or_not(workspace: P
     fork = json.loads(zero("sessions", "fork", members["a"], "--json").stdout)
     for sid in (result["sessionId"], members["b"], fork["sessionId"]):
         assert views(sid)[1] is None, sid
-    rows = [line for line in zero("sessions", "list").stdout.splitlines()[1:]]
+    rows = zero("sessions", "list").stdout.splitlines()[1:]
     assert len(rows) == 4 and all(" unknown " in row for row in rows), rows
     assert "$0.0000" not in zero("sessions", "tree", result["sessionId"]).stdout
