@@ -71,7 +71,7 @@ class Transcript:
     def _with_children(self, session_id: str) -> Usage:
         """What the session and every session below it spent (the fold every view totals with)."""
         if self._rollup is None:
-            self._rollup = Rollup.of([*self.store.list(), self.store.metadata(session_id)])
+            self._rollup = Rollup.of_rows([self.store.metadata(session_id).to_json(), *self.store.rows()])
         return self._rollup.subtree(session_id)
 
     def lines(self, session_id: str, depth: int = 0) -> Iterator[str]:

@@ -7,6 +7,7 @@ from typing import Any
 
 from zero.agent import Usage
 from zero.errors import SessionError
+from zero.sessions.index import Row
 from zero.sessions.models import SessionMetadata
 from zero.sessions.rollup import Rollup, totals_json
 from zero.sessions.store import SessionStore
@@ -46,18 +47,19 @@ class SessionNode:
 def session_tree(store: SessionStore, session_id: str) -> SessionNode:
     """``session_id`` and every session below it, oldest child first (one scan of the store)."""
     root = store.metadata(session_id)
-    by_parent: dict[str, list[SessionMetadata]] = {}
-    everything = [root, *(m for m in store.list() if m.session_id != session_id)]
-    for meta in everything:
-        if meta.parent_session_id:
-            by_parent.setdefault(meta.parent_session_id, []).append(meta)
-    rollup = Rollup.of(everything)
+    rows = [root.to_json(), *(r for r in store.rows() if r.get("sessionId") != session_id)]
+    by_parent: dict[str, list[Row]] = {}
+    for row in rows:
+        if parent := row.get("parentSessionId"):
+            by_parent.setdefault(str(parent), []).append(row)
+    rollup = Rollup.of_rows(rows)  # (only the sessions of this tree are read whole)
 
     def build(meta: SessionMetadata, seen: frozenset[str]) -> SessionNode:
         if meta.session_id in seen:
             raise SessionError(f"session {meta.session_id} is its own ancestor; its metadata is damaged")
-        kids = sorted(by_parent.get(meta.session_id, []), key=lambda m: (m.created_at, m.session_id))
-        return SessionNode(meta, rollup, [build(k, seen | {meta.session_id}) for k in kids])
+        kids = sorted(by_parent.get(meta.session_id, []), key=lambda r: (r.get("createdAt", ""), r["sessionId"]))
+        below = seen | {meta.session_id}
+        return SessionNode(meta, rollup, [build(SessionMetadata.model_validate(k), below) for k in kids])
 
     return build(root, frozenset())
 

@@ -9,6 +9,7 @@ from zero.agent import Event
 from zero.errors import SessionError
 from zero.sessions._writer import copy_metadata
 from zero.sessions.ids import validate_session_id
+from zero.sessions.index import Row
 from zero.sessions.models import SessionMetadata, StoredEvent, apply_event, now_iso
 
 __all__ = ["MemorySessionStore"]
@@ -87,6 +88,9 @@ class MemorySessionStore:
     def events_since(self, session_id: str, cursor: int) -> tuple[list[StoredEvent], int]:
         events = self._get(session_id).events
         return events[cursor:], len(events)
+
+    def rows(self) -> list[Row]:
+        return [m.to_json() for m in self.list()]
 
     def list(self) -> list[SessionMetadata]:
         found = [copy_metadata(s.meta) for s in self._sessions.values()]

@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from zero.agent import ChildFinished, ChildStarted, Usage
-from zero.sessions.models import SessionMetadata, UsageTotals
+from zero.sessions.models import UsageTotals
 from zero.sessions.store import SessionStore
 
 __all__ = ["Rollup", "close_open_children", "totals_json"]
@@ -29,15 +29,13 @@ class Rollup:
         self._below: dict[str, Usage] = {}
 
     @classmethod
-    def of(cls, sessions: Iterable[SessionMetadata]) -> Rollup:
-        metas = {m.session_id: m for m in sessions}
-        links = ((m.session_id, m.parent_session_id) for m in metas.values())
-        return cls(lambda sid: metas[sid].usage.to_usage(), _children(links))
-
-    @classmethod
     def of_rows(cls, rows: Iterable[Mapping[str, Any]]) -> Rollup:
-        """From index rows (``metadata.json`` as stored), reading a row's usage only when a total needs it."""
-        by_id = {str(r["sessionId"]): r for r in rows if "damaged" not in r}
+        """From index rows (``metadata.json`` as stored), reading a row's usage only when a total needs it;
+        of two rows of one session, the first."""
+        by_id: dict[str, Mapping[str, Any]] = {}
+        for row in rows:
+            if "damaged" not in row:
+                by_id.setdefault(str(row["sessionId"]), row)
         return cls(
             lambda sid: UsageTotals.model_validate(by_id[sid].get("usage") or {}).to_usage(),
             _children((sid, str(r.get("parentSessionId") or "")) for sid, r in by_id.items()),
@@ -106,7 +104,7 @@ def close_open_children(store: SessionStore, session_id: str) -> list[ChildFinis
         meta = store.metadata(child)  # a dead run's child is repaired on the way: interrupted
         if not meta.finished:  # never started (it spent nothing), or running in this process after all
             continue
-        rollup = rollup or Rollup.of(store.list())
+        rollup = rollup or Rollup.of_rows(store.rows())
         start = starts[child]
         ends.append(
             ChildFinished(

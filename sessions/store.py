@@ -112,6 +112,10 @@ class SessionStore(Protocol):
         """The events after ``cursor`` (0: from the start) and the cursor to pass next time."""
         ...
 
+    def rows(self) -> list[Row]:
+        """``list()`` as ``metadata.json`` holds it (camelCase), unvalidated: fast for many sessions."""
+        ...
+
     def list(self) -> list[SessionMetadata]:
         """Every readable session, newest first."""
         ...
