@@ -47,9 +47,24 @@ depends_on = ["b"]
 prompt = "Go c."
 """
 
+LOOK = """tool_calls = [
+  { name = "Task", arguments = { name = "worker", description = "look", prompt = "Look around." } },
+]
+[[turns]]
+match = { user = "Look around", turn = 1 }
+tool_calls = [{ name = "bash", arguments = { command = "echo looked" } }]
+[[turns]]
+match = { user = "Look around", turn = 2 }
+delay = 60
+text = "never said: the process is killed while this child waits for its model"
+"""
+"""A Task child that runs a command (its call, and all before it, is on record before the command runs),
+then waits for its model until its process is killed."""
+
 # Each process reads the script afresh: a member's first run and its resumed one ("... resumed now")
 # are told apart by the conversation's last message.
-SCRIPT = """
+SCRIPT = (
+    """
 [[turns]]
 match = { system = 'You are "a"', turn = 1 }
 tool_calls = [{ name = "read_file", arguments = { path = "README.md" } }]
@@ -58,14 +73,9 @@ match = { system = 'You are "a"', turn = 2 }
 text = "a done"
 [[turns]]
 match = { system = 'You are "b"', last = "Go b" }
-tool_calls = [{ name = "Task", arguments = { name = "worker", description = "look", prompt = "Look around." } }]
-[[turns]]
-match = { user = "Look around", turn = 1 }
-tool_calls = [{ name = "bash", arguments = { command = "echo looked" } }]
-[[turns]]
-match = { user = "Look around", turn = 2 }
-delay = 60
-text = "never said: the run is killed while this child waits for its model"
+"""
+    + LOOK
+    + """
 [[turns]]
 match = { system = 'You are "b"', last = "resumed now" }
 text = "b done"
@@ -76,6 +86,7 @@ error = { kind = "bad_request" }
 match = { system = 'You are "c"', last = "resumed now" }
 text = "c done"
 """
+)
 
 
 class _Terminal(io.StringIO):
@@ -211,21 +222,18 @@ def test_a_team_killed_resumed_and_forked_shows_one_total_everywhere(workspace: 
     assert re.search(rf"{fork['sessionId'][-12:-4]}  fork   pending .* 0/0 +\$0\.0000 .* trio: b \(fork\)", listed)
 
 
-SHELL = """
+SHELL = (
+    """
 [[turns]]
 match = { last = "Delegate a look", turn = 1 }
-tool_calls = [{ name = "Task", arguments = { name = "worker", description = "look", prompt = "Look around." } }]
-[[turns]]
-match = { user = "Look around", turn = 1 }
-tool_calls = [{ name = "bash", arguments = { command = "echo looked" } }]
-[[turns]]
-match = { user = "Look around", turn = 2 }
-delay = 60
-text = "never said: the shell is killed while this child waits for its model"
+"""
+    + LOOK
+    + """
 [[turns]]
 match = { last = "And now?" }
 text = "All done."
 """
+)
 
 
 BAR = re.compile(r"· ([\d,]+) tokens · (\$[\d.]+|unknown) *$")
