@@ -16,7 +16,8 @@ def fork_session(
     store: SessionStore, origin: str, *, at_sequence: int | None = None, session_id: str | None = None
 ) -> tuple[SessionMetadata, list[Message]]:
     """Write a new session with ``origin``'s conversation up to event ``at_sequence`` (all of it if
-    None), linked to its origin (``forkedFrom``); its metadata and the history to continue with."""
+    None), linked to its origin (``forkedFrom``), ``pending`` and held by nobody; its metadata and the
+    history to continue with."""
     meta = store.metadata(origin)
     events = store.events(origin)
     if at_sequence is not None and not any(e.sequence == at_sequence for e in events):
@@ -51,4 +52,5 @@ def fork_session(
     )
     store.create(fork)
     store.append(new_id, [e for e in kept if e.kind in ("message", "tool_call", "tool_result")])
+    store.release(new_id)  # made, not run: whoever runs it takes it (another process may)
     return store.metadata(new_id), history

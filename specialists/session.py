@@ -158,6 +158,7 @@ class AgentSession:
             functools.partial(fork_session, store, origin, at_sequence=at_sequence, session_id=session_id)
         )
         new_id = fork.session_id
+        await anyio.to_thread.run_sync(store.acquire, new_id)
         return cls(store, new_id, config, history, recorded=len(history), toolsets=toolsets, relay=relay, pending=True)
 
     def add_toolset(self, toolset: ToolSet) -> None:

@@ -218,6 +218,8 @@ def test_a_team_killed_resumed_and_forked_shows_one_total_everywhere(workspace: 
     assert forked.returncode == 0 and fork["status"] == "pending"
     assert views(team_id) == (tokens, cost)
     assert views(fork["sessionId"]) == (0, 0.0)
+    newest = zero("swarm", "watch", "last")  # the newest team run, though the fork is newer
+    assert newest.returncode == 0 and _line_total(newest.stdout, "trio") == (tokens, f"${cost:.4f}")
     listed = zero("sessions", "list", "--status", "pending").stdout
     assert re.search(rf"{fork['sessionId'][-12:-4]}  fork   pending .* 0/0 +\$0\.0000 .* trio: b \(fork\)", listed)
 

@@ -15,7 +15,7 @@ from support.mounts import fill, tmpfs
 
 from zero.agent import ChildFinished, MessageAdded, RunFinished, RunStarted, Usage, UsageUpdated, WarningRaised
 from zero.errors import SessionError, SessionWriteError, UsageError
-from zero.sessions import FileSessionStore, SessionMetadata, new_session_id, validate_session_id
+from zero.sessions import FileSessionStore, SessionMetadata, fork_session, new_session_id, validate_session_id
 
 SessionStore = FileSessionStore
 
@@ -415,3 +415,15 @@ def test_a_batch_the_full_disk_refuses_is_taken_back_and_the_session_still_says_
         assert [r["sequence"] for r in raw(store, sid)] == [1] and labels(store, sid) == ["before"]
         meta = SessionStore(disk / "sessions").metadata(sid)  # as another process reads it
         assert meta.status == "failed" and meta.event_count == 1
+
+
+def test_a_fork_is_held_by_nobody_until_a_run_takes_it(tmp_path: Path) -> None:
+    """A fork made by a long-lived process (an editor's agent) was held by it: no other process could resume it."""
+    ours = SessionStore(tmp_path / "sessions")
+    origin = make(ours)
+    ours.append(origin, [say(origin, "hello")])
+    fork, _ = fork_session(ours, origin)
+    theirs = SessionStore(tmp_path / "sessions")  # another process
+    assert not theirs.held(fork.session_id) and theirs.metadata(fork.session_id).status == "pending"
+    theirs.acquire(fork.session_id)
+    assert ours.held(fork.session_id)
