@@ -28,7 +28,7 @@ from zero.cli.config import NO_PROVIDER
 from zero.sessions import FileSessionStore
 
 DEMO = str(Path(__file__).parents[1] / "mcpdemo" / "server.py")
-HANG_MARK = "zero-test-mcp-hangs-at-start"
+HANG_MARK = f"zero-test-mcp-hangs-at-start-{os.getpid()}"  # this run's: another copy of the suite may run beside it
 
 
 def store() -> FileSessionStore:
