@@ -127,8 +127,8 @@ def test_a_thread_rewriting_the_address_meanwhile_never_reaches_a_socket_outside
     finally:
         inside.close()
     results = json.loads(out.splitlines()[0])
-    # connected inside, refused, or a path torn mid-write that leads nowhere
-    assert results.get("0", 0) > 0 and results.get("13", 0) > 0 and set(results) <= {"0", "13", "2", "20"}
+    # connected inside, refused, or a path torn mid-write that leads nowhere (or is no path: EINVAL)
+    assert results.get("0", 0) > 0 and results.get("13", 0) > 0 and set(results) <= {"0", "13", "2", "20", "22"}
     assert not reached(servers["visible.sock"])
 
 
