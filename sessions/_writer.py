@@ -24,6 +24,7 @@ from zero.agent import Event, MessageAdded, StatusChanged, decode_event
 from zero.errors import SessionError, SessionWriteError
 from zero.sessions._replace import replace_file
 from zero.sessions.models import SessionMetadata, StoredEvent, apply_event, now_iso, record_of
+from zero.strictfile import NotAFile, open_file
 from zero.tools import redact_values
 
 MAX_OPEN = 256  # sessions whose log stays open between commits
@@ -613,7 +614,7 @@ def derive_interrupted(folder: Path) -> SessionMetadata:
     meta = read_metadata(folder)
     ran = meta.status == "running"
     try:
-        log = (folder / "events.jsonl").read_bytes()
+        log = read_session_file(folder / "events.jsonl")
     except FileNotFoundError:
         log = b""
     meta = folded(meta, log, folder / "events.jsonl")
@@ -666,9 +667,27 @@ def _stamp(st: os.stat_result) -> tuple[int, ...]:
 
 def _open_log(folder: Path) -> int:
     try:
-        return os.open(folder / "events.jsonl", os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        return open_file(folder / "events.jsonl", os.O_RDWR | os.O_APPEND | os.O_CREAT)
     except FileNotFoundError:
         raise SessionError(f"session {folder.name} not found in {folder.parent}") from None
+    except NotAFile as e:
+        raise _not_a_file(e) from None
+
+
+def read_session_file(path: Path, start: int = 0) -> bytes:
+    """The bytes of a session's file from byte ``start``. A FIFO or a device in its place (a link to
+    /dev/zero) makes the session damaged: it is never waited on or read."""
+    try:
+        fd = open_file(path)
+    except NotAFile as e:
+        raise _not_a_file(e) from None
+    with os.fdopen(fd, "rb") as f:
+        f.seek(start)
+        return f.read()
+
+
+def _not_a_file(e: NotAFile) -> SessionError:
+    return SessionError(f"{e.filename} {e.strerror}: the session is damaged (remove it with zero sessions rm)")
 
 
 def parse_log(data: bytes, log: Path | str, *, first_line: int = 0) -> Iterator[StoredEvent]:
@@ -697,7 +716,7 @@ def parse_log(data: bytes, log: Path | str, *, first_line: int = 0) -> Iterator[
 
 def read_metadata(folder: Path) -> SessionMetadata:
     try:
-        meta = SessionMetadata.model_validate_json((folder / "metadata.json").read_bytes())
+        meta = SessionMetadata.model_validate_json(read_session_file(folder / "metadata.json"))
     except (FileNotFoundError, NotADirectoryError):
         raise SessionError(f"session {folder.name} not found in {folder.parent}") from None
     except ValueError as e:

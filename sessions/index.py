@@ -20,6 +20,7 @@ from typing import Any
 from zero.errors import ZeroError
 from zero.sessions.ids import SESSION_ID
 from zero.sessions.models import SessionMetadata
+from zero.strictfile import read_file
 
 __all__ = ["INDEX", "Row", "read_index"]
 
@@ -74,7 +75,7 @@ def _identity(path: str) -> list[int] | None:
 
 def _load(path: Path) -> dict[str, list[Any]]:
     try:
-        data = json.loads(path.read_bytes())
+        data = json.loads(read_file(path))
     except (OSError, ValueError):
         return {}
     if not isinstance(data, dict) or data.get("version") != _VERSION or not isinstance(data.get("sessions"), dict):

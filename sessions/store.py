@@ -51,6 +51,7 @@ from zero.sessions._writer import (
     derive_interrupted,
     parse_log,
     read_metadata,
+    read_session_file,
 )
 from zero.sessions.ids import validate_session_id
 from zero.sessions.index import Row, read_index
@@ -158,7 +159,8 @@ class FileSessionStore:
         return self.root / validate_session_id(session_id)
 
     def exists(self, session_id: str) -> bool:
-        return (self.path(session_id) / "metadata.json").is_file()
+        """Its metadata file is there (it may be damaged: reading it says so)."""
+        return os.path.lexists(self.path(session_id) / "metadata.json")
 
     # -- writing -----------------------------------------------------------------
 
@@ -239,9 +241,7 @@ class FileSessionStore:
         if not self.exists(session_id):
             raise SessionError(f"session {session_id} not found in {self.root}")
         try:
-            with open(log, "rb") as f:
-                f.seek(cursor)
-                data = f.read()
+            data = read_session_file(log, cursor)
         except FileNotFoundError:
             raise SessionError(
                 f"{log} is missing: the session's log (its record) was removed, and what it held is lost"
@@ -285,7 +285,7 @@ class FileSessionStore:
 
         def fresh(session_id: str) -> SessionMetadata | None:
             folder = self.root / session_id
-            if not (folder / "metadata.json").is_file():
+            if not os.path.lexists(folder / "metadata.json"):
                 if not _unheld(folder):
                     return None  # being made: its metadata follows its lease
                 raise SessionError(f"{folder / 'metadata.json'} is missing")
@@ -324,7 +324,7 @@ def _unheld(folder: Path) -> bool:
         return False  # the folder is gone
     except OSError:  # a read-only disk: a lock can still be tried through a read-only descriptor
         try:
-            fd = os.open(folder / "lease", os.O_RDONLY | os.O_CLOEXEC)
+            fd = os.open(folder / "lease", os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
         except FileNotFoundError:
             return True  # a run makes its lease before anything else: none, no run
         except OSError:
@@ -342,7 +342,7 @@ def _line_at(log: Path, offset: int) -> int:
     """How many lines come before byte ``offset`` of the log (for error messages)."""
     if offset == 0:
         return 0
-    with open(log, "rb") as f:
+    with open(log, "rb") as f:  # (a file: it was just read)
         return f.read(offset).count(b"\n")
 
 

@@ -7,6 +7,7 @@ line of the key, and a "did you mean" for a misspelt key; nothing is ever half-l
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import re
@@ -29,10 +30,13 @@ __all__ = [
     "NAME_RULE",
     "FileError",
     "KeyLines",
+    "NotAFile",
     "Problem",
     "load_model",
+    "open_file",
     "parse_data",
     "read_data",
+    "read_file",
     "validate_model",
 ]
 
@@ -84,26 +88,46 @@ def read_data(path: Path, raw: bytes | None = None) -> tuple[dict[str, Any], str
     return parse_data(text, path), text
 
 
-def _read_file(path: Path) -> bytes:
-    """A regular file's bytes, at most ``MAX_FILE`` and one more: a FIFO, a device or a huge file (a link to
-    /dev/zero, which a repository can ship) is refused, never waited on or read whole."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
-    except IsADirectoryError:
-        raise FileError([Problem(str(path), "is a folder, not a file")]) from None
-    except OSError as e:
-        raise FileError([Problem(str(path), f"cannot read: {e.strerror or e}")]) from e
-    mode = os.fstat(fd).st_mode
-    if not stat.S_ISREG(mode):
+class NotAFile(OSError):
+    """The path names a folder, a FIFO, a device or a socket where a regular file was expected."""
+
+
+def open_file(path: Path, flags: int = os.O_RDONLY, mode: int = 0o600) -> int:
+    """A descriptor of the regular file at ``path``, opened (``flags``, ``mode``) without ever waiting: a FIFO
+    or a device in its place (a link to /dev/zero, which a repository can ship or a command can plant) is
+    refused with ``NotAFile``, never waited on or read."""
+    fd = os.open(path, flags | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC, mode)
+    st_mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(st_mode):
         os.close(fd)
-        kind = "a folder" if stat.S_ISDIR(mode) else "a FIFO, a device or a socket"
-        raise FileError([Problem(str(path), f"is {kind}, not a file")])
-    with os.fdopen(fd, "rb", buffering=0) as f:
+        kind = "a folder" if stat.S_ISDIR(st_mode) else "a FIFO, a device or a socket"
+        raise NotAFile(errno.EINVAL, f"is {kind}, not a file", str(path))
+    os.set_blocking(fd, True)
+    return fd
+
+
+def read_file(path: Path, limit: int | None = None) -> bytes:
+    """The bytes of the regular file at ``path`` (see ``open_file``): all of them, or at most ``limit``."""
+    with os.fdopen(open_file(path), "rb", buffering=0) as f:
+        if limit is None:
+            return f.read()
         chunks, size = [], 0
-        while size <= MAX_FILE and (chunk := f.read(MAX_FILE + 1 - size)):
+        while size < limit and (chunk := f.read(limit - size)):
             chunks.append(chunk)
             size += len(chunk)
-    return b"".join(chunks)
+        return b"".join(chunks)
+
+
+def _read_file(path: Path) -> bytes:
+    """A config file's bytes, at most ``MAX_FILE`` and one more (so that a bigger one is known to be)."""
+    try:
+        return read_file(path, MAX_FILE + 1)
+    except IsADirectoryError:
+        raise FileError([Problem(str(path), "is a folder, not a file")]) from None
+    except NotAFile as e:
+        raise FileError([Problem(str(path), str(e.strerror))]) from None
+    except OSError as e:
+        raise FileError([Problem(str(path), f"cannot read: {e.strerror or e}")]) from e
 
 
 def parse_data(text: str, path: Path) -> dict[str, Any]:

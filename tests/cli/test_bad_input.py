@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -112,6 +113,36 @@ def test_damaged_sessions_are_named_and_stray_files_ignored(workspace: Path, tmp
     assert done.returncode == 1
     one_error_line(done.stderr, f"names session {meta.session_id!r}, not {copied.name!r}")
     assert meta.session_id in zero("sessions", "list", "--json").stdout  # the copy is skipped, the rest listed
+
+
+@pytest.mark.timeout(20)  # (before the fix, each command hung on the FIFO for ever)
+def test_a_fifo_or_a_device_in_place_of_a_session_file_is_a_damaged_session(workspace: Path, tmp_path: Path) -> None:
+    """A session file replaced by a FIFO hung show, tree and resume; a link to /dev/zero took all memory."""
+    assert zero(*answering(workspace, tmp_path)).returncode == 0
+    root = Path(os.environ["ZERO_HOME"]) / "sessions"
+    [meta] = FileSessionStore(root).list()
+    folder = root / meta.session_id
+    log, metadata = folder / "events.jsonl", folder / "metadata.json"
+    saved = metadata.read_bytes()
+    script = write_script(tmp_path / "r.toml", '[[turns]]\ntext = "ok"\n')
+    resume = ["sessions", "resume", meta.session_id, "again", *scripted(script, workspace)]
+    plants: dict[str, Callable[[Path], None]] = {"a FIFO": os.mkfifo, "/dev/zero": lambda p: p.symlink_to("/dev/zero")}
+    for name, plant in plants.items():
+        for path in (log, metadata):
+            path.unlink()
+            plant(path)
+            why = f"{path} is a FIFO, a device or a socket, not a file: the session is damaged"
+            for argv in (["sessions", "show", meta.session_id], ["sessions", "tree", meta.session_id], resume):
+                done = zero(*argv)
+                assert done.returncode == 1, (name, path.name, argv, done.stdout, done.stderr)
+                one_error_line(done.stderr, why)
+            if path == metadata:
+                [row] = json.loads(zero("sessions", "list", "--json").stdout)
+                assert row["status"] == "damaged" and row["damaged"].startswith(why), (name, row)
+                path.unlink()
+                path.write_bytes(saved)
+        log.unlink()
+        log.write_text("")
 
 
 def test_escape_codes_from_a_model_or_a_title_never_reach_the_terminal(workspace: Path, tmp_path: Path) -> None:
