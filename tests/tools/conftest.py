@@ -18,3 +18,12 @@ def outside(tmp_path: Path) -> Iterator[Path]:
     folder.mkdir()
     yield folder
     shutil.rmtree(folder)
+
+
+@pytest.fixture
+def host_tmp() -> Iterator[Path]:
+    """A folder in the host's own /tmp, which no sandboxed command sees (a test's ``tmp_path`` is there only
+    when TMPDIR is: a suite run with TMPDIR elsewhere would find it in view)."""
+    folder = Path(tempfile.mkdtemp(prefix="zero-host-", dir="/tmp"))
+    yield folder
+    shutil.rmtree(folder)

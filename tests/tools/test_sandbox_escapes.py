@@ -43,14 +43,14 @@ for kind, target in (arg.split("=", 1) for arg in sys.argv[1:]):
 
 
 @pytest.fixture
-def servers(tmp_path: Path, outside: Path) -> Iterator[dict[str, socket.socket]]:
+def servers(host_tmp: Path, outside: Path) -> Iterator[dict[str, socket.socket]]:
     """Unix sockets listening outside the workspace: in the host's /tmp, and in a folder the sandbox shows."""
     made = {}
     for name, kind in (("hidden.sock", socket.SOCK_STREAM), ("visible.sock", socket.SOCK_STREAM)):
         made[name] = socket.socket(socket.AF_UNIX, kind)
     made["visible.dgram"] = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
     for name, server in made.items():
-        server.bind(str((tmp_path if name.startswith("hidden") else outside) / name))
+        server.bind(str((host_tmp if name.startswith("hidden") else outside) / name))
         server.setblocking(False)
         if server.type == socket.SOCK_STREAM:
             server.listen(4096)
@@ -72,11 +72,11 @@ def reached(server: socket.socket) -> bool:
 
 
 def test_a_sandboxed_command_reaches_no_unix_socket_outside(
-    workspace: Path, tmp_path: Path, outside: Path, servers: dict[str, socket.socket]
+    workspace: Path, host_tmp: Path, outside: Path, servers: dict[str, socket.socket]
 ) -> None:
     (workspace / "client.py").write_text(CLIENT)
     (workspace / "link.sock").symlink_to(outside / "visible.sock")  # in the workspace, the socket is not
-    hidden, visible, dgram = tmp_path / "hidden.sock", outside / "visible.sock", outside / "visible.dgram"
+    hidden, visible, dgram = host_tmp / "hidden.sock", outside / "visible.sock", outside / "visible.dgram"
     [out] = bash(
         workspace,
         f"python3 client.py connect={hidden} connect={visible} connect=link.sock sendto={dgram} sendmsg={dgram}",
@@ -133,11 +133,11 @@ def test_a_thread_rewriting_the_address_meanwhile_never_reaches_a_socket_outside
 
 
 def test_tmux_outside_cannot_be_driven_from_the_sandbox(
-    workspace: Path, tmp_path: Path, outside: Path, monkeypatch: pytest.MonkeyPatch
+    workspace: Path, host_tmp: Path, outside: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     if not shutil.which("tmux"):
         pytest.skip("no tmux here")
-    sockets = [tmp_path / "tmux.sock", outside / "tmux.sock"]  # the default place (hidden) and one in view
+    sockets = [host_tmp / "tmux.sock", outside / "tmux.sock"]  # the default place (hidden) and one in view
     for path in sockets:
         subprocess.run(["tmux", "-S", str(path), "new-session", "-d", "sleep 600"], check=True)
     try:
@@ -417,9 +417,10 @@ text = "Done."
     assert result.startswith(encoded(SECRETS["GITHUB_TOKEN"]))
 
 
-def test_a_sandboxed_command_has_no_capability_and_cannot_uncover_the_host(workspace: Path, tmp_path: Path) -> None:
-    marker = tmp_path.parent / f"host-only-{tmp_path.name}"  # in the host's /tmp, beside the workspace's folder
+def test_a_sandboxed_command_has_no_capability_and_cannot_uncover_the_host(workspace: Path, host_tmp: Path) -> None:
+    marker = host_tmp / "host-only"  # in the host's /tmp
     marker.write_text("host")
+    relative = os.path.relpath(marker, workspace)
     try:
         [out] = bash(
             workspace,
@@ -427,13 +428,13 @@ def test_a_sandboxed_command_has_no_capability_and_cannot_uncover_the_host(works
             "umount /tmp && echo UNCOVERED; umount -l /tmp && echo UNCOVERED; umount /dev && echo UNCOVERED; "
             "mount -t tmpfs none /tmp && echo MOUNTED; unshare -Um umount /tmp && echo UNCOVERED; "
             "readlink /proc/1/fd/3 && echo PEEKED; cat /proc/1/environ >/dev/null && echo PEEKED; "  # its init
-            f"cat {marker} ../../{marker.name}",
+            f"cat {marker} {relative}",
         )
     finally:
         marker.unlink()
     assert [line.split()[1] for line in out.splitlines()[:5]] == ["0000000000000000"] * 5
     assert not any(word in out for word in ("UNCOVERED", "MOUNTED", "PEEKED"))
-    assert f"cat: {marker}: No such file or directory\ncat: ../../{marker.name}: No such file or directory" in out
+    assert f"cat: {marker}: No such file or directory\ncat: {relative}: No such file or directory" in out
 
 
 def test_a_link_a_command_leaves_where_the_next_puts_the_workspace_is_not_followed(
