@@ -686,6 +686,25 @@ def read_session_file(path: Path, start: int = 0) -> bytes:
         return f.read()
 
 
+def read_swapped(path: Path) -> bytes:
+    """The content of a file ``replace_file`` keeps (``metadata.json``), whole. A reader slowed down between
+    opening it and reading could read it after it became the spare, while the next version was written into
+    it (a version not yet current, or a mix of two): what was read counts only if the file is still the
+    current one and untouched since it was opened (its inode and change time), else it is read again."""
+    for _ in range(1000):
+        try:
+            fd = open_file(path)
+        except NotAFile as e:
+            raise _not_a_file(e) from None
+        with os.fdopen(fd, "rb") as f:
+            before = os.fstat(fd)
+            data = f.read()
+        now = os.stat(path)
+        if (now.st_ino, now.st_ctime_ns) == (before.st_ino, before.st_ctime_ns):
+            return data
+    return data  # (swapped a thousand times while read: as good as any)
+
+
 def _not_a_file(e: NotAFile) -> SessionError:
     return SessionError(f"{e.filename} {e.strerror}: the session is damaged (remove it with zero sessions rm)")
 
@@ -716,7 +735,7 @@ def parse_log(data: bytes, log: Path | str, *, first_line: int = 0) -> Iterator[
 
 def read_metadata(folder: Path) -> SessionMetadata:
     try:
-        meta = SessionMetadata.model_validate_json(read_session_file(folder / "metadata.json"))
+        meta = SessionMetadata.model_validate_json(read_swapped(folder / "metadata.json"))
     except (FileNotFoundError, NotADirectoryError):
         raise SessionError(f"session {folder.name} not found in {folder.parent}") from None
     except ValueError as e:
