@@ -77,9 +77,10 @@ def open_beneath(
         except OSError as e:
             if e.errno == errno.ENOSYS:
                 _openat2 = None  # an older kernel: walk from now on
-            elif e.errno != errno.EXDEV:
+            elif e.errno not in (errno.EXDEV, errno.EAGAIN):
                 raise
-            # EXDEV: outside, or an absolute link back inside, which the walk tells apart
+            # EXDEV: outside, or an absolute link back inside, which the walk tells apart; EAGAIN: a ".." was
+            # met while anything anywhere was renamed, so the kernel could not vouch for it (it says retry)
     return _walk(root, root_path, path, flags, mode)
 
 

@@ -132,3 +132,30 @@ async def test_writes_race_a_swap_and_stay_inside(workspace: Path, tmp_path: Pat
             except ToolError:
                 pass
     assert list(outside.iterdir()) == []
+
+
+RENAMER = """
+import os, sys
+print("renaming", flush=True)
+while True:  # renames anywhere make the kernel's openat2 refuse a ".." it met meanwhile (EAGAIN)
+    open(sys.argv[1], "w").close()
+    os.rename(sys.argv[1], sys.argv[1] + ".moved")
+"""
+
+
+def test_a_path_through_a_link_and_dotdot_opens_while_files_are_renamed(workspace: Path, tmp_path: Path) -> None:
+    (workspace / "lib").mkdir()
+    (workspace / "lib" / "config").write_text("mine\n")
+    (workspace / "src" / "v").symlink_to("../lib/sub")
+    (workspace / "lib" / "sub").mkdir()
+    ws = Workspace([workspace])
+    renamer = subprocess.Popen([sys.executable, "-c", RENAMER, str(tmp_path / "t")], stdout=subprocess.PIPE)
+    assert renamer.stdout is not None and renamer.stdout.readline() == b"renaming\n"
+    try:
+        for _ in range(1000):
+            with os.fdopen(ws.open("src/v/../config"), "rb") as f:
+                assert f.read() == b"mine\n"
+    finally:
+        renamer.kill()
+        renamer.wait()
+        renamer.stdout.close()
