@@ -49,6 +49,7 @@ from zero.errors import (
 )
 from zero.tools import (
     PermissionMode,
+    Pin,
     ShellSettings,
     StreamRedactor,
     Tool,
@@ -59,6 +60,7 @@ from zero.tools import (
     budget_output,
     decide,
     hides_syntax,
+    pinned,
     redact,
     redact_values,
 )
@@ -127,10 +129,12 @@ def _within(request: ModelRequest, permits: Permits) -> ModelRequest:
 
 @dataclass(frozen=True, slots=True)
 class Approval:
-    """A user's answer to a permission request; ``note`` reaches the model with it."""
+    """A user's answer to a permission request; ``note`` reaches the model with it. ``pin``: what the user saw
+    of a write (where it lands, the bytes there), which the tool then holds the file to."""
 
     granted: bool
     note: str = ""
+    pin: Pin | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -707,6 +711,7 @@ class AgentRun:
         mode = self.config.permission_mode
         side_effect = side_effect_of(tool, call.arguments)
         decision = decide(mode, side_effect)
+        approved: Pin | None = None
         if decision == "deny":
             return "denied", ToolOutput(f"Permission denied: {call.name} is not allowed in {mode} mode.")
         if decision == "prompt":
@@ -745,6 +750,8 @@ class AgentRun:
             if not approval.granted:
                 note = f" The user said: {approval.note}" if approval.note else ""
                 return "denied", ToolOutput(f"Permission denied: the user refused {call.name}.{note}")
+            approved = approval.pin
+        held = pinned.set(approved)  # a write tool holds the file to what the approval showed
         try:
             output = await tool.call(call.arguments, self.ctx)
         except ToolError as e:
@@ -753,4 +760,6 @@ class AgentRun:
             raise
         except Exception as e:  # a broken tool must not end the run; the model hears about it
             return "error", ToolOutput(f"Error: {call.name} failed unexpectedly: {type(e).__name__}: {e}")
+        finally:
+            pinned.reset(held)
         return ("error" if output.is_error else "ok"), output

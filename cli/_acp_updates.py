@@ -8,8 +8,8 @@ the content of the ``Task`` call that started it (a grandchild's in its ancestor
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, get_args
 
 from acp import (
@@ -36,8 +36,8 @@ from zero.agent import (
     ToolFinished,
     format_cost,
 )
-from zero.cli.approvals import SessionRule, edit_of
-from zero.tools import PermissionMode, SideEffect, decide
+from zero.cli.approvals import Preview, SessionRule, preview_of
+from zero.tools import PermissionMode, SideEffect, Workspace, decide, redact
 from zero.tools.describe import describe_call
 
 __all__ = ["Shown", "options", "prompt_text", "replayed"]
@@ -63,8 +63,9 @@ class Shown:
     """How one session is shown to its editor: its root's calls, and which ``Task`` call shows each child."""
 
     root: str
-    workspace: Path
+    workspace: Workspace
     mode: PermissionMode  # the root agent's: a call it will ask about is pending until answered
+    redact: Callable[[str], str] = redact  # the session's: what an edit's preview masks
     task_calls: dict[str, str] = field(default_factory=dict)  # child session id -> the Task call showing it
     names: dict[str, str] = field(default_factory=dict)  # child session id -> its specialist
 
@@ -101,7 +102,7 @@ class Shown:
                     describe_call(event.name, event.arguments, width=100),
                     kind=_kind(event.name),  # type: ignore[arg-type]
                     status="pending" if self._asks(event.side_effect) else "in_progress",
-                    content=diff(event.name, event.arguments, self.workspace),
+                    content=diff(preview_of(event.name, event.arguments, self.workspace, self.redact)),
                     raw_input=event.arguments,
                 )
             case PermissionDecided() if event.granted:
@@ -194,10 +195,14 @@ def prompt_text(blocks: list[Any]) -> str:
     return "\n\n".join(parts)
 
 
-def diff(name: str, arguments: dict[str, Any], workspace: Path) -> list[Any] | None:
-    """An edit as the editor shows it: a diff of the file."""
-    edit = edit_of(name, arguments, workspace)
-    return None if edit is None else [tool_diff_content(str(edit.path), edit.after, edit.before)]
+def diff(edit: Preview | None) -> list[Any] | None:
+    """An edit as the editor shows it: a diff of the file (the texts before and after, which the editor
+    compares), or why there is none."""
+    if edit is None:
+        return None
+    if edit.after is None:
+        return [tool_content(text_block(f"{edit.path}: {edit.note}"))]
+    return [tool_diff_content(edit.file, edit.after, edit.before)]
 
 
 def _kind(name: str) -> str:

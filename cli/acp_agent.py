@@ -69,13 +69,13 @@ from zero.agent.mcpconfig import HOST_ENDING
 from zero.agent.prompts import default_system_prompt
 from zero.cli._acp_sessions import Checked, history, listable, recorded, requested
 from zero.cli._acp_updates import Shown, diff, options, prompt_text, replayed
-from zero.cli.approvals import HIDDEN_WARNING, session_rule
+from zero.cli.approvals import judge, visible
 from zero.cli.common import Streams, open_context, print_warnings, session_store, settings_from_args
 from zero.errors import ZeroError
 from zero.sessions import FileSessionStore, fork_session
 from zero.specialists import AgentContext, AgentSession, open_agent, resume_agent
 from zero.tools import PERMISSION_MODES, PermissionMode, within
-from zero.tools.describe import describe_call
+from zero.tools.describe import describe_call, printable
 
 __all__ = ["ZeroAcpAgent", "serve"]
 
@@ -331,16 +331,20 @@ class ZeroAcpAgent:
         )
         if live is None:
             return Approval(False, "no editor session to ask")
-        rule = session_rule(approval, live.shown.workspace)
+        judged = await anyio.to_thread.run_sync(judge, approval, live.shown.workspace, live.shown.redact)
+        rule = judged.rule
         if rule is not None and rule.key in live.allowed:
-            return Approval(True, "allowed for this session")
+            return Approval(True, "allowed for this session", judged.pin)
         gate = live.asked.get((request.session_id, request.id))
         if gate is not None:
             await gate.wait()
         child = live.shown.names.get(request.session_id)
-        title = describe_call(request.name, request.arguments, width=100) + (f" (asked by {child})" if child else "")
-        if approval.hidden:
-            title += f" (warning: {HIDDEN_WARNING})"
+        command = request.arguments.get("command")
+        said = {**request.arguments, "command": visible(command)} if isinstance(command, str) else request.arguments
+        title = describe_call(request.name, said, width=100) + (f" (asked by {child})" if child else "")
+        if judged.preview is not None and judged.preview.via:  # through a link: where it lands
+            title += f" (lands in {printable(judged.preview.path)})"
+        title += "".join(f" (warning: {why})" for why in judged.once)
         try:
             answer = await self.conn.request_permission(
                 session_id=live.shown.root,
@@ -349,7 +353,7 @@ class ZeroAcpAgent:
                     title=title,
                     status="pending",
                     raw_input=request.arguments,
-                    content=diff(request.name, request.arguments, live.shown.workspace),
+                    content=diff(judged.preview),
                 ),
                 options=options(rule),
             )
@@ -362,9 +366,9 @@ class ZeroAcpAgent:
         outcome = answer.outcome
         if isinstance(outcome, AllowedOutcome) and outcome.option_id == "allow_always" and rule is not None:
             live.allowed.add(rule.key)
-            return Approval(True, "allowed for this session")
+            return Approval(True, "allowed for this session", judged.pin)
         if isinstance(outcome, AllowedOutcome) and outcome.option_id == "allow_once":
-            return Approval(True)
+            return Approval(True, pin=judged.pin)
         return Approval(False, "rejected in the editor")
 
     # -- ending ------------------------------------------------------------------------
@@ -439,7 +443,9 @@ class ZeroAcpAgent:
             session = await opener()
             if mcp:
                 session.add_toolset(_editor_servers(mcp))
-            live = _Live(session, Shown(session.session_id, workspace, mode), mode, closed, titled)
+            config = session.agent.config
+            shown = Shown(session.session_id, config.workspace, mode, config.redactor)
+            live = _Live(session, shown, mode, closed, titled)
             session.hub.listen(live.heard)  # at once, in order: before any child asks
             async with session:
                 self.sessions[session.session_id] = live

@@ -1,35 +1,65 @@
 """What the shell and the editor show of a call that asks for approval, and what "allow for this
-session" covers: one answer for both front ends.
+session" covers: one answer for both front ends (``judge``).
 
 An approval covers exactly what the user saw. The rule is computed from the call as it will run (never
 from its redacted form), and it is narrow: a shell command covers itself, except a command of a known
 read-only family (``git status``, ``ls``, ``grep`` ...), which covers the same family; a command that
-chains, pipes, redirects, substitutes, globs, sets variables or wraps another program (``sh -c``, ``env``,
-``find -exec``, ``python -m``) covers only itself; a sandboxed approval never covers a run outside the
-sandbox; a file write covers that file. A request whose shown form hides shell syntax behind a mask is
-never covered by a session allow.
+chains, pipes, redirects, substitutes, globs, comments, sets variables or wraps another program (``sh -c``,
+``env``, ``find -exec``, ``python -m``) covers only itself, as written; so does a command holding any
+character outside printable ASCII, space and tab (a carriage return, a form feed, a no-break space, a
+look-alike letter), which bash and a shell-words parser may split differently; a sandboxed approval never
+covers a run outside the sandbox. A file write covers the file it lands in (its real path, links
+followed as the tool follows them), never one in ``.git``, ``.zero``, ``.husky`` or ``.vscode`` (what
+git, Zero or an editor runs by itself). An edit is shown as the write tool computes it (``plan_edit``), and
+the approval pins what was shown, so the tool writes nothing else. A request whose shown form hides shell
+syntax behind a mask, or whose change a mask hides, or whose change cannot be shown, is never covered by a
+session allow.
 """
 
 from __future__ import annotations
 
-import os
+import difflib
+import json
 import re
 import shlex
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from zero.agent import ApprovalRequest
+from zero.errors import ToolError
+from zero.tools import PREVIEW_BYTES, EditPlan, Pin, Workspace, plan_edit
 
-__all__ = ["HIDDEN_WARNING", "Edit", "SessionRule", "edit_of", "session_rule"]
+__all__ = [
+    "CHANGE_HIDDEN",
+    "HIDDEN_WARNING",
+    "PROTECTED",
+    "Judgement",
+    "Preview",
+    "SessionRule",
+    "judge",
+    "preview_of",
+]
 
 HIDDEN_WARNING = (
     "a secret in this call holds shell syntax, so what is shown is not all of what would run; "
     "it can be allowed once, never for the session"
 )
-# What makes more than one simple command of a shell line, or lets the shell rewrite its words.
-_COMPOUND = re.compile(r"[;&|<>`$()\n\\]")
+CHANGE_HIDDEN = (
+    "a change in this edit is inside a secret, so the diff, masked, does not show it; "
+    "it can be allowed once, never for the session"
+)
+# Folders whose files something runs without being asked (git its hooks and config, Zero a project's
+# config, husky's hooks, an editor's tasks): a write there is asked about every time.
+PROTECTED = (".git", ".zero", ".husky", ".vscode")
+# What makes more than one simple command of a shell line, lets the shell rewrite its words, or starts a
+# comment (which a shell-words parser reads as a word).
+_COMPOUND = re.compile(r"[;&|<>`$()\n\\#]")
 _GLOB = re.compile(r"[*?\[\]{}~]")
+# What bash and shlex read alike: printable ASCII, space and tab. Anything else may split words in one
+# and not the other (shlex splits at a carriage return, bash does not) or look like what it is not.
+_PLAIN = re.compile(r"[\x20-\x7e\t]*")
 # Read-only command families: allowing one for the session allows the family (its first words). Options
 # that make one of them write or run a program are refused from the family.
 _READ_ONLY: dict[tuple[str, ...], tuple[str, ...]] = {
@@ -48,35 +78,85 @@ class SessionRule:
     label: str
 
 
-def session_rule(request: ApprovalRequest, root: Path) -> SessionRule | None:
-    """The rule "allow for this session" would add for ``request``; None when it may add none."""
-    if request.hidden:
+@dataclass(frozen=True, kw_only=True)
+class Preview:
+    """A write or edit as the user judges it: the file (as the workspace names it), its text before (None:
+    a new file) and after, masked as everything shown is; or ``note`` in their place (the write fails, or its
+    change cannot be shown)."""
+
+    path: str
+    file: str  # its real path (or, when it cannot be resolved, the path given, beneath the root)
+    via: str = ""  # the path the call names, when it leads elsewhere (through a link)
+    before: str | None = None
+    after: str | None = None
+    note: str = ""
+    hidden: bool = False  # a change is inside a secret: the masked diff does not show it
+
+    @property
+    def shown(self) -> bool:
+        return self.after is not None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Judgement:
+    """How to ask about a request: what "for the session" would cover (None: it may only be allowed once),
+    why not (``once``: said with the question), the edit's preview, and the pin an approval of it gives the
+    tool."""
+
+    rule: SessionRule | None
+    once: tuple[str, ...] = ()
+    preview: Preview | None = None
+    pin: Pin | None = None
+
+
+def judge(request: ApprovalRequest, workspace: Workspace, redact: Callable[[str], str]) -> Judgement:
+    """How ``request`` is asked about, and what its answers cover."""
+    plan = plan_edit(workspace, request.shown.name, request.arguments)
+    preview = None if plan is None else _preview(plan, workspace, redact)
+    once = [HIDDEN_WARNING] if request.hidden else []
+    if preview is not None and preview.hidden:
+        once.append(CHANGE_HIDDEN)
+    rule = None
+    if plan is not None:
+        rule, why = _edit_rule(plan, preview, workspace)
+        once += [why] if why else []
+    elif request.shown.name == "bash":
+        rule = _command_rule(request)
+    else:
+        rule = SessionRule(f"tool: {request.shown.name}", request.shown.name)
+    pin = None if plan is None else plan.pin
+    return Judgement(rule=None if once else rule, once=tuple(once), preview=preview, pin=pin)
+
+
+def preview_of(
+    name: str, arguments: dict[str, Any], workspace: Workspace, redact: Callable[[str], str]
+) -> Preview | None:
+    """What a write or edit with ``arguments`` would change now (None: ``name`` is not a write tool)."""
+    plan = plan_edit(workspace, name, arguments)
+    return None if plan is None else _preview(plan, workspace, redact)
+
+
+# -- shell commands -------------------------------------------------------------------------------------
+
+
+def _command_rule(request: ApprovalRequest) -> SessionRule | None:
+    command, label = request.arguments.get("command"), request.shown.arguments.get("command")
+    if not isinstance(command, str) or not isinstance(label, str):
         return None
-    shown, real = request.shown, request.arguments
-    if shown.name == "bash":
-        command, label = real.get("command"), shown.arguments.get("command")
-        if not isinstance(command, str) or not isinstance(label, str):
-            return None
-        where = "outside the sandbox" if real.get("outside_sandbox") is True else "in the sandbox"
-        family = _family(command) if where == "in the sandbox" else None
-        if family is not None:
-            return SessionRule(f"bash {where}: {family} ...", f"`{family}` commands {where}")
-        one_line = "\n" not in label.strip() and len(label) <= 60
-        return SessionRule(
-            f"bash {where}: {_exact(command)}", f"`{label.strip()}` {where}" if one_line else f"this command {where}"
-        )
-    if shown.name in ("write_file", "edit_file"):
-        path = real.get("path")
-        if not isinstance(path, str):
-            return None
-        where = _inside(path, root)
-        return SessionRule(f"edit: {where}", f"edits of {where}")
-    return SessionRule(f"tool: {shown.name}", shown.name)
+    where = "outside the sandbox" if request.arguments.get("outside_sandbox") is True else "in the sandbox"
+    family = _family(command) if where == "in the sandbox" else None
+    if family is not None:
+        return SessionRule(f"bash {where}: family {family}", f"`{family}` commands {where}")
+    one_line = "\n" not in label.strip() and len(label) <= 60
+    return SessionRule(
+        f"bash {where}: {_exact(command)}",
+        f"`{visible(label.strip())}` {where}" if one_line else f"this command {where}",
+    )
 
 
 def _family(command: str) -> str | None:
     """The read-only family ``command`` belongs to (``git status``), if it is a simple command of one."""
-    if _COMPOUND.search(command) or _GLOB.search(command):
+    if not _PLAIN.fullmatch(command) or _COMPOUND.search(command) or _GLOB.search(command):
         return None
     try:
         words = shlex.split(command)
@@ -93,44 +173,94 @@ def _family(command: str) -> str | None:
 
 
 def _exact(command: str) -> str:
-    """``command`` as one rule: its words re-quoted (so spacing does not matter but quoting does), or, for a
-    line the shell would split or rewrite, the line itself."""
-    if _COMPOUND.search(command):
-        return command.strip()
+    """``command`` as one rule: its words (so spacing does not matter but quoting does), or, for a line the
+    shell would split, rewrite or expand, or that a shell-words parser may read otherwise, the line itself,
+    byte for byte."""
+    if _PLAIN.fullmatch(command) and not _COMPOUND.search(command) and not _GLOB.search(command):
+        try:
+            return f"words {json.dumps(shlex.split(command))}"
+        except ValueError:
+            pass
+    return f"line {json.dumps(command)}"
+
+
+def visible(text: str) -> str:
+    """``text`` with each character bash and a reader may take otherwise (a carriage return, a no-break space,
+    a letter of another alphabet) written as its escape (``\\r``, ``\\xa0``, ``\\u0455``); lines kept."""
+    return "".join(c if c == "\n" or _PLAIN.fullmatch(c) else c.encode("unicode_escape").decode() for c in text)
+
+
+# -- writes and edits -----------------------------------------------------------------------------------
+
+
+def _edit_rule(plan: EditPlan, preview: Preview | None, workspace: Workspace) -> tuple[SessionRule | None, str]:
+    """The rule of a write (the real path it lands at), or why it has none."""
+    if plan.real is None:
+        return None, ""
+    if preview is None or (not preview.shown and not plan.error):
+        return None, "a change that cannot be shown can be allowed once, never for the session"
+    shown = _shown(plan.real, workspace)
+    parts = Path(shown).parts if not Path(shown).is_absolute() else Path(plan.real).parts
+    place = next((p for p in parts if p.casefold() in PROTECTED), None)
+    if place is not None:
+        return None, f"a write in {place.casefold()}/ is asked about every time (what is there runs by itself)"
+    return SessionRule(f"edit: {plan.real}", f"edits of {visible(shown)}"), ""
+
+
+def _shown(real: str, workspace: Workspace) -> str:
+    """The real path ``real`` as the user names it: relative to the root it is in."""
+    path = Path(real)
+    for root in workspace.roots:
+        if path == root or path.is_relative_to(root):
+            relative = str(path.relative_to(root))
+            return relative if root == workspace.root else str(root / relative)
+    return real
+
+
+def _preview(plan: EditPlan, workspace: Workspace, redact: Callable[[str], str]) -> Preview:
+    """``plan`` as the user sees it: the texts before and after, masked, or why they are not shown."""
+    path = _shown(plan.real, workspace) if plan.real is not None else plan.path
+    file = plan.real or str(workspace.root / plan.path)
+    via = plan.path if plan.real is not None and _named(plan.path, workspace) != path else ""
+    if plan.error:
+        return Preview(path=path, file=file, via=via, note=f"this call fails: {plan.error}")
+    if plan.too_big:
+        note = f"not shown: {path} is {plan.too_big:,} bytes, past {PREVIEW_BYTES:,}"
+        return Preview(path=path, file=file, via=via, note=note)
+    assert plan.after is not None
     try:
-        return shlex.join(shlex.split(command))
-    except ValueError:
-        return command.strip()
+        before = None if plan.before is None else _text(plan.before)
+        after = _text(plan.after)
+    except ValueError as e:
+        return Preview(path=path, file=file, via=via, note=f"not shown: {path} {e}")
+    shown_before, shown_after = (None if before is None else redact(before)), redact(after)
+    hidden = _masked_change(before or "", after, redact)
+    return Preview(path=path, file=file, via=via, before=shown_before, after=shown_after, hidden=hidden)
 
 
-def _inside(path: str, root: Path) -> str:
-    """``path`` as the workspace names it: relative to the root, tidied (``a/../b`` is ``b``)."""
-    tidy = os.path.normpath(path if os.path.isabs(path) else os.path.join(root, path))
-    return os.path.relpath(tidy, root) if Path(tidy).is_relative_to(root) else tidy
+def _named(path: str, workspace: Workspace) -> str:
+    """``path`` tidied as written (``a/../b`` is ``b``), links not followed."""
+    try:
+        return workspace.shown(path)
+    except ToolError:
+        return path
 
 
-@dataclass(frozen=True)
-class Edit:
-    """A file write or edit as a change: the path, the text before (None: a new file) and after."""
+def _text(data: bytes) -> str:
+    if b"\x00" in data[:8192]:
+        raise ValueError("is a binary file")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ValueError("is not UTF-8 text") from None
 
-    path: Path
-    before: str | None
-    after: str
 
-
-def edit_of(name: str, arguments: dict[str, Any], root: Path) -> Edit | None:
-    """The change ``write_file`` or ``edit_file`` would make, or None for any other call."""
-    path = arguments.get("path")
-    if name not in ("write_file", "edit_file") or not isinstance(path, str):
-        return None
-    target = root / path
-    try:  # what is there now, if it is in the workspace (the tool refuses any other path anyway)
-        inside = target.resolve().is_relative_to(root.resolve())
-        before = target.read_text("utf-8") if inside and target.is_file() else None
-    except (OSError, UnicodeDecodeError):
-        before = None
-    if name == "write_file":
-        after = str(arguments.get("content", ""))
-    else:
-        after = (before or "").replace(str(arguments.get("old_text", "")), str(arguments.get("new_text", "")), 1)
-    return Edit(target, before, after)
+def _masked_change(before: str, after: str, redact: Callable[[str], str]) -> bool:
+    """Is a change from ``before`` to ``after`` invisible once both are masked (inside a secret)?"""
+    if before == after:
+        return False
+    old, new = before.splitlines(keepends=True), after.splitlines(keepends=True)
+    chunks = difflib.SequenceMatcher(None, old, new, autojunk=False).get_opcodes()
+    return redact(before) == redact(after) or any(
+        redact("".join(old[a:b])) == redact("".join(new[c:d])) for tag, a, b, c, d in chunks if tag != "equal"
+    )

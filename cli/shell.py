@@ -35,7 +35,7 @@ from rich.text import Text
 from zero.agent import Approval, ApprovalRequest, PermissionRequested, ToolCall, Usage, format_cost
 from zero.agent.prompts import default_system_prompt
 from zero.agent.providers import LazyProvider
-from zero.cli.approvals import HIDDEN_WARNING, SessionRule, edit_of, session_rule
+from zero.cli.approvals import Judgement, Preview, judge, visible
 from zero.cli.common import (
     Streams,
     open_context,
@@ -432,27 +432,27 @@ class Shell:
     # -- approvals ---------------------------------------------------------------
 
     async def _approve(self, request: ApprovalRequest) -> Approval:
-        rule = session_rule(request, self.ctx.workspace.root)
-        if rule is not None and rule.key in self.allowed:
-            return Approval(True, "allowed for this session")
+        judged = await anyio.to_thread.run_sync(judge, request, self.ctx.workspace, self.ctx.redactor)
+        if judged.rule is not None and judged.rule.key in self.allowed:
+            return Approval(True, "allowed for this session", judged.pin)
         async with self._asking:  # children ask one at a time
             view = self.view
             if view is not None:
                 view.pause()
             try:
-                return await self._ask(request, rule)
+                return await self._ask(request, judged)
             finally:
                 if view is not None:
                     view.resume()
 
-    async def _ask(self, request: ApprovalRequest, rule: SessionRule | None) -> Approval:
+    async def _ask(self, request: ApprovalRequest, judged: Judgement) -> Approval:
         assert self.session is not None
-        shown = request.shown
+        shown, rule = request.shown, judged.rule
         who = "" if shown.session_id == self.session.session_id else f" ({self._child_name(shown.session_id)})"
         self.console.print(Text(f"? {shown.name}{who} needs approval: {shown.reason}", style="bold yellow"))
-        if request.hidden:
-            self.console.print(Text(f"! {HIDDEN_WARNING}", style="bold red"))
-        preview = _preview(shown, self.ctx.workspace.root)
+        for why in judged.once:
+            self.console.print(Text(f"! {why}", style="bold red"))
+        preview = _preview(shown, judged.preview)
         shown_lines = min(len(preview), PREVIEW_LINES)
         for line in preview[:shown_lines]:
             self.console.print(line)
@@ -469,10 +469,10 @@ class Shell:
                     self.console.print(line)
                 shown_lines = min(len(preview), shown_lines + PREVIEW_LINES)
             elif answer in ("y", "yes"):
-                return Approval(True)
+                return Approval(True, pin=judged.pin)
             elif answer in ("a", "always") and rule is not None:
                 self.allowed.add(rule.key)
-                return Approval(True, "allowed for this session")
+                return Approval(True, "allowed for this session", judged.pin)
             elif answer in ("n", "no"):
                 try:
                     note = await self.prompt.prompt_async("a note for the model (Enter for none): ")
@@ -610,19 +610,34 @@ class Shell:
         await self._open(session_id)
 
 
-def _preview(request: PermissionRequested, root: Path) -> list[Text]:
-    """The call as the user should judge it: an edit as a diff, a command as it would run."""
+def _preview(request: PermissionRequested, edit: Preview | None) -> list[Text]:
+    """The call as the user should judge it: an edit as the diff of what the tool would write (line ends
+    and all), a command as it would run."""
     args = request.arguments
-    edit = edit_of(request.name, args, root)
     if edit is not None:
-        name = str(edit.path.relative_to(root)) if edit.path.is_relative_to(root) else str(edit.path)
-        lines = (edit.before or "").splitlines(), edit.after.splitlines()
-        diff = list(difflib.unified_diff(*lines, f"a/{name}", f"b/{name}", lineterm=""))
+        path = printable(edit.path)
+        via = [Text(f"  {printable(edit.via)} leads to {path}", style="bold")] if edit.via else []
+        if edit.after is None:
+            return [*via, Text(f"  {path}: {printable(edit.note)}", style="yellow")]
         styles = {"+": "green", "-": "red", "@": "cyan"}
-        return [Text(printable(line), style=styles.get(line[:1], "")) for line in diff] or [Text("  (no change)")]
+        shown = []
+        diff = difflib.unified_diff(
+            _lines(edit.before or ""), _lines(edit.after), f"a/{path}", f"b/{path}", lineterm=""
+        )
+        for at, line in enumerate(diff):
+            shown.append(Text(printable(line.removesuffix("\n")), style=styles.get(line[:1], "")))
+            if at > 1 and line[:1] in "+- " and not line.endswith("\n"):  # past the two file lines
+                shown.append(Text("\\ no newline at end of file", style="dim"))
+        return via + (shown or [Text(f"  {path}: (no change shows)")])
     if request.name == "bash":
-        return [Text(f"  $ {printable(str(args.get('command', '')))}")]
+        return [Text(f"  $ {printable(visible(str(args.get('command', ''))))}")]
     return [Text(f"  {printable(str(args))[:400]}", style="dim")]
+
+
+def _lines(text: str) -> list[str]:
+    """``text``'s lines, each with its end (split at newlines only: a carriage return or a form feed stays in
+    its line, shown as its escape)."""
+    return re.findall(r"[^\n]*\n|[^\n]+\Z", text)
 
 
 async def _choose(question: str, keys: str) -> str:

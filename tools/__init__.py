@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from zero.tools.base import ArgsModel, BuiltinTool, ShellSettings, SideEffect, Tool, ToolContext, ToolOutput
 from zero.tools.budget import budget_output
-from zero.tools.builtin import builtin_tools
+from zero.tools.builtin import PREVIEW_BYTES, EditPlan, Pin, builtin_tools, pinned, plan_edit
 from zero.tools.permissions import PERMISSION_MODES, Decision, PermissionMode, decide, narrower, within
 from zero.tools.redact import Redactor, StreamRedactor, hides_syntax, redact, redact_values, secret_name
 from zero.tools.registry import CATEGORIES, ToolRegistry, expand_tools
@@ -13,12 +13,15 @@ from zero.tools.workspace import NotFound, OutsideWorkspace, Workspace
 __all__ = [
     "CATEGORIES",
     "PERMISSION_MODES",
+    "PREVIEW_BYTES",
     "ArgsModel",
     "BuiltinTool",
     "Decision",
+    "EditPlan",
     "NotFound",
     "OutsideWorkspace",
     "PermissionMode",
+    "Pin",
     "Redactor",
     "ShellSettings",
     "SideEffect",
@@ -34,6 +37,8 @@ __all__ = [
     "expand_tools",
     "hides_syntax",
     "narrower",
+    "pinned",
+    "plan_edit",
     "redact",
     "redact_values",
     "secret_name",

@@ -67,8 +67,8 @@ def open_beneath(
     """
     global _openat2
     path = path.lstrip("/") or "."
-    if make_dirs:
-        parent = posixpath.dirname(path)
+    if make_dirs:  # the folders on the way (and the folder itself, if a folder is opened)
+        parent = path if flags & os.O_DIRECTORY else posixpath.dirname(path)
         if parent:
             os.close(_walk(root, root_path, parent, os.O_RDONLY | os.O_DIRECTORY, 0, make_dirs=True))
     if _openat2 is not None:

@@ -153,14 +153,17 @@ class BuiltinTool(Generic[A]):
         return _schema(self.args)
 
     async def call(self, arguments: dict[str, Any], ctx: ToolContext) -> ToolOutput:
+        return await self.run(self.parse(arguments), ctx)
+
+    def parse(self, arguments: dict[str, Any]) -> A:
+        """The arguments as ``run`` takes them; a ``ToolError`` saying what is wrong with them."""
         try:
-            parsed = self.args.model_validate(arguments)
+            return self.args.model_validate(arguments)
         except ValidationError as e:
             problems = "; ".join(
                 f"{'.'.join(str(p) for p in err['loc']) or 'arguments'}: {err['msg']}" for err in e.errors()
             )
             raise ToolError(f"invalid arguments for {self.name}: {problems}") from e
-        return await self.run(parsed, ctx)
 
     async def run(self, args: A, ctx: ToolContext) -> ToolOutput:
         raise NotImplementedError

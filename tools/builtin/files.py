@@ -1,4 +1,4 @@
-"""File tools: read_file, list_directory, write_file, edit_file."""
+"""File tools: read_file, list_directory (the write tools are in ``edits``)."""
 
 from __future__ import annotations
 
@@ -10,9 +10,8 @@ from pydantic import Field
 
 from zero.errors import ToolError
 from zero.tools.base import ArgsModel, BuiltinTool, ToolContext, ToolOutput
-from zero.tools.workspace import NotFound
 
-__all__ = ["EditFile", "ListDirectory", "ReadFile", "WriteFile"]
+__all__ = ["ListDirectory", "ReadFile", "refuse_linked"]
 
 MAX_READ_LINES = 2000
 MAX_LIST_ENTRIES = 1000
@@ -99,87 +98,3 @@ class ListDirectory(BuiltinTool[ListDirectoryArgs]):
         shown = entries[:MAX_LIST_ENTRIES]
         more = f"\n[{len(entries) - len(shown)} more entries not shown]" if len(entries) > len(shown) else ""
         return ToolOutput("\n".join(shown) + more if entries else f"{args.path} is empty")
-
-
-class WriteFileArgs(ArgsModel):
-    path: str = Field(description="File path, relative to the workspace root.")
-    content: str = Field(description="The whole new content of the file.")
-
-
-class WriteFile(BuiltinTool[WriteFileArgs]):
-    name = "write_file"
-    description = "Create a file or overwrite it with new content; missing folders are created."
-    side_effect = "write"
-    args = WriteFileArgs
-
-    async def run(self, args: WriteFileArgs, ctx: ToolContext) -> ToolOutput:
-        workspace = ctx.workspace
-
-        def write() -> bool:
-            try:
-                fd, existed = workspace.open(args.path, os.O_WRONLY), True
-            except NotFound:
-                fd = workspace.open(args.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, make_dirs=True)
-                existed = False
-            refuse_linked(fd, args.path)
-            with os.fdopen(fd, "wb") as f:
-                f.truncate(0)
-                f.write(args.content.encode("utf-8"))
-            return existed
-
-        existed = await anyio.to_thread.run_sync(write)
-        verb = "Overwrote" if existed else "Created"
-        lines = args.content.count("\n") + (0 if args.content.endswith("\n") or not args.content else 1)
-        return ToolOutput(f"{verb} {args.path} ({lines} lines)", changed_files=(workspace.shown(args.path),))
-
-
-class EditFileArgs(ArgsModel):
-    path: str = Field(description="File path, relative to the workspace root.")
-    old_text: str = Field(description="The exact text to replace, including whitespace.")
-    new_text: str = Field(description="The text to put in its place.")
-    replace_all: bool = Field(False, description="Replace every occurrence instead of exactly one.")
-
-
-class EditFile(BuiltinTool[EditFileArgs]):
-    name = "edit_file"
-    description = (
-        "Replace an exact piece of text in a file. old_text must occur exactly once "
-        "(add surrounding lines to make it unique) unless replace_all is true."
-    )
-    side_effect = "write"
-    args = EditFileArgs
-
-    async def run(self, args: EditFileArgs, ctx: ToolContext) -> ToolOutput:
-        if not args.old_text:
-            raise ToolError("old_text is empty; use write_file to create a file")
-        workspace = ctx.workspace
-
-        def edit() -> int:
-            fd = workspace.open(args.path, os.O_RDWR)
-            refuse_linked(fd, args.path)
-            text, _ = read_fd(os.dup(fd), args.path)
-            count = text.count(args.old_text)
-            if count == 0:
-                raise ToolError(
-                    f"old_text was not found in {args.path}; read the file again and copy the "
-                    "exact text, including indentation and line breaks"
-                )
-            if count > 1 and not args.replace_all:
-                at, lines, start = [], [], 0
-                while (start := text.find(args.old_text, start)) != -1:
-                    at.append(start)
-                    start += 1
-                lines = [str(text.count("\n", 0, i) + 1) for i in at]
-                raise ToolError(
-                    f"old_text occurs {count} times in {args.path} (lines {', '.join(lines)}); "
-                    "include more surrounding text to make it unique, or set replace_all"
-                )
-            with os.fdopen(fd, "wb") as f:
-                f.seek(0)
-                f.truncate(0)
-                f.write(text.replace(args.old_text, args.new_text).encode("utf-8"))
-            return count
-
-        count = await anyio.to_thread.run_sync(edit)
-        what = f"{count} occurrences" if count > 1 else "1 occurrence"
-        return ToolOutput(f"Edited {args.path}: replaced {what}", changed_files=(workspace.shown(args.path),))
