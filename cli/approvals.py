@@ -6,9 +6,11 @@ from its redacted form), and it is narrow: a shell command covers itself, except
 read-only family (``git status``, ``ls``, ``grep`` ...), which covers the same family; a command that
 chains, pipes, redirects, substitutes, globs, comments, sets variables or wraps another program (``sh -c``,
 ``env``, ``find -exec``, ``python -m``) covers only itself, as written; so does a command holding any
-character outside printable ASCII, space and tab (a carriage return, a form feed, a no-break space, a
-look-alike letter), which bash and a shell-words parser may split differently; a sandboxed approval never
-covers a run outside the sandbox. A file write covers the file it lands in (its real path, links
+character outside printable ASCII, space and tab (a letter of another alphabet, which may look like one of
+ours), which bash and a shell-words parser may read differently; a command holding a character a terminal
+does not print (a carriage return, a form feed, a no-break space, a zero-width or bidirectional mark), which
+can hide what it says, is shown with it escaped and is never covered; a sandboxed approval never covers a
+run outside the sandbox. A file write covers the file it lands in (its real path, links
 followed as the tool follows them), never one in ``.git``, ``.zero``, ``.husky`` or ``.vscode`` (what
 git, Zero or an editor runs by itself). An edit is shown as the write tool computes it (``plan_edit``), and
 the approval pins what was shown, so the tool writes nothing else. A request whose shown form hides shell
@@ -35,6 +37,7 @@ __all__ = [
     "CHANGE_HIDDEN",
     "HIDDEN_WARNING",
     "PROTECTED",
+    "UNSEEN_WARNING",
     "Judgement",
     "Preview",
     "SessionRule",
@@ -44,6 +47,10 @@ __all__ = [
 
 HIDDEN_WARNING = (
     "a secret in this call holds shell syntax, so what is shown is not all of what would run; "
+    "it can be allowed once, never for the session"
+)
+UNSEEN_WARNING = (
+    "this command holds characters a terminal does not show as they are ({}), escaped here; "
     "it can be allowed once, never for the session"
 )
 CHANGE_HIDDEN = (
@@ -122,6 +129,8 @@ def judge(request: ApprovalRequest, workspace: Workspace, redact: Callable[[str]
         once += [why] if why else []
     elif request.shown.name == "bash":
         rule = _command_rule(request)
+        unseen = _unseen(request.arguments.get("command"))
+        once += [UNSEEN_WARNING.format(unseen)] if unseen else []
     else:
         rule = SessionRule(f"tool: {request.shown.name}", request.shown.name)
     pin = None if plan is None else plan.pin
@@ -182,6 +191,15 @@ def _exact(command: str) -> str:
         except ValueError:
             pass
     return f"line {json.dumps(command)}"
+
+
+def _unseen(command: object) -> str:
+    """The characters of ``command`` a terminal does not print as they are (newlines and tabs aside), escaped
+    and listed once each (``\\r, \\u200b``); empty when there are none."""
+    if not isinstance(command, str):
+        return ""
+    found = dict.fromkeys(c for c in command if c not in "\n\t" and not c.isprintable())
+    return ", ".join(visible(c) for c in found)
 
 
 def visible(text: str) -> str:

@@ -18,7 +18,7 @@ from support.cli import write_script
 from support.terminal import Terminal
 
 from zero.agent import ApprovalRequest, PermissionRequested
-from zero.cli.approvals import CHANGE_HIDDEN, HIDDEN_WARNING, judge, visible
+from zero.cli.approvals import CHANGE_HIDDEN, HIDDEN_WARNING, UNSEEN_WARNING, judge, visible
 from zero.sessions import FileSessionStore
 from zero.tools import PREVIEW_BYTES, Redactor, Workspace, hides_syntax
 
@@ -120,7 +120,6 @@ COVERED: list[tuple[Call, Call]] = [
     (sh("ls"), sh("ls  -la src")),
     (sh("rm -f a.log"), sh("rm -f  a.log")),
     (sh("pwd", outside=True), sh("pwd", outside=True)),
-    (sh("grep\r/x"), sh("grep\r/x")),  # byte for byte
     (write("notes.txt"), edit("./x/../notes.txt", "notes", "more")),
     (write("notes.txt"), write("notes-link.txt")),  # a link to the same file
 ]
@@ -128,6 +127,10 @@ COVERED: list[tuple[Call, Call]] = [
 HIDDEN = "git ls-remote https://deploy:tok3n;touch${IFS}pwned;@host.example/repo"
 ONCE: list[tuple[Call, str]] = [
     (sh(HIDDEN), HIDDEN_WARNING),
+    # what a terminal does not print as it is: the repository's "cat\r/x" shows as "/x" on one
+    (sh("cat\r/x"), UNSEEN_WARNING.format("\\r")),
+    (sh("cat README.md\x1b[2K\u200b"), UNSEEN_WARNING.format("\\x1b, \\u200b")),
+    (sh("./l\u202eexe.hs"), UNSEEN_WARNING.format("\\u202e")),  # shows as ./lsh.exe
     (write(".git/config"), "a write in .git/ is asked about every time (what is there runs by itself)"),
     (write("gitlink/hooks/post-checkout"), "a write in .git/ is asked about every time"),
     (write(".Git/hooks/pre-commit"), "a write in .git/ is asked about every time"),  # one file on macOS
