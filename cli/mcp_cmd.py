@@ -15,10 +15,13 @@ import anyio
 from zero.cli.common import Streams, confirm, print_error, print_warnings, workspace_from_args
 from zero.cli.config import McpServerEntry, load_config, user_config_dir
 from zero.cli.mcp_config import (
+    MAX_CODE_BYTES,
+    MAX_CODE_FILES,
+    RepositoryCode,
     configured_servers,
     edit_table,
     fingerprint,
-    repository_files,
+    repository_code,
     run_servers,
     server_cwd,
     server_table,
@@ -116,8 +119,12 @@ def _add(args: argparse.Namespace, workspace: Path, streams: Streams) -> int:
     edit_table(path, f"mcp.servers.{args.name}", server_table(entry))
     load_config(workspace)  # the edited file still reads
     streams.stdout.write(f"added MCP server {args.name} to {path}\n")
-    if args.project:
-        approve("mcp", workspace, args.name, fingerprint(entry, workspace))  # the user added it: it may start
+    if args.project:  # the user added it: it may start
+        code = repository_code(entry, workspace)
+        if code.too_much:
+            streams.stderr.write(f"warning: {args.name} is not approved: {_too_much(args.name, code)}\n")
+        else:
+            approve("mcp", workspace, args.name, fingerprint(entry, code))
     return 0
 
 
@@ -137,7 +144,10 @@ def _trust(args: argparse.Namespace, workspace: Path, streams: Streams) -> int:
     entry, where = found
     streams.stdout.writelines(f"{line}\n" for line in _described(args.name, entry, where, workspace))
     if where == "project":
-        now = fingerprint(entry, workspace)  # what was shown is what the approval covers
+        code = repository_code(entry, workspace)
+        if code.too_much:
+            raise UsageError(f"{args.name} cannot be approved: {_too_much(args.name, code)}")
+        now = fingerprint(entry, code)  # what was shown is what the approval covers
         if approved("mcp", workspace).get(args.name) == now:
             streams.stdout.write(f"approved already, as it is now: it starts in runs in {workspace}\n")
             return 0
@@ -176,9 +186,18 @@ def _described(name: str, entry: McpServerEntry, where: str, workspace: Path) ->
         for key, value in values.items():
             lines.append(f"  {title}: {key} = {value}{_takes(value)}")
     if where == "project":
-        files = ", ".join(repository_files(entry, workspace)) or "none"
-        lines.append(f"  its files in the repository (an edit asks again): {files}")
+        code = repository_code(entry, workspace).described()
+        lines.append(f"  its code in the repository (any change there asks again): {code}")
     return lines
+
+
+def _too_much(name: str, code: RepositoryCode) -> str:
+    """Why a project's server whose code is too much cannot be approved, and what to do."""
+    return (
+        f"the code it runs from the repository is {code.described()}, more than an approval covers "
+        f"({MAX_CODE_FILES:,} files, {MAX_CODE_BYTES:,} bytes); move the server into a folder of its own, or "
+        f"add it to your own config (zero mcp add {name} -- COMMAND...), which trusts it as yours"
+    )
 
 
 def _takes(value: str) -> str:

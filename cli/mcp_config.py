@@ -1,21 +1,30 @@
 """Which MCP servers a run starts: the user's ``[mcp.servers]``, and the project's once approved.
 
-A project's config comes with a repository, so its servers are code someone else wrote: each starts
-only after the user approved it (``zero mcp trust NAME``, which shows what it runs), and then its
-tools run as a trusted server's do. The approval is remembered per workspace in
-``$ZERO_HOME/mcp-approved.json`` with a fingerprint of the entry and of the repository's files it
-runs, so an edited entry, or edited code, asks again; the entry cannot say how far it is trusted. A
-project's server runs in the workspace (or its ``cwd`` there). ``add``, ``remove`` and ``trust`` edit
-a config file's text table by table, so the rest of the file, comments included, stays as it was.
+A project's config comes with a repository, so its servers are code someone else wrote: each starts only
+after the user approved it (``zero mcp trust NAME``, which shows what it runs), and then its tools run as
+a trusted server's do. The approval is remembered per workspace in ``$ZERO_HOME/mcp-approved.json`` with
+a fingerprint of the entry and of the code it runs from the repository: every file in the folder of each
+file it names (or each folder it names, or its ``cwd`` for ``-m``), beneath it all the way down, since
+what a script imports sits beside it (a ``json.py`` put next to a server shadows Python's own). So an
+edited entry, or any file added, edited or removed there, asks again; the entry cannot say how far it is
+trusted. The walk skips ``.git``, which no server runs, but not ``__pycache__`` (Python runs a planted
+``.pyc`` whose header matches its source); a project's server runs in the workspace (or its ``cwd``
+there) with ``PYTHONDONTWRITEBYTECODE``, so its own start changes nothing there. ``add``, ``remove`` and
+``trust`` edit a config file's text table by table, so the rest of the file, comments included, stays as
+it was.
 """
 
 from __future__ import annotations
 
+import errno
 import hashlib
+import io
 import json
 import os
+import posixpath
 import re
 import stat
+from dataclasses import dataclass
 from pathlib import Path
 
 from zero.agent.mcpconfig import McpServer
@@ -25,20 +34,58 @@ from zero.errors import ToolError, UsageError
 from zero.tools import Workspace
 
 __all__ = [
+    "MAX_CODE_BYTES",
+    "MAX_CODE_FILES",
+    "RepositoryCode",
     "configured_servers",
     "edit_table",
     "fingerprint",
-    "repository_files",
+    "repository_code",
     "run_servers",
     "server_cwd",
     "server_table",
 ]
 
 
-def fingerprint(entry: McpServerEntry, workspace: Path) -> str:
-    """What the approval of a project's server covers: how it is started, then the repository's files it runs."""
+MAX_CODE_FILES = 2_000  # entries of the folders a project's server runs from that an approval covers
+MAX_CODE_BYTES = 20_000_000  # and their bytes; past either, it cannot be approved as a project's
+_SKIPPED = ".git"  # git's own store, which no server runs
+# What a project's server is started with: Python writes no bytecode of the repository's files (which
+# would change what the approval covers at every first start).
+_NO_BYTECODE = {"PYTHONDONTWRITEBYTECODE": "1"}
+
+
+@dataclass(frozen=True)
+class RepositoryCode:
+    """What a project's server runs from the repository: the folders it runs from (as the workspace names
+    them), every entry beneath them with a hash of its content (a link: where it leads, and what it leads to
+    if that is inside), their bytes, and why they are too much to approve (``too_much``), if they are."""
+
+    folders: tuple[str, ...]
+    files: dict[str, str]
+    size: int = 0
+    too_much: str = ""
+
+    def described(self) -> str:
+        """The folders as ``zero mcp trust`` shows them, with how much they hold."""
+        if not self.folders:
+            return "none"
+        named = ", ".join("the whole workspace" if f == "." else f"{f}/" for f in self.folders)
+        if self.too_much:
+            return f"{named} ({self.too_much})"
+        count = len(self.files)
+        return f"{named} ({count:,} {'file' if count == 1 else 'files'}, {self.size:,} bytes)"
+
+
+class _TooMuch(Exception):
+    pass
+
+
+def fingerprint(entry: McpServerEntry, code: RepositoryCode) -> str:
+    """What the approval of a project's server covers: how it is started, then the code it runs from the
+    repository (``code``, which must not be too much)."""
     started = entry.model_dump(include={"command", "args", "env", "cwd", "url", "headers"})
-    return f"{_digest(started)}.{_digest(repository_files(entry, workspace))}"
+    return f"{_digest(started)}.{_digest([code.folders, code.files])}"
 
 
 def _digest(data: object) -> str:
@@ -50,21 +97,108 @@ def server_cwd(entry: McpServerEntry, workspace: Path) -> Path:
     return workspace / entry.cwd if entry.cwd else workspace
 
 
-def repository_files(entry: McpServerEntry, workspace: Path) -> dict[str, str]:
-    """The files of ``workspace`` a server runs, each with a hash of its content: its command if that is a
-    path there, and the arguments that name files there (what those files import is not followed)."""
-    files: dict[str, str] = {}
+def repository_code(entry: McpServerEntry, workspace: Path) -> RepositoryCode:
+    """The code of ``workspace`` a server runs: the folder of its command if that is a file there, of each
+    argument that names a file there, each argument that names a folder there, and its ``cwd`` if it runs a
+    module (``-m``), each walked to the bottom (links followed only inside the workspace); at most
+    ``MAX_CODE_FILES`` entries and ``MAX_CODE_BYTES`` bytes."""
     here, cwd = Workspace([workspace]), server_cwd(entry, workspace)
+    folders: set[str] = set()
     for item in ([entry.command] if entry.command and "/" in entry.command else []) + entry.args:
-        path = str(cwd / item)  # an absolute item stays itself
+        path = str(cwd / item) if item != "-m" else str(cwd)  # an absolute item stays itself
         try:
-            fd = here.open(path, os.O_RDONLY | os.O_NONBLOCK)
+            fd = here.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
         except ToolError:  # not a file, or not the repository's
             continue
-        with os.fdopen(fd, "rb") as f:
-            if stat.S_ISREG(os.fstat(fd).st_mode):
-                files[here.shown(path)] = hashlib.file_digest(f, "sha256").hexdigest()[:16]
-    return files
+        kind = os.fstat(fd).st_mode
+        os.close(fd)
+        shown = here.shown(path)
+        if stat.S_ISDIR(kind):
+            folders.add(shown)
+        elif stat.S_ISREG(kind):
+            folders.add(posixpath.dirname(shown) or ".")
+    # a folder inside another is walked with it
+    top = tuple(sorted(f for f in folders if not any(_within(f, g) for g in folders if g != f)))
+    files: dict[str, str] = {}
+    walk = _Walk(here, files)
+    try:
+        for folder in top:
+            walk.folder(folder)
+    except _TooMuch as e:
+        return RepositoryCode(top, {}, walk.size, str(e))
+    return RepositoryCode(top, files, walk.size)
+
+
+def _within(folder: str, other: str) -> bool:
+    return other == "." or folder.startswith(other + "/")
+
+
+@dataclass
+class _Walk:
+    """A walk of folders beneath the workspace, hashing each entry into ``files``."""
+
+    here: Workspace
+    files: dict[str, str]
+    size: int = 0
+
+    def __post_init__(self) -> None:
+        self._seen: set[tuple[int, int]] = set()
+
+    def folder(self, folder: str) -> None:
+        fd = self.here.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            st = os.fstat(fd)
+            if (st.st_dev, st.st_ino) in self._seen:  # a link back to a folder walked already
+                return
+            self._seen.add((st.st_dev, st.st_ino))
+            with os.scandir(fd) as entries:
+                names = sorted(e.name for e in entries)
+            for name in names:
+                self._entry(fd, name, name if folder == "." else f"{folder}/{name}")
+        finally:
+            os.close(fd)
+
+    def _entry(self, fd: int, name: str, path: str) -> None:
+        if len(self.files) >= MAX_CODE_FILES:
+            raise _TooMuch(f"more than {MAX_CODE_FILES:,} files")
+        try:
+            self._read(fd, name, path)
+        except (OSError, ToolError) as e:  # changed while it was read, or not readable: as such, it is covered
+            self.files[path] = f"unreadable: {e.strerror if isinstance(e, OSError) else e}"
+
+    def _read(self, fd: int, name: str, path: str) -> None:
+        kind = os.stat(name, dir_fd=fd, follow_symlinks=False).st_mode
+        if stat.S_ISDIR(kind):
+            if name != _SKIPPED:
+                self.files[path] = "folder"
+                self.folder(path)
+        elif stat.S_ISLNK(kind):
+            self.files[path] = f"link to {os.readlink(name, dir_fd=fd)}"
+            try:  # what it leads to, if that is inside
+                target = self.here.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
+            except ToolError:
+                return
+            mode = os.fstat(target).st_mode
+            if stat.S_ISREG(mode):
+                with os.fdopen(target, "rb") as f:
+                    self.files[path] += f": {self._hash(f)}"
+                return
+            os.close(target)
+            if stat.S_ISDIR(mode):
+                self.folder(path)
+        elif stat.S_ISREG(kind):
+            with os.fdopen(os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=fd), "rb") as f:
+                if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):  # swapped since
+                    raise OSError(errno.EAGAIN, "it changed while it was read")
+                self.files[path] = self._hash(f) + (" executable" if kind & 0o111 else "")
+        else:  # a FIFO, a socket or a device: never opened
+            self.files[path] = f"special file {stat.S_IFMT(kind):o}"
+
+    def _hash(self, f: io.BufferedReader) -> str:
+        self.size += os.fstat(f.fileno()).st_size
+        if self.size > MAX_CODE_BYTES:
+            raise _TooMuch(f"more than {MAX_CODE_BYTES:,} bytes")
+        return hashlib.file_digest(f, "sha256").hexdigest()[:16]
 
 
 def configured_servers(configs: Configs) -> dict[str, tuple[McpServerEntry, str]]:
@@ -96,7 +230,7 @@ def run_servers(configs: Configs, workspace: Path) -> tuple[list[McpServer], lis
                 name=name,
                 command=entry.command,
                 args=tuple(entry.args),
-                env=dict(entry.env),
+                env={**entry.env, **(_NO_BYTECODE if where == "project" else {})},
                 cwd=str(server_cwd(entry, workspace)) if where == "project" else entry.cwd,
                 url=entry.url,
                 headers=dict(entry.headers),
@@ -112,15 +246,17 @@ def run_servers(configs: Configs, workspace: Path) -> tuple[list[McpServer], lis
 
 def _unapproved(approval: str | None, entry: McpServerEntry, workspace: Path) -> str:
     """Why a project's server may not start (its approval is missing or out of date), or ''."""
-    now = fingerprint(entry, workspace)
-    if approval == now:
-        return ""
     if approval is None:
         return "a project's servers start once you approve them"
+    code = repository_code(entry, workspace)
+    if code.too_much:
+        return f"the code it runs from the repository ({code.described()}) is more than an approval covers"
+    now = fingerprint(entry, code)
+    if approval == now:
+        return ""
     if approval.split(".")[0] != now.split(".")[0]:
         return "its entry changed since you approved it"
-    files = ", ".join(repository_files(entry, workspace)) or "a file it runs"
-    return f"the code it runs from the repository ({files}) changed since you approved it"
+    return f"the code it runs from the repository ({code.described()}) changed since you approved it"
 
 
 _TABLE = re.compile(r"^\s*\[([^\[\]]+)\]\s*(#.*)?$")

@@ -11,7 +11,7 @@ import subprocess
 import sys
 import time
 import tomllib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -24,7 +24,8 @@ from mcp.shared.exceptions import MCPError
 from support.cli import ZERO, scripted, write_script, zero
 
 from zero import __version__
-from zero.cli.config import NO_PROVIDER
+from zero.cli.config import NO_PROVIDER, McpServerEntry
+from zero.cli.mcp_config import MAX_CODE_BYTES, MAX_CODE_FILES, RepositoryCode, fingerprint, repository_code
 from zero.sessions import FileSessionStore
 
 DEMO = str(Path(__file__).parents[1] / "mcpdemo" / "server.py")
@@ -223,11 +224,15 @@ match = { turn = 1 }
 tool_calls = [
   { name = "mcp__repo__echo", arguments = { text = "hi" } },
   { name = "mcp__repo__getenv", arguments = { name = "T" } },
+  { name = "mcp__repo__getenv", arguments = { name = "PYTHONDONTWRITEBYTECODE" } },
 ]
 [[turns]]
 match = { turn = 2 }
 text = "used"
 """
+# Put beside a server's script, a module of that name shadows Python's own: the server imports it, outside
+# the sandbox.
+SHADOW = "import pathlib\npathlib.Path(__file__).parents[2].joinpath('PWNED').write_text('ran')\n"
 
 
 def test_a_projects_server_shows_what_it_runs_and_asks_again_when_its_code_changes(
@@ -256,7 +261,7 @@ def test_a_projects_server_shows_what_it_runs_and_asks_again_when_its_code_chang
         "  env: T = $OPENAI_API_KEY  (from your environment: OPENAI_API_KEY (named like a secret: its value goes "
         "to this server))\n"
         "  env: MODE = fast\n"
-        "  its files in the repository (an edit asks again): tools/server.py\n"
+        f"  its code in the repository (any change there asks again): tools/ (1 file, {len(REPO_SERVER):,} bytes)\n"
     )
     run = ["exec", "go", *scripted(write_script(tmp_path / "s.toml", USE_REPO), workspace), "--output-format", "json"]
     done = zero(*run, env=key)
@@ -269,13 +274,31 @@ def test_a_projects_server_shows_what_it_runs_and_asks_again_when_its_code_chang
     assert done.returncode == 0, done.stderr
     results = [e.event for e in store().events(json.loads(done.stdout)["sessionId"]) if e.event.kind == "tool_result"]
     assert results[0].output == "echo: hi" and results[1].output == "[REDACTED]"  # it got the key you were shown
+    assert results[2].output == "1"  # it writes no bytecode there: its own start changes nothing it runs
     assert "trust = true" not in done.stderr
 
-    code.write_text(REPO_SERVER + "\n# someone pushed a change\n")
+    changes: list[Callable[[], object]] = [
+        lambda: (code.parent / "json.py").write_text(SHADOW),  # a file beside it (Python imports it first)
+        lambda: (code.parent / "json.py").unlink(),  # a file removed
+        lambda: (code.parent / "lib" / "json").mkdir(parents=True),  # a folder beneath
+        lambda: (code.parent / "util.py").symlink_to("../README.md"),  # a link
+        lambda: (code.parent / "__pycache__").mkdir(),  # Python runs a .pyc there if its header matches
+        lambda: (code.parent / "__pycache__" / "util.cpython-312.pyc").write_bytes(b"\x00" * 16),
+    ]
+    for change in changes:
+        change()
+        done = zero(*run, env=key)
+        assert (
+            f"MCP server 'repo' of {project} not started: the code it runs from the repository (tools/ ("
+        ) in done.stderr and "changed since you approved it; zero mcp trust repo shows what it runs and asks" in (
+            done.stderr
+        )
+        assert not (workspace / "PWNED").exists()
+        assert zero("mcp", "trust", "repo", "--yes", *here, env=key).returncode == 0
+    code.write_text(REPO_SERVER + "\n# a second change\n")
     done = zero(*run, env=key)
     assert (
-        f"MCP server 'repo' of {project} not started: the code it runs from the repository (tools/server.py) "
-        "changed since you approved it; zero mcp trust repo shows what it runs and asks"
+        f"MCP server 'repo' of {project} not started: the code it runs from the repository (tools/ (6 files, "
     ) in done.stderr
     results = [e.event for e in store().events(json.loads(done.stdout)["sessionId"]) if e.event.kind == "tool_result"]
     assert results[0].output.startswith("Error: there is no tool named 'mcp__repo__echo'")
@@ -283,6 +306,90 @@ def test_a_projects_server_shows_what_it_runs_and_asks_again_when_its_code_chang
     project.write_text(entry.replace('MODE = "fast"', 'MODE = "$ANTHROPIC_API_KEY"'))
     done = zero(*run, env=key)
     assert "not started: its entry changed since you approved it; zero mcp trust repo" in done.stderr
+
+
+HI = '[[turns]]\nmatch = { turn = 1 }\ntext = "hi"\n'
+
+
+def code_of(workspace: Path, *args: str, command: str = "python3", cwd: str | None = None) -> RepositoryCode:
+    return repository_code(McpServerEntry(command=command, args=list(args), cwd=cwd), workspace)
+
+
+def test_the_code_a_projects_server_runs_is_each_folder_it_runs_from_to_the_bottom(
+    workspace: Path, tmp_path: Path
+) -> None:
+    srv = workspace / "srv"
+    (srv / "pkg").mkdir(parents=True)
+    (srv / "server.py").write_text("import pkg\n")
+    (srv / "pkg" / "__init__.py").write_text("")
+    (workspace / "lib").mkdir()
+    (workspace / "lib" / "util.py").write_text("x = 1\n")
+    (srv / "util.py").symlink_to("../lib/util.py")  # a link inside: what it leads to is covered
+    (tmp_path / "outside.py").write_text("secret")
+    (srv / "out.py").symlink_to(tmp_path / "outside.py")  # a link out: where it leads, never what is there
+    (srv / "loop").symlink_to(".")  # a link back: walked once
+    os.mkfifo(srv / "pipe")  # never opened (it would block)
+    (srv / ".git").mkdir()  # git's store: not walked
+    (srv / ".git" / "HEAD").write_text("ref: refs/heads/main\n")
+    code = code_of(workspace, "srv/server.py", "--port", "8000")
+    assert (code.folders, code.too_much) == (("srv",), "")
+    assert list(code.files) == [
+        "srv/loop", "srv/out.py", "srv/pipe", "srv/pkg", "srv/pkg/__init__.py", "srv/server.py", "srv/util.py"
+    ]  # fmt: skip
+    assert code.files["srv/out.py"] == f"link to {tmp_path / 'outside.py'}" and code.files["srv/loop"] == "link to ."
+    assert code.described() == "srv/ (7 files, 17 bytes)"
+    # which folders: of the files named (one walk for nested ones), the folders named, the cwd of a module
+    assert code_of(workspace, "srv/server.py", "srv/pkg/__init__.py").folders == ("srv",)
+    assert code_of(workspace, "srv/pkg", "lib/util.py").folders == ("lib", "srv/pkg")
+    assert code_of(workspace, command="srv/server.py").folders == ("srv",)
+    assert code_of(workspace, "-m", "pkg.server", cwd="srv").folders == ("srv",)
+    assert code_of(workspace, "-m", "srv.server").described().startswith("the whole workspace (")
+    assert code_of(workspace, "../elsewhere.py", str(tmp_path / "outside.py"), "-y", "pkg").folders == ()
+    # what changes what an approval covers, and what does not
+    entry = McpServerEntry(command="python3", args=["srv/server.py"])
+    approved = fingerprint(entry, code)
+    unrelated: list[Callable[[], object]] = [
+        lambda: (tmp_path / "outside.py").write_text("changed"),
+        lambda: (srv / ".git" / "HEAD").write_text("ref: refs/heads/evil\n"),
+        lambda: (workspace / "README.md").write_text("changed"),
+        lambda: (workspace / "srv.py").write_text("beside the folder"),
+    ]
+    for change in unrelated:
+        change()
+        assert fingerprint(entry, code_of(workspace, "srv/server.py")) == approved
+    (workspace / "lib" / "util.py").write_text("x = 2\n")  # through the link
+    assert fingerprint(entry, code_of(workspace, "srv/server.py")) != approved
+    (srv / "server.py").chmod(0o755)
+    assert code_of(workspace, "srv/server.py").files["srv/server.py"].endswith(" executable")
+
+
+def test_a_projects_server_with_more_code_than_an_approval_covers_is_not_approved(workspace: Path) -> None:
+    project = workspace / ".zero" / "config.toml"
+    project.parent.mkdir()
+    project.write_text('[mcp.servers.big]\ncommand = "python3"\nargs = ["big/server.py"]\n')
+    (workspace / "big").mkdir()
+    (workspace / "big" / "server.py").write_text("")
+    here = ["--cwd", str(workspace)]
+    assert zero("mcp", "trust", "big", "--yes", *here).returncode == 0
+    for i in range(MAX_CODE_FILES):
+        (workspace / "big" / f"m{i}.py").touch()
+    assert code_of(workspace, "big/server.py").described() == "big/ (more than 2,000 files)"
+    refused = zero("mcp", "trust", "big", "--yes", *here)
+    assert refused.returncode == 2
+    assert refused.stderr == (
+        "zero: error: big cannot be approved: the code it runs from the repository is big/ (more than 2,000 files), "
+        "more than an approval covers (2,000 files, 20,000,000 bytes); move the server into a folder of its own, or "
+        "add it to your own config (zero mcp add big -- COMMAND...), which trusts it as yours\n"
+    )
+    done = zero("exec", "hi", *scripted(write_script(workspace.parent / "s.toml", HI), workspace))
+    assert (
+        f"MCP server 'big' of {project} not started: the code it runs from the repository (big/ (more than 2,000 "
+        "files)) is more than an approval covers; zero mcp trust big shows what it runs and asks"
+    ) in done.stderr
+    (workspace / "fat").mkdir()
+    with (workspace / "fat" / "data.bin").open("wb") as f:
+        f.truncate(MAX_CODE_BYTES + 1)  # sparse: its size is what counts
+    assert code_of(workspace, "fat/data.bin").too_much == "more than 20,000,000 bytes"
 
 
 SERVE_SCRIPT = """
