@@ -6,6 +6,7 @@ import argparse
 import gc
 import os
 import signal
+import site
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcontext
@@ -144,7 +145,7 @@ async def open_context(
                 retry=settings.retry,
                 mcp=mcp,
                 shell=ShellSettings(
-                    protected=(default_data_dir(), user_config_dir()),
+                    protected=_zero_folders(),
                     env_passthrough=tuple(settings.configs.user.shell.env_passthrough),
                 ),
             )
@@ -152,6 +153,19 @@ async def open_context(
         with anyio.CancelScope(shield=True):
             await pool.aclose()
             await anyio.to_thread.run_sync(store.flush)  # every session's final status, on disk
+
+
+def _zero_folders() -> tuple[Path, ...]:
+    """What Zero reads when it starts, never writable from the sandbox: its data and config folders as this run
+    finds them and as a run without ``ZERO_HOME`` and ``XDG_*`` would (in your home), and the virtual
+    environment it runs from, or your user site-packages (its code, and the ``.pth`` files Python runs at start)."""
+    home = Path.home()
+    folders = [default_data_dir(), user_config_dir(), home / ".local" / "share" / "zero", home / ".config" / "zero"]
+    if sys.prefix != sys.base_prefix:
+        folders.append(Path(sys.prefix))
+    elif site.ENABLE_USER_SITE:  # Python runs its .pth files at start
+        folders.append(Path(site.getusersitepackages()))
+    return tuple(dict.fromkeys(folders))
 
 
 def _mcp(servers: list[McpServer], streams: Streams) -> AbstractAsyncContextManager[dict[str, list[Tool]]]:

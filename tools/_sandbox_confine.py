@@ -5,7 +5,11 @@
   ``/run``, ``/var/run`` and ``$XDG_RUNTIME_DIR`` are empty; ``/dev`` is minimal, as bubblewrap's
   ``--dev``: null, zero, full, random, urandom, tty, a new devpts (ptmx), the private shm and the
   fd/stdin/stdout/stderr links. A workspace root beneath one of those is bound back at its own path;
-  a protected folder (Zero's data and config folders) that is still visible is bound read-only.
+  a protected folder (Zero's data and config folders) that is still visible is bound read-only, and
+  every folder or link a lookup of its path passes in a workspace root is *pinned*, bound onto
+  itself: a mount point cannot be renamed, removed or replaced (EBUSY), so the path goes on leading
+  to the folder made read-only (else moving its parent away would move the read-only folder with
+  it, and a new one could be made in its place).
 - ``drop_privileges``, in the command's process: the command is root in its user namespace by uid
   only, with no capability and none to regain (securebits locked, bounding and ambient sets empty,
   no_new_privs), so it cannot unmount what covers the host's folders.
@@ -18,6 +22,7 @@ Standard library only (it runs in the sandbox's ``python -I -S``).
 from __future__ import annotations
 
 import ctypes
+import errno
 import os
 import stat
 
@@ -176,11 +181,61 @@ def _mount_point(path: str) -> int:
     return fd
 
 
-def private_view(private: str, roots: list[str], protected: list[str], empty: list[str]) -> None:
+def _lookup(path: str, roots: list[str]) -> tuple[list[tuple[str, int]], str | None]:
+    """Follow ``path`` as a lookup does, link by link: the entries it passes that lie in a folder beneath a
+    workspace root (a command could rename or replace those), each with a descriptor of what it is now, and
+    the real path it leads to (None: not to a folder)."""
+    entries: list[tuple[str, int]] = []
+    here, todo, links = "/", path.split("/")[::-1], 0
+    while todo:
+        name = todo.pop()
+        if name in ("", "."):
+            continue
+        if name == "..":
+            here = os.path.dirname(here)
+            continue
+        entry = os.path.join(here, name)
+        fd = _open(entry, os.O_NOFOLLOW)
+        if fd is None:
+            return entries, None
+        mode = os.fstat(fd).st_mode
+        target = os.readlink("", dir_fd=fd) if stat.S_ISLNK(mode) else None
+        if any(here == root or here.startswith(f"{root}/") for root in roots):
+            entries.append((entry, fd))
+        else:
+            os.close(fd)
+        if target is not None and links < 40:
+            links += 1
+            todo += target.split("/")[::-1]
+            here = "/" if target.startswith("/") else here
+        elif stat.S_ISDIR(mode):
+            here = entry
+        else:
+            return entries, None
+    return entries, here
+
+
+def _pin(entries: list[tuple[str, int]]) -> list[int]:
+    """Bind each entry onto itself, parents first (each is looked up again, through the pins above it)."""
+    opened = []
+    for entry, fd in sorted(dict(entries).items(), key=lambda item: len(item[0])):
+        seen = _open(entry, os.O_NOFOLLOW)
+        if seen is None or not _same(seen, fd):
+            raise OSError(errno.EBUSY, f"{entry}: changed while the sandbox started")
+        _bind(seen, seen)
+        opened.append(seen)
+    return opened + [fd for _, fd in entries]
+
+
+def private_view(private: str, roots: list[str], protected: list[str], empty: list[str]) -> list[str]:
     """Cover the host's temp folders, runtime folders and /dev (see the module docstring), then bring back
-    the workspace roots they covered and make the protected folders that are still visible read-only."""
+    the workspace roots they covered, pin the way to each protected folder and make those still visible
+    read-only. The real paths of the protected folders."""
     _mount(None, "/", None, _MS_REC | _MS_PRIVATE)
     _mount("proc", "/proc", "proc", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC)
+    ways = [_lookup(path, roots) for path in protected]
+    entries = [entry for way, _ in ways for entry in way]
+    protected = list(dict.fromkeys(real for _, real in ways if real is not None))
     kept = {path: fd for path in roots + protected if (fd := _open(path, os.O_DIRECTORY)) is not None}
     temp = {}
     for inside, name in PRIVATE.items():
@@ -219,6 +274,7 @@ def private_view(private: str, roots: list[str], protected: list[str], empty: li
             opened.append(_mount_point(path))  # in the private folder that covers it
             _bind(kept[path], opened[-1])
         opened += [seen] if seen is not None else []
+    opened += _pin(entries)
     for path in protected:
         seen = _open(path, os.O_DIRECTORY)
         if path in kept and seen is not None and _same(seen, kept[path]):
@@ -230,6 +286,7 @@ def private_view(private: str, roots: list[str], protected: list[str], empty: li
         os.chdir(os.getcwd())  # the workspace in this view: from the host's, '..' would lead to the host's /tmp
     except OSError:
         os.chdir("/")
+    return protected
 
 
 def writable_inside(roots: list[str]) -> list[str]:

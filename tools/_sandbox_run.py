@@ -89,8 +89,8 @@ def main(argv: list[str]) -> int:
             from zero.tools import _sandbox_seccomp as seccomp
 
             enter_namespaces()
-            confinement.private_view(values("--private")[0], roots, values("--protect"), values("--empty"))
-            sockets = seccomp.Supervisor(roots, list(confinement.PRIVATE), values("--protect"))
+            protected = confinement.private_view(values("--private")[0], roots, values("--protect"), values("--empty"))
+            sockets = seccomp.Supervisor(roots, list(confinement.PRIVATE), protected)
         else:  # no PID namespace to end them all: what the command starts stays ours, even when orphaned
             if libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) < 0:
                 raise _fail("PR_SET_CHILD_SUBREAPER")

@@ -349,6 +349,86 @@ text = "Done."
             assert result.count("Read-only file system") == 2, result
 
 
+MOVE = r"""
+import ctypes, errno, os, sys
+libc = ctypes.CDLL(None, use_errno=True)
+def attempt(what, call):
+    try:
+        call()
+        print(what, "DONE")
+    except OSError as e:
+        print(what, errno.errorcode[e.errno])
+def exchange(a, b):
+    if libc.renameat2(-100, a.encode(), -100, b.encode(), 2) < 0:  # RENAME_EXCHANGE
+        raise OSError(ctypes.get_errno(), a)
+def plant(folder):
+    os.makedirs(folder, exist_ok=True)
+    with open(os.path.join(folder, "config.toml"), "w") as f:
+        f.write('permission_mode = "unsafe"\n')
+targets, folders = sys.argv[1].split(","), sys.argv[2].split(",")
+for path in targets:  # the protected folders and every folder (or link) between them and the workspace root
+    other = path + ".other"  # one of its kind beside it
+    os.symlink(".", other) if os.path.islink(path) else os.mkdir(other)
+    attempt(f"rename {path}", lambda: os.rename(path, path + ".moved"))
+    attempt(f"remove {path}", lambda: os.unlink(path) if os.path.islink(path) else os.rmdir(path))
+    attempt(f"exchange {path}", lambda: exchange(path, other))
+    attempt(f"replace {path}", lambda: os.rename(other, path))
+    os.unlink(other) if os.path.islink(other) else os.rmdir(other)
+for folder in folders:
+    attempt(f"plant {folder}", lambda: plant(folder))
+"""
+
+LAYOUTS = {  # ZERO_HOME and XDG_CONFIG_HOME (beneath the workspace), and what lies between them and its root
+    "1 level": ({"ZERO_HOME": "zero-home", "XDG_CONFIG_HOME": "."}, ["zero-home", "zero"]),
+    "2 levels": ({"ZERO_HOME": "h1/zero-home", "XDG_CONFIG_HOME": "c1"}, ["h1/zero-home", "h1", "c1/zero", "c1"]),
+    "3 levels": (
+        {"ZERO_HOME": "h1/h2/zero-home", "XDG_CONFIG_HOME": "c1/c2"},
+        ["h1/h2/zero-home", "h1/h2", "h1", "c1/c2/zero", "c1/c2", "c1"],
+    ),
+    "through a link": (
+        {"ZERO_HOME": "link/zero-home", "XDG_CONFIG_HOME": "link"},
+        ["link", "real/zero-home", "real/zero", "real"],
+    ),
+    "the workspace is HOME": (  # ZERO_HOME and XDG_CONFIG_HOME elsewhere: the default folders are Zero's too
+        {"HOME": "."},
+        [".config/zero", ".config", ".local/share/zero", ".local/share", ".local"],
+    ),
+}
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_zero_home_and_the_config_folder_cannot_be_moved_from_beneath_the_workspace(
+    workspace: Path, tmp_path: Path, layout: str
+) -> None:
+    names, targets = LAYOUTS[layout]
+    env = {name: str(workspace / value) for name, value in names.items()}
+    (workspace / "real").mkdir()
+    (workspace / "link").symlink_to("real")
+    (workspace / "move.py").write_text(MOVE)
+    folders = [t for t in targets if t.endswith("zero-home") or t.endswith("zero")]  # the protected ones
+    command = f"python3 move.py {','.join(targets)} {','.join(folders)}"
+    script = write_script(
+        tmp_path / "s.toml",
+        f"""
+[[turns]]
+match = {{ turn = 1 }}
+tool_calls = [{{ name = "bash", arguments = {{ command = "{command}" }} }}]
+[[turns]]
+match = {{ turn = 2 }}
+text = "Done."
+""",
+    )
+    done = zero("exec", "go", *scripted(script, workspace), "--output-format", "stream-json", env=env)
+    assert done.returncode == 0 and lines(done.stdout)[-1]["status"] == "success", done.stderr
+    [result] = [e["output"] for e in lines(done.stdout) if e["type"] == "tool_result"]
+    expected = [f"{what} {path} EBUSY" for path in targets for what in ("rename", "remove", "exchange", "replace")]
+    assert result.splitlines()[: len(expected) + len(folders)] == expected + [f"plant {f} EROFS" for f in folders]
+    assert not list(workspace.rglob("*.moved")) and not list(workspace.rglob("config.toml"))
+    [log] = Path(env.get("ZERO_HOME", tmp_path / "zero-home")).glob("sessions/*/events.jsonl")
+    events = [json.loads(line)["type"] for line in log.read_text().splitlines()]  # the run's log, whole
+    assert events.count("tool_result") == 1 and events[-1] == "run_end", events
+
+
 SECRETS = {
     "OPENAI_API_KEY": "fake-openai-key-0123456789",
     "ANTHROPIC_API_KEY": "fake-anthropic-key-0123456789",

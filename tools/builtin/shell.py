@@ -158,14 +158,15 @@ def _private_temp(ctx: ToolContext) -> str:
 
 
 def _protected(ctx: ToolContext, roots: list[str]) -> list[str]:
-    """Zero's own folders, never writable from the sandbox. One in the workspace is made now if missing, so
-    that it exists (and is covered) before a command could make it."""
+    """Zero's own folders, never writable from the sandbox, as Zero's next start will look them up (links
+    and all: the sandbox pins the way). One in the workspace is made now if missing, so that it exists (and
+    is covered) before a command could make it."""
     folders = []
     for folder in ctx.shell.protected:
         real = os.path.realpath(folder)
         if not os.path.exists(real) and any(real.startswith(root.rstrip("/") + "/") for root in roots):
             os.makedirs(real, 0o700, exist_ok=True)
-        folders.append(real)
+        folders.append(os.path.join(os.getcwd(), folder))
     return folders
 
 
