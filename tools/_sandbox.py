@@ -16,10 +16,10 @@ rule calls secret (the provider keys among them) and those that lead to a socket
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import functools
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -110,16 +110,17 @@ def available() -> bool:
 class PrivateTemp:
     """The host folder (mode 0700) whose subfolders are a run's /tmp, /var/tmp and /dev/shm in the sandbox;
     it lasts until the run ends (a ``Background`` of the run). Its run holds a lease on it (a lock the kernel
-    drops when the process dies), so that the folder of a run whose Zero was killed is removed by the next."""
+    drops when the process dies), so that the folder of a run whose Zero was killed is removed by the next.
+    ``left`` says what of those could not be removed (the run goes on, and the next tries again)."""
 
     def __init__(self) -> None:
         self.path = tempfile.mkdtemp(prefix=_PREFIX)
         self.lease = os.open(os.path.join(self.path, _LEASE), os.O_CREAT | os.O_RDWR | os.O_CLOEXEC, 0o600)
         fcntl.flock(self.lease, fcntl.LOCK_EX)
-        _remove_abandoned(os.path.dirname(self.path))
+        self.left = _remove_abandoned(os.path.dirname(self.path))
 
     def remove(self) -> None:
-        _remove(self.path)
+        _remove(self.path)  # what cannot go now, the next run's start tries again
         os.close(self.lease)
 
     async def aclose(self) -> None:
@@ -127,19 +128,101 @@ class PrivateTemp:
 
 
 _PREFIX, _LEASE = "zero-run-", "lease"
+_FOLDER = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
 
 
-def _remove(path: str) -> None:
-    for folder, subfolders, _ in os.walk(path):  # a command may have left folders it cannot enter
-        for name in subfolders:
-            if not os.path.islink(sub := os.path.join(folder, name)):
-                os.chmod(sub, 0o700)
-    shutil.rmtree(path, ignore_errors=True)
+def _remove(path: str) -> str | None:
+    """Remove the folder ``path`` and all in it, without recursion (a command may leave a tree thousands deep)
+    and with one descriptor open at a time, never following a link (a link is removed, not what it leads to)
+    nor entering another file system. What could not be removed, and why (None: all went)."""
+    parent, name = os.path.split(path.rstrip("/"))
+    left: list[str] = []
+    try:
+        fd = os.open(parent or "/", _FOLDER)
+    except OSError as e:
+        return f"{path}: {e.strerror}"
+    device = os.fstat(fd).st_dev
+    todo, above = [name], []  # the subfolders of this folder still to remove; of the folders above, the same
+    try:
+        while True:
+            if todo:
+                sub = todo.pop()
+                child = _enter(fd, sub, device, left)
+                if child is not None:
+                    above.append((sub, os.fstat(fd), todo))
+                    os.close(fd)
+                    fd, todo = child, _clear(child, left)
+                continue
+            if not above:
+                break
+            sub, identity, todo = above.pop()
+            up = os.open("..", _FOLDER, dir_fd=fd)
+            os.close(fd)
+            fd = up
+            if not os.path.samestat(os.fstat(fd), identity):
+                left.append(f"{sub}: moved while it was being removed")
+                break
+            try:
+                os.rmdir(sub, dir_fd=fd)
+            except OSError as e:
+                left.append(f"{sub}: {e.strerror}")
+    except OSError as e:
+        left.append(f"{e.filename or path}: {e.strerror}")
+    finally:
+        os.close(fd)
+    return f"{path}: {left[0]}" + (f" (and {len(left) - 1} more)" if len(left) > 1 else "") if left else None
 
 
-def _remove_abandoned(temp: str) -> None:
-    """Remove the private folders in ``temp`` whose run is gone (its lease is free)."""
-    for name in os.listdir(temp):
+def _enter(fd: int, name: str, device: int, left: list[str]) -> int | None:
+    """The subfolder ``name`` of ``fd``, opened (made enterable: a command may have left it mode 000); None if
+    it is no folder (it is removed then) or lies on another file system (left)."""
+    try:
+        found = os.open(name, os.O_PATH | os.O_NOFOLLOW | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=fd)
+    except FileNotFoundError:
+        return None
+    except OSError:  # a link, or a file put in its place: the name goes, what it leads to stays
+        _unlink(fd, name, left)
+        return None
+    try:
+        if os.fstat(found).st_dev != device:
+            left.append(f"{name}: another file system is mounted there")
+            return None
+        with contextlib.suppress(OSError):
+            os.chmod(f"/proc/self/fd/{found}", 0o700)  # the folder itself, whatever its name leads to now
+        return os.open(f"/proc/self/fd/{found}", _FOLDER)
+    finally:
+        os.close(found)
+
+
+def _clear(fd: int, left: list[str]) -> list[str]:
+    """Remove what is in the folder ``fd`` but its subfolders, and name those."""
+    folders = []
+    with os.scandir(fd) as entries:
+        for entry in entries:
+            if entry.is_dir(follow_symlinks=False):
+                folders.append(entry.name)
+            else:
+                _unlink(fd, entry.name, left)
+    return folders
+
+
+def _unlink(fd: int, name: str, left: list[str]) -> None:
+    try:
+        os.unlink(name, dir_fd=fd)
+    except FileNotFoundError:
+        pass
+    except OSError as e:
+        left.append(f"{name}: {e.strerror}")
+
+
+def _remove_abandoned(temp: str) -> str | None:
+    """Remove the private folders in ``temp`` whose run is gone (its lease is free); what could not be removed."""
+    left = []
+    try:
+        names = os.listdir(temp)
+    except OSError as e:
+        return f"{temp}: {e.strerror}"
+    for name in names:
         if not name.startswith(_PREFIX):
             continue
         try:
@@ -151,9 +234,10 @@ def _remove_abandoned(temp: str) -> None:
         except OSError:
             pass  # its run goes on
         else:
-            _remove(os.path.join(temp, name))
+            left += [problem] if (problem := _remove(os.path.join(temp, name))) else []
         finally:
             os.close(lease)
+    return "; ".join(left) or None
 
 
 def empty_folders(environ: Mapping[str, str]) -> list[str]:

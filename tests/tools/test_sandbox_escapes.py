@@ -317,6 +317,101 @@ def test_temp_folders_are_the_runs_own_and_gone_with_it(
     assert f"cat: /tmp/{name}: No such file or directory" in later
 
 
+DEEP = r"""
+import os, sys
+outside = sys.argv[1]
+os.chdir("/tmp")
+os.symlink(outside, "folder-outside")
+os.symlink(f"{outside}/kept.txt", "file-outside")
+for depth in range(1200):  # deeper than Python recurses
+    os.mkdir("d")
+    os.chdir("d")
+os.symlink(outside, "deep-link")
+os.mkdir("locked")
+os.chmod("locked", 0)
+os.chmod(".", 0o500)
+print("deep", depth + 1)
+"""
+
+
+@pytest.fixture
+def host_temp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """The host's temp folder, where a run makes its private one: a tmpfs (deep trees are quick to make there)."""
+    host = tmp_path / "host-temp"
+    host.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "zero-test", str(host)]).returncode != 0:
+        pytest.skip("cannot mount a tmpfs here")
+    monkeypatch.setattr(tempfile, "tempdir", str(host))
+    yield host
+    subprocess.run(["umount", "--recursive", "--lazy", str(host)], check=True)
+
+
+def test_a_tree_thousands_deep_in_the_runs_temp_folder_goes_with_the_run(
+    workspace: Path, outside: Path, host_temp: Path
+) -> None:
+    (outside / "kept.txt").write_text("kept")
+    (workspace / "deep.py").write_text(DEEP)
+    first, second = bash(workspace, f"python3 deep.py {outside}", "echo next")
+    assert first.startswith("deep 1200\n") and second.startswith("next\n")
+    assert list(host_temp.iterdir()) == []  # all of it went, links and all...
+    assert (outside / "kept.txt").read_text() == "kept"  # ...and nothing they led to
+
+
+def deep_tree(top: Path, depth: int) -> None:
+    """A folder ``depth`` levels deep in ``top`` (made one level at a time: its path is longer than PATH_MAX)."""
+    fd = os.open(top, os.O_RDONLY | os.O_DIRECTORY)
+    for _ in range(depth):
+        os.mkdir("d", dir_fd=fd)
+        fd, parent = os.open("d", os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd), fd
+        os.close(parent)
+    os.close(fd)
+
+
+def test_what_a_killed_run_left_in_the_temp_folder_never_stops_the_next(
+    workspace: Path, tmp_path: Path, outside: Path, host_temp: Path
+) -> None:
+    deep, mounted = host_temp / "zero-run-deep", host_temp / "zero-run-mounted"  # two runs' folders, leases free
+    for folder in (deep, mounted / "shm"):
+        folder.mkdir(parents=True)
+    for folder in (deep, mounted):
+        (folder / "lease").touch()
+    deep_tree(deep, 5000)
+    (outside / "kept.txt").write_text("kept")
+    (deep / "folder-outside").symlink_to(outside)
+    (deep / "file-outside").symlink_to(outside / "kept.txt")
+    subprocess.run(["mount", "-t", "tmpfs", "zero-test", str(mounted / "shm")], check=True)
+    (mounted / "shm" / "other-fs.txt").write_text("kept")
+    script = write_script(
+        tmp_path / "s.toml",
+        """
+[[turns]]
+match = { turn = 1 }
+tool_calls = [
+  { name = "bash", arguments = { command = "echo ran" } },
+  { name = "bash", arguments = { command = "echo again" } },
+]
+[[turns]]
+match = { turn = 2 }
+text = "Done."
+""",
+    )
+    done = zero("exec", "go", *scripted(script, workspace), "--output-format", "stream-json")
+    events = lines(done.stdout)
+    assert done.returncode == 0, done.stderr
+    outputs = [e["output"] for e in events if e["type"] == "tool_result"]
+    assert outputs == ["ran\n\n[exit code 0]", "again\n\n[exit code 0]"]
+    assert [(e["code"], e["message"]) for e in events if e["type"] == "warning"] == [
+        (
+            "temp_cleanup",
+            f"could not remove what an earlier run left in the temp folder: {mounted}: shm: another file system "
+            "is mounted there (and 1 more)",
+        )
+    ]
+    assert sorted(host_temp.iterdir()) == [mounted]  # the deep one went, the one it could not remove stays...
+    assert (mounted / "shm" / "other-fs.txt").read_text() == "kept"  # ...whole, with the other file system
+    assert (outside / "kept.txt").read_text() == "kept" and list(outside.iterdir()) == [outside / "kept.txt"]
+
+
 def test_zero_home_and_the_config_folder_are_never_writable(workspace: Path, tmp_path: Path) -> None:
     forge = (
         "for log in {home}/sessions/*/events.jsonl; do echo '{{\\\"forged\\\": 1}}' >> $log; done; "

@@ -72,7 +72,9 @@ class Bash(BuiltinTool[BashArgs]):
                 f"shell commands run unconfined (network on, writes anywhere): {_sandbox.unavailable_reason()}",
             )
         roots = [str(root) for root in ctx.workspace.roots]
-        private, protected = (_private_temp(ctx), _protected(ctx, roots)) if confined else ("", [])
+        private, protected = (_private_temp(ctx), _protected(ctx, roots)) if confined else (None, [])
+        if private is not None and private.left:
+            warning = ("temp_cleanup", f"could not remove what an earlier run left in the temp folder: {private.left}")
         env = _sandbox.command_env(os.environ, ctx.shell.env_passthrough, confined=confined)
         status_r, status_w = os.pipe()
         hold_r, hold_w = os.pipe()
@@ -82,7 +84,7 @@ class Bash(BuiltinTool[BashArgs]):
             writable=roots,
             status_fd=status_w,
             hold_fd=hold_r,
-            private=private,
+            private=private.path if private is not None else "",
             protected=protected,
         )
         try:
@@ -144,17 +146,17 @@ class Bash(BuiltinTool[BashArgs]):
         return ToolOutput((text + notes) if text else notes.lstrip("\n"), code != 0, warning=warning)
 
 
-def _private_temp(ctx: ToolContext) -> str:
+def _private_temp(ctx: ToolContext) -> _sandbox.PrivateTemp:
     """The run's private temp folder, made by its first confined command and removed when the run ends."""
     for job in ctx.background:
         if isinstance(job, _sandbox.PrivateTemp):
-            return job.path
+            return job
     try:
         private = _sandbox.PrivateTemp()
     except OSError as e:
         raise ToolError(f"cannot make the sandbox's temp folder: {e}") from e
     ctx.background.append(private)
-    return private.path
+    return private
 
 
 def _protected(ctx: ToolContext, roots: list[str]) -> list[str]:
