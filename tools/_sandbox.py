@@ -7,7 +7,7 @@ minimal /dev, so it sees none of the host's sockets and devices; no capability; 
 may write only inside the workspace and those private folders; and a seccomp filter that refuses
 connecting to a unix socket outside them. Zero's data and config folders are never writable. Its
 first process is ``_sandbox_init`` (see there). Unconfined, that first process still ends
-everything the command started when the run ends.
+everything the command started when the run ends; run by root, in a PID namespace of its own.
 
 In every mode a command gets Zero's environment without its secrets: the variables the redaction
 rule calls secret (the provider keys among them) and those that lead to a socket of the host

@@ -3,15 +3,22 @@
 It starts ``bash -c COMMAND``, passes its output on, hands over the exit code when the command's
 foreground part ends, and keeps draining the output of what the command left in the background
 until Zero closes the *hold* pipe (the run ended, a timeout, Zero died). Then nothing the command
-started is left: confined, its PID namespace ends with this process; unconfined, this process is a
-child subreaper (a ``setsid`` job or a double fork is reparented to it) and kills every descendant
-until none is left. A parent-death signal does the same should Zero die without the pipe telling.
+started is left: in a PID namespace (confined always; unconfined where the kernel gives one without
+a user namespace: as root) everything in it ends with this process, its first, which nothing inside
+can kill; else this process is a child subreaper (a ``setsid`` job or a double fork is reparented to
+it) and kills every descendant until none is left (a command that kills this process first escapes
+that). A parent-death signal does the same should Zero die without the pipe telling.
 
 Confined (``--confine``), it first enters new user (uid mapped to itself), mount, PID and
 network namespaces (no network; it is the PID namespace's first process) and builds the command's
 view of the system (``_sandbox_confine``); in the command's process, before it runs, it drops every
 capability, applies Landlock and installs the seccomp filter of ``_sandbox_seccomp``, whose calls it
-then answers.
+then answers. Unconfined, the PID namespace comes with a mount namespace whose only change is
+``/proc``: the host's (and any other ``proc`` mount) is detached and one of the new PID namespace
+mounted, so that ``ps``, ``kill`` and ``/proc/$$`` agree and no process outside can be seen or read,
+Zero's environment with the provider keys included, not even by unmounting ``/proc`` (mounts in it
+are slaves: what the command mounts stays in it). A user namespace would confine more (setuid
+programs such as sudo stop working), so another user than root gets none.
 
 Standard library only (it runs in ``python -I -S``).
 """
@@ -29,6 +36,7 @@ __all__ = ["main"]
 libc = ctypes.CDLL(None, use_errno=True)
 
 _PR_SET_PDEATHSIG, _PR_SET_DUMPABLE, _PR_SET_CHILD_SUBREAPER = 1, 4, 36
+_MS_NOSUID, _MS_NODEV, _MS_NOEXEC, _MS_REC, _MS_SLAVE, _MNT_DETACH = 0x2, 0x4, 0x8, 0x4000, 0x80000, 2
 _CLONE_NEWNS, _CLONE_NEWUSER, _CLONE_NEWPID, _CLONE_NEWNET = 0x00020000, 0x10000000, 0x20000000, 0x40000000
 
 
@@ -53,15 +61,17 @@ def _on_parent_death(parent: int, then: Callable[[], object]) -> None:
         handler(signal.SIGTERM, None)
 
 
-def enter_namespaces() -> None:
-    """New user, mount, PID and network namespaces; then fork: the parent waits (holding nothing open,
-    so that the output pipe ends when the namespace does) and the child goes on as its first process."""
+def enter_namespaces(flags: int) -> None:
+    """New namespaces (``flags``; in a new user namespace the uid is mapped to itself); then fork: the parent
+    waits (holding nothing open, so that the output pipe ends when the namespace does) and the child goes
+    on as the first process of the new PID namespace."""
     uid, gid = os.getuid(), os.getgid()
-    if libc.unshare(_CLONE_NEWUSER | _CLONE_NEWNS | _CLONE_NEWPID | _CLONE_NEWNET) < 0:
+    if libc.unshare(flags) < 0:
         raise _fail("unshare")
     for name, text in (("setgroups", "deny"), ("uid_map", f"{uid} {uid} 1"), ("gid_map", f"{gid} {gid} 1")):
-        with open(f"/proc/self/{name}", "w") as f:
-            f.write(text)
+        if flags & _CLONE_NEWUSER:
+            with open(f"/proc/self/{name}", "w") as f:
+                f.write(text)
     child = os.fork()
     if child:
         os.closerange(0, 1 << 16)
@@ -82,16 +92,18 @@ def main(argv: list[str]) -> int:
     roots = values("--write")
     status_fd = int(options[options.index("--status-fd") + 1])
     hold_fd = int(options[options.index("--hold-fd") + 1])
-    confined = "--confine" in options
+    confined = namespaced = "--confine" in options
     try:
         if confined:
             from zero.tools import _sandbox_confine as confinement
             from zero.tools import _sandbox_seccomp as seccomp
 
-            enter_namespaces()
+            enter_namespaces(_CLONE_NEWUSER | _CLONE_NEWNS | _CLONE_NEWPID | _CLONE_NEWNET)
             protected = confinement.private_view(values("--private")[0], roots, values("--protect"), values("--empty"))
             sockets = seccomp.Supervisor(roots, list(confinement.PRIVATE), protected)
-        else:  # no PID namespace to end them all: what the command starts stays ours, even when orphaned
+        else:
+            namespaced = _own_pid_namespace()
+        if not namespaced:  # no PID namespace to end them all: what the command starts stays ours, even orphaned
             if libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) < 0:
                 raise _fail("PR_SET_CHILD_SUBREAPER")
             _on_parent_death(os.getppid(), _end_descendants)
@@ -174,9 +186,46 @@ def main(argv: list[str]) -> int:
                 break
         if code is not None:
             _reap()
-    if not confined:  # confined, the PID namespace ends with this process, and everything in it
+    if not namespaced:  # else the PID namespace ends with this process, and everything in it
         _end_descendants()
     return 0
+
+
+def _own_pid_namespace() -> bool:
+    """An unconfined command's PID namespace and its own ``/proc`` (see the module docstring); False where the
+    kernel gives none without a user namespace (another user than root; root without CAP_SYS_ADMIN, as in a
+    default container). Where mounting is refused (a security module), the host's ``/proc`` stays."""
+    try:
+        enter_namespaces(_CLONE_NEWNS | _CLONE_NEWPID)
+    except OSError:
+        return False
+    if libc.mount(None, b"/", None, ctypes.c_ulong(_MS_REC | _MS_SLAVE), None) == 0 and _mount_proc():
+        for target in _proc_mounts():  # ours just made on /proc among them: every proc mount, stacked ones too
+            while libc.umount2(target, _MNT_DETACH) == 0:
+                pass
+        if not _mount_proc():
+            raise _fail("mount /proc")
+    return True
+
+
+def _mount_proc() -> bool:
+    """Mount a ``proc`` of this PID namespace on ``/proc``; did it work?"""
+    flags = ctypes.c_ulong(_MS_NOSUID | _MS_NODEV | _MS_NOEXEC)
+    return bool(libc.mount(b"proc", b"/proc", b"proc", flags, None) == 0)
+
+
+def _proc_mounts() -> list[bytes]:
+    """Where a ``proc`` file system is mounted (as ``/proc/self/mountinfo`` says)."""
+    found = []
+    with open("/proc/self/mountinfo", "rb") as f:
+        for line in f:
+            fields, kind = line.split(b" - ", 1)
+            if kind.startswith(b"proc "):
+                target = fields.split()[4]
+                for escaped, char in ((b"\\040", b" "), (b"\\011", b"\t"), (b"\\012", b"\n"), (b"\\134", b"\\")):
+                    target = target.replace(escaped, char)  # the kernel's escapes; a backslash last
+                found.append(target)
+    return found
 
 
 def _reap() -> bool:

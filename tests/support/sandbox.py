@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 from pathlib import Path
 
@@ -12,6 +13,18 @@ from zero.tools import ShellSettings, ToolContext, Workspace, _sandbox
 from zero.tools.builtin import Bash
 
 needs_sandbox = pytest.mark.skipif(not _sandbox.available(), reason=f"{_sandbox.unavailable_reason()}")
+
+
+def _has_cap_sys_admin() -> bool:
+    with open("/proc/self/status") as f:
+        effective = next(line for line in f if line.startswith("CapEff:"))
+    return bool(int(effective.split()[1], 16) >> 21 & 1)
+
+
+needs_root = pytest.mark.skipif(
+    os.geteuid() != 0 or not _has_cap_sys_admin(), reason="needs root with CAP_SYS_ADMIN (as tests run in CI)"
+)
+"""Root, whose unconfined commands get a PID namespace of their own."""
 
 
 def bash(

@@ -1,6 +1,7 @@
 """What a sandboxed command run as root cannot reach: the host's unix sockets (tmux, an agent...), devices, temp
 folders, Zero's own folders, secrets in the environment, and capabilities to undo any of it; and jobs it starts
-are gone when the run ends or Zero is killed, confined or not."""
+are gone when the run ends or Zero is killed, confined or not; and unconfined, it finds no provider key in any
+process."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from pathlib import Path
 
 import pytest
 from support.cli import ZERO, lines, scripted, write_script, zero
-from support.sandbox import bash, needs_sandbox, running
+from support.sandbox import bash, needs_root, needs_sandbox, running
 
 from zero.agent.providers import PROVIDER_INFO
 from zero.tools import ShellSettings, _sandbox
@@ -627,14 +628,22 @@ def test_a_link_a_command_leaves_where_the_next_puts_the_workspace_is_not_follow
     assert list(outside.iterdir()) == []  # nothing made, nothing bound there
 
 
-@pytest.mark.parametrize("mode", ["auto", "unsafe"])
-@pytest.mark.parametrize("ending", ["run-ends", "zero-killed"])
+@pytest.mark.parametrize(
+    ("mode", "ending"),
+    [
+        ("auto", "run-ends"),
+        ("auto", "zero-killed"),
+        pytest.param("unsafe", "run-ends", marks=needs_root),
+        pytest.param("unsafe", "zero-killed", marks=needs_root),
+    ],
+)
 def test_no_job_a_command_starts_outlives_the_run_or_a_killed_zero(
     workspace: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mode: str, ending: str
 ) -> None:
     n = 6000 + os.getpid() % 1000
     jobs = [f"sleep {n}1.5", f"sleep {n}2.5"]
     start = f"setsid {jobs[0]} & (setsid sh -c '{jobs[1]} & exit' &);"  # a new session, and a double fork of one
+    start += " kill -9 $PPID;"  # its first process is that of its PID namespace: nothing inside can kill it
     script = write_script(
         tmp_path / "s.toml",
         f"""
@@ -681,3 +690,107 @@ text = "Done."
         proc.kill()
         for pid in (pid for job in jobs for pid in running(job)):  # what a failure left
             os.kill(int(pid), signal.SIGKILL)
+
+
+PEEK = r'''
+"""Look for a key (base64) in every process environment it can read (in /proc and the other proc mounts named),
+and in the memory of its ancestors."""
+import base64, os, subprocess, sys
+
+key = base64.b64decode(sys.argv[1])
+
+
+def parent(pid):
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return int(f.read().rsplit(b")", 1)[1].split()[1])
+    except OSError:
+        return 0
+
+
+def look(pid, what, proc="/proc"):
+    try:
+        with open(f"{proc}/{pid}/{what}", "rb") as f:
+            data = f.read() if what == "environ" else b"".join(regions(pid, f))
+    except OSError as e:
+        return e.strerror
+    return "key found" if key in data else "no key"
+
+
+def regions(pid, mem):
+    with open(f"/proc/{pid}/maps") as maps:
+        for line in maps:
+            span, perms = line.split()[:2]
+            if perms.startswith("rw"):
+                low, high = (int(x, 16) for x in span.split("-"))
+                try:
+                    mem.seek(low)
+                    yield mem.read(high - low)
+                except OSError:
+                    pass
+
+
+def everyone():
+    procs = ["/proc", *sys.argv[2:]]
+    return sum(look(pid, "environ", proc) == "key found" for proc in procs for pid in os.listdir(proc) if pid.isdigit())
+
+
+pid = os.getppid()
+while pid > 0:
+    print(f"ancestor {pid}: environ {look(pid, 'environ')}, memory {look(pid, 'mem')}")
+    pid = parent(pid)
+print("environments with the key:", everyone())
+print("umount /proc:", subprocess.run(["umount", "/proc"], capture_output=True).returncode)
+print("environments with the key:", everyone())
+'''
+
+
+@needs_root
+def test_an_unconfined_command_finds_no_provider_key_in_any_process(workspace: Path, tmp_path: Path) -> None:
+    """As root, an unconfined command's PID namespace shows it no process outside, not even once it unmounts
+    /proc: neither Zero nor Zero's parent, which holds the keys (as a CI runner does)."""
+    unique = os.urandom(8).hex()  # no other process here holds these, a test running meanwhile included
+    keys = {name: f"{value}-{unique}" for name, value in SECRETS.items() if name.endswith("_API_KEY")}
+    (workspace / "peek.py").write_text(PEEK)
+    other = tmp_path / "chroot" / "proc"  # another proc mount of the host, as a chroot has
+    other.mkdir(parents=True)
+    command = f"python3 peek.py {base64.b64encode(keys['OPENAI_API_KEY'].encode()).decode()}"
+    subprocess.run(["mount", "-t", "proc", "proc", str(other)], check=True)
+    command += f" {other}"
+    script = write_script(
+        tmp_path / "s.toml",
+        f"""
+[[turns]]
+match = {{ turn = 1 }}
+tool_calls = [{{ name = "bash", arguments = {{ command = "{command}" }} }}]
+[[turns]]
+match = {{ turn = 2 }}
+text = "Done."
+""",
+    )
+    run = [
+        ZERO,
+        "exec",
+        "go",
+        *scripted(script, workspace),
+        "--permission-mode",
+        "unsafe",
+        "--output-format",
+        "stream-json",
+    ]
+    proc = subprocess.Popen(
+        ["sh", "-c", '"$@"; exit $?', "sh", *run],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, **keys},
+    )
+    try:
+        out, err = proc.communicate(timeout=60)
+    finally:
+        subprocess.run(["umount", "-l", str(other)], capture_output=True)
+    assert proc.returncode == 0, err
+    [result] = [e["output"] for e in lines(out) if e["type"] == "tool_result"]
+    assert "key found" not in result
+    assert result.count("environments with the key: 0\n") == 2
+    assert result.startswith("ancestor 1: environ no key, memory no key\nenvironments")  # its only ancestor
