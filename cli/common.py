@@ -27,7 +27,7 @@ from zero.cli.trust import load_specialists, specialist_warnings
 from zero.errors import UsageError
 from zero.sessions import FileSessionStore, default_data_dir
 from zero.specialists import AgentContext, SpecialistRegistry
-from zero.tools import ShellSettings, Tool, Workspace
+from zero.tools import ShellSettings, Tool, Workspace, hide_own_secrets
 
 __all__ = [
     "Streams",
@@ -113,6 +113,8 @@ async def open_context(
 
     On the way out the providers are closed and every session's last writes are on disk.
     """
+    if streams.real:  # Zero's own process (not a test calling main), before any command or MCP server starts
+        hide_own_secrets()
     store = session_store(writable=True)  # before anything runs: a run that cannot be recorded does not start
     provider, prices = make_provider(settings, args)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from zero.tools._sandbox import hide_own_secrets
 from zero.tools.base import ArgsModel, BuiltinTool, ShellSettings, SideEffect, Tool, ToolContext, ToolOutput
 from zero.tools.budget import budget_output
 from zero.tools.builtin import PREVIEW_BYTES, EditPlan, Pin, builtin_tools, pinned, plan_edit
@@ -35,6 +36,7 @@ __all__ = [
     "builtin_tools",
     "decide",
     "expand_tools",
+    "hide_own_secrets",
     "hides_syntax",
     "narrower",
     "pinned",

@@ -11,12 +11,14 @@ everything the command started when the run ends; run by root, in a PID namespac
 
 In every mode a command gets Zero's environment without its secrets: the variables the redaction
 rule calls secret (the provider keys among them) and those that lead to a socket of the host
-(``TMUX``, ``SSH_AUTH_SOCK``, ...), unless the user's ``[shell] env_passthrough`` names them.
+(``TMUX``, ``SSH_AUTH_SOCK``, ...), unless the user's ``[shell] env_passthrough`` names them. Nor
+can it read them in Zero's process (``hide_own_secrets``).
 """
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import fcntl
 import functools
 import os
@@ -28,7 +30,16 @@ from pathlib import Path
 
 from zero.tools.redact import secret_name
 
-__all__ = ["INIT", "SOCKET_ENV", "PrivateTemp", "available", "command_env", "command_line", "unavailable_reason"]
+__all__ = [
+    "INIT",
+    "SOCKET_ENV",
+    "PrivateTemp",
+    "available",
+    "command_env",
+    "command_line",
+    "hide_own_secrets",
+    "unavailable_reason",
+]
 
 INIT = str(Path(__file__).with_name("_sandbox_init.py"))
 
@@ -259,6 +270,34 @@ def command_env(environ: Mapping[str, str], passthrough: Sequence[str] = (), *, 
     if confined:
         env["TMPDIR"] = "/tmp"
     return env
+
+
+@functools.cache
+def hide_own_secrets() -> None:
+    """Keep this process's secrets (``command_env``'s rule) from the commands it runs unconfined, which can read
+    other processes where they have no PID namespace of their own (see ``_sandbox_run``); Linux only. Zero's
+    own process calls it before its first run starts (once: later calls do nothing).
+
+    - The block of memory that ``/proc/PID/environ`` shows, the environment the process started with, has
+      its secrets zeroed; ``os.environ`` keeps them, and the C library's copy (``putenv``), which children
+      inherit, moves to its heap. That block is readable even by root without CAP_SYS_PTRACE, as in a
+      default container, and by any process of the same user.
+    - The process becomes non-dumpable: reading its memory (``/proc/PID/mem``) or tracing it then needs
+      CAP_SYS_PTRACE (no core dump of Zero either; a debugger or py-spy attached to it needs root)."""
+    if not sys.platform.startswith("linux"):
+        return
+    libc = ctypes.CDLL(None)
+    libc.prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE
+    with open("/proc/self/stat", "rb") as f:
+        fields = f.read().rsplit(b")", 1)[1].split()
+    start, end = int(fields[47]), int(fields[48])  # env_start and env_end: fields 50 and 51 of proc(5)
+    offset = 0
+    for entry in ctypes.string_at(start, end - start).split(b"\0"):
+        name = os.fsdecode(entry.partition(b"=")[0])
+        if secret_name(name) and name in os.environ:
+            os.environ[name] = os.environ[name]  # putenv: the copy children inherit is now on the heap
+            ctypes.memset(start + offset, 0, len(entry))
+        offset += len(entry) + 1
 
 
 def command_line(

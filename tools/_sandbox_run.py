@@ -7,7 +7,9 @@ started is left: in a PID namespace (confined always; unconfined where the kerne
 a user namespace: as root) everything in it ends with this process, its first, which nothing inside
 can kill; else this process is a child subreaper (a ``setsid`` job or a double fork is reparented to
 it) and kills every descendant until none is left (a command that kills this process first escapes
-that). A parent-death signal does the same should Zero die without the pipe telling.
+that). A parent-death signal does the same should Zero die without the pipe telling. Zero starts it
+in a session of its own, so that killing Zero's process group (as a CI timeout does) leaves it to
+end the command.
 
 Confined (``--confine``), it first enters new user (uid mapped to itself), mount, PID and
 network namespaces (no network; it is the PID namespace's first process) and builds the command's

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import anyio
@@ -24,7 +25,20 @@ def _has_cap_sys_admin() -> bool:
 needs_root = pytest.mark.skipif(
     os.geteuid() != 0 or not _has_cap_sys_admin(), reason="needs root with CAP_SYS_ADMIN (as tests run in CI)"
 )
-"""Root, whose unconfined commands get a PID namespace of their own."""
+"""Root, whose unconfined commands get a PID namespace of their own, and who can run Zero ``in_a_container``."""
+
+_CONTAINER = """
+import ctypes, os, sys
+for cap in (19, 21):  # CAP_SYS_PTRACE, CAP_SYS_ADMIN
+    assert ctypes.CDLL(None).prctl(24, cap, 0, 0, 0) == 0  # PR_CAPBSET_DROP: gone for good, past exec too
+os.execv(sys.argv[1], sys.argv[1:])
+"""
+
+
+def in_a_container(argv: list[str]) -> list[str]:
+    """``argv`` run (by root) as root runs in a default container (Docker's, Podman's): without CAP_SYS_ADMIN, so
+    with no namespace but a user namespace, and without CAP_SYS_PTRACE. The process is ``argv``'s (exec)."""
+    return [sys.executable, "-c", _CONTAINER, *argv]
 
 
 def bash(

@@ -1,7 +1,7 @@
 """What a sandboxed command run as root cannot reach: the host's unix sockets (tmux, an agent...), devices, temp
 folders, Zero's own folders, secrets in the environment, and capabilities to undo any of it; and jobs it starts
 are gone when the run ends or Zero is killed, confined or not; and unconfined, it finds no provider key in any
-process."""
+process (as root, and as root in a default container)."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 from support.cli import ZERO, lines, scripted, write_script, zero
-from support.sandbox import bash, needs_root, needs_sandbox, running
+from support.sandbox import bash, in_a_container, needs_root, needs_sandbox, running
 
 from zero.agent.providers import PROVIDER_INFO
 from zero.tools import ShellSettings, _sandbox
@@ -635,6 +635,9 @@ def test_a_link_a_command_leaves_where_the_next_puts_the_workspace_is_not_follow
         ("auto", "zero-killed"),
         pytest.param("unsafe", "run-ends", marks=needs_root),
         pytest.param("unsafe", "zero-killed", marks=needs_root),
+        pytest.param("container", "run-ends", marks=needs_root),
+        pytest.param("container", "zero-killed", marks=needs_root),
+        pytest.param("container", "group-killed", marks=needs_root),
     ],
 )
 def test_no_job_a_command_starts_outlives_the_run_or_a_killed_zero(
@@ -643,7 +646,8 @@ def test_no_job_a_command_starts_outlives_the_run_or_a_killed_zero(
     n = 6000 + os.getpid() % 1000
     jobs = [f"sleep {n}1.5", f"sleep {n}2.5"]
     start = f"setsid {jobs[0]} & (setsid sh -c '{jobs[1]} & exit' &);"  # a new session, and a double fork of one
-    start += " kill -9 $PPID;"  # its first process is that of its PID namespace: nothing inside can kill it
+    if mode != "container":  # its first process is that of its PID namespace: nothing inside can kill it
+        start += " kill -9 $PPID;"  # (in a container, unconfined, it has no PID namespace: the README says so)
     script = write_script(
         tmp_path / "s.toml",
         f"""
@@ -660,11 +664,20 @@ text = "Done."
     )
     host = tmp_path / "host-temp"  # where the run's private temp folder is made
     host.mkdir()
+    run = [
+        ZERO,
+        "exec",
+        "go",
+        *scripted(script, workspace),
+        "--permission-mode",
+        "auto" if mode == "auto" else "unsafe",
+    ]
     proc = subprocess.Popen(
-        [ZERO, "exec", "go", *scripted(script, workspace), "--permission-mode", mode],
+        in_a_container(run) if mode == "container" else run,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         env={**os.environ, "TMPDIR": str(host)},
+        start_new_session=True,  # a process group of its own, to kill as a CI timeout does
     )
     jobs = [f"^{job}$" for job in jobs]  # the jobs themselves, not a command line that names them
     try:
@@ -674,6 +687,8 @@ text = "Done."
             time.sleep(0.02)
         if ending == "zero-killed":
             proc.send_signal(signal.SIGKILL)
+        elif ending == "group-killed":
+            os.killpg(proc.pid, signal.SIGKILL)
         else:
             (workspace / "go").touch()
         proc.wait(timeout=15)
@@ -746,17 +761,23 @@ print("environments with the key:", everyone())
 
 
 @needs_root
-def test_an_unconfined_command_finds_no_provider_key_in_any_process(workspace: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize("where", ["root", "container"])
+def test_an_unconfined_command_finds_no_provider_key_in_any_process(
+    workspace: Path, tmp_path: Path, where: str
+) -> None:
     """As root, an unconfined command's PID namespace shows it no process outside, not even once it unmounts
-    /proc: neither Zero nor Zero's parent, which holds the keys (as a CI runner does)."""
+    /proc: neither Zero nor Zero's parent, which holds the keys (as a CI runner does). Root in a container has no
+    such namespace: the command sees Zero, whose environment it reads without the keys, and whose memory it
+    may not read."""
     unique = os.urandom(8).hex()  # no other process here holds these, a test running meanwhile included
     keys = {name: f"{value}-{unique}" for name, value in SECRETS.items() if name.endswith("_API_KEY")}
     (workspace / "peek.py").write_text(PEEK)
     other = tmp_path / "chroot" / "proc"  # another proc mount of the host, as a chroot has
     other.mkdir(parents=True)
     command = f"python3 peek.py {base64.b64encode(keys['OPENAI_API_KEY'].encode()).decode()}"
-    subprocess.run(["mount", "-t", "proc", "proc", str(other)], check=True)
-    command += f" {other}"
+    if where == "root":  # (in a container, without CAP_SYS_ADMIN, nobody mounts one)
+        subprocess.run(["mount", "-t", "proc", "proc", str(other)], check=True)
+        command += f" {other}"
     script = write_script(
         tmp_path / "s.toml",
         f"""
@@ -779,7 +800,7 @@ text = "Done."
         "stream-json",
     ]
     proc = subprocess.Popen(
-        ["sh", "-c", '"$@"; exit $?', "sh", *run],
+        ["sh", "-c", '"$@"; exit $?', "sh", *run] if where == "root" else in_a_container(run),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -793,4 +814,7 @@ text = "Done."
     [result] = [e["output"] for e in lines(out) if e["type"] == "tool_result"]
     assert "key found" not in result
     assert result.count("environments with the key: 0\n") == 2
-    assert result.startswith("ancestor 1: environ no key, memory no key\nenvironments")  # its only ancestor
+    if where == "root":  # its only ancestor is its PID namespace's first process
+        assert result.startswith("ancestor 1: environ no key, memory no key\nenvironments")
+    else:
+        assert f"ancestor {proc.pid}: environ no key, memory Permission denied\n" in result

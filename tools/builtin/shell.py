@@ -96,6 +96,7 @@ class Bash(BuiltinTool[BashArgs]):
                 stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,
                 pass_fds=(status_w, hold_r),
+                start_new_session=True,  # killing Zero's process group (a CI timeout) leaves it to end the command
             )
         finally:
             os.close(status_w)
