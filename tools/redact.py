@@ -92,7 +92,7 @@ FORMATS: tuple[_Format, ...] = (
     _f("gitlab", r"\bgl(?:pat|dt|rt|ptt|cbt|soat)-[A-Za-z0-9_-]{20,}", "glpat-", "gldt-", "glrt-", "glptt-", "glcbt-"),
     _f(
         "aws secret access key after its key id",
-        r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b[^A-Za-z0-9/+=]{1,40}(?:[^\n]{0,80}?[^A-Za-z0-9/+=])?([A-Za-z0-9/+]{40})(?![A-Za-z0-9/+=])",
+        r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b[^A-Za-z0-9/+=]{1,40}+(?:[^\n]{0,80}?[^A-Za-z0-9/+=])?([A-Za-z0-9/+]{40})(?![A-Za-z0-9/+=])",
         "AKIA",
         "ASIA",
         group=1,
@@ -198,10 +198,8 @@ class Redactor:
                 text = text.replace(value, MASK)
         if not _ANY_TRIGGER.search(text):  # one scan for the common case: no format can match
             return text
-        lowered = text.lower()
-        for fmt in FORMATS:
-            if any(t in (text if fmt.exact else lowered) for t in fmt.triggers):
-                text = _mask(fmt, text)
+        for fmt in _triggered(text):
+            text = _mask(fmt, text)
         return text
 
     def values(self, value: Any) -> Any:
@@ -217,8 +215,14 @@ class Redactor:
                 found.append((start, start + len(value)))
                 start = text.find(value, start + 1)
         if _ANY_TRIGGER.search(text):
-            found += [m.span(fmt.group) for fmt in FORMATS for m in fmt.secrets(text)]
+            found += [m.span(fmt.group) for fmt in _triggered(text) for m in fmt.secrets(text)]
         return found
+
+
+def _triggered(text: str) -> list[_Format]:
+    """The formats whose triggers ``text`` holds: the only ones that can match in it."""
+    lowered = text.lower()
+    return [fmt for fmt in FORMATS if any(t in (text if fmt.exact else lowered) for t in fmt.triggers)]
 
 
 def hides_syntax(redact: Callable[[str], str], value: Any) -> bool:
@@ -278,16 +282,20 @@ def _mask(fmt: _Format, text: str) -> str:
     return fmt.pattern.sub(keep_context, text)
 
 
-# A secret may follow these across a space: "Bearer <token>", "password: <value>", a private key.
-_OPENER = re.compile(
-    r"""(?i)(bearer|basic|authorization\s*:|(api[_-]?key|apikey|access[_-]?token|auth[_-]?token|secret[_-]?key|"""
-    r"""client[_-]?secret|password|passwd|secret_?access_?key)["']?\s*[:=]?\s*["']?)\s*$"""
+# A secret may follow these across a space: "Bearer <token>", "password: <value>", a private key. Written
+# backwards, to be matched at the start of the text before a space read backwards (anchored, so a hostile
+# stream of openers costs one short match a space, not a search of every start).
+_OPENER_BACKWARDS = re.compile(
+    r"""(?i)\s*(reraeb|cisab|:\s*noitazirohtua|["']?\s*[:=]?\s*["']?(yek[_-]?ipa|yekipa|nekot[_-]?ssecca|"""
+    r"""nekot[_-]?htua|yek[_-]?terces|terces[_-]?tneilc|drowssap|dwssap|yek_?ssecca_?terces))"""
 )
 # A key block still coming: its first line so far, or that line and a body so far.
 _PEM_OPEN = re.compile(rf"-----BEGIN(?:[A-Z -]{{0,48}}|[A-Z ]{{0,40}}PRIVATE KEY-----{_PEM_BODY}*)$")
+_OPENER_REACH = 80  # how far back from a space an opener is looked for
 _MAX_HELD = 32_768  # a word this long is cut anyway, keeping its last 8 kB held back
 _KEEP = 8_192
 _SPACE = (" ", "\n", "\t", "\r")
+_WHITESPACE = re.compile("[ \n\t\r]")
 
 
 class StreamRedactor:
@@ -301,40 +309,59 @@ class StreamRedactor:
         self.pending = ""
         literals = getattr(redact, "literals", [])
         self._spaced = [v for v in literals if any(s in v for s in _SPACE)]
+        # Whether a secret can continue past a space depends only on the text before it: so each space is
+        # judged once (those before ``_checked`` in ``pending`` were judged unsafe), against the end of
+        # what was let through (``_context``), and a hostile stream costs a linear walk, not a quadratic one.
+        self._window = max([_OPENER_REACH, *map(len, self._spaced)])
+        self._context = ""
+        self._checked = 0
 
     def feed(self, piece: str) -> str:
         self.pending += piece
         cut = self._safe_cut(self.pending)
         head, self.pending = self.pending[:cut], self.pending[cut:]
-        return self.redact(head) if head else ""
+        self._checked -= cut
+        if not head:
+            return ""
+        self._context = (self._context + head)[-self._window :]
+        return self.redact(head)
 
     def flush(self) -> str:
-        rest, self.pending = self.pending, ""
+        rest, self.pending, self._checked = self.pending, "", 0
+        self._context = (self._context + rest)[-self._window :]
         return self.redact(rest) if rest else ""
 
     def _safe_cut(self, text: str) -> int:
-        """The end of the longest start of ``text`` after which no secret can continue."""
-        end = len(text)
-        while True:
-            cut = max(text.rfind(s, 0, end) for s in _SPACE)
-            if cut < 0:
-                return self._outside_secrets(text, len(text) - _KEEP) if len(text) > _MAX_HELD else 0
-            head = text[: cut + 1]
-            if (
-                not _OPENER.search(head[-80:])
-                and not _open_key(head)
-                and not any(v.startswith(head[-k:]) for v in self._spaced for k in range(1, len(v)))
+        """The end of the longest start of ``text`` after which no secret can continue; every space after it
+        is judged unsafe from then on (``_checked``)."""
+        seen = self._context + text  # (the end of the text let through, then ``text``)
+        base, end = len(self._context), len(text)
+        begin = text.rfind("-----BEGIN")
+        for cut in reversed([m.start() for m in _WHITESPACE.finditer(text, self._checked)]):
+            if cut >= end:  # inside a key block (below)
+                continue
+            stop = base + cut + 1  # the cut, in ``seen``
+            if _OPENER_BACKWARDS.match(seen[max(0, stop - _OPENER_REACH) : stop][::-1]) or any(
+                v.startswith(seen[max(0, stop - k) : stop]) for v in self._spaced for k in range(1, len(v))
             ):
-                return cut + 1
-            end = cut
+                continue
+            while begin > cut:
+                begin = text.rfind("-----BEGIN", 0, begin)
+            if begin >= 0 and _PEM_OPEN.match(text, begin, cut + 1):  # a key block still open here is open
+                end, begin = begin, text.rfind("-----BEGIN", 0, begin)  # at every space since its first line
+                continue
+            self._checked = len(text)
+            return cut + 1
+        self._checked = len(text)
+        return self._outside_secrets(text, len(text) - _KEEP) if len(text) > _MAX_HELD else 0
 
     def _outside_secrets(self, text: str, cut: int) -> int:
         """``cut`` moved back to the start of a secret it would split (cutting a word too long to hold): the
         secret's first part would be masked, but what follows the cut would not be recognised as one."""
         spans = getattr(self.redact, "spans", None)
         for start, end in sorted(spans(text) if spans else (), reverse=True):
-            if start < cut < end:
-                cut = start
+            if start < cut < end and start >= cut - _KEEP:  # (a "secret" longer than that is split too, so
+                cut = start  # that what is held back shrinks and a hostile stream costs a linear walk)
         return cut
 
 

