@@ -72,8 +72,8 @@ from zero.cli._acp_updates import Shown, diff, options, prompt_text, replayed
 from zero.cli.approvals import judge, visible
 from zero.cli.common import Streams, open_context, print_warnings, session_store, settings_from_args
 from zero.errors import ZeroError
-from zero.sessions import FileSessionStore, fork_session
-from zero.specialists import AgentContext, AgentSession, open_agent, resume_agent
+from zero.sessions import AgentSession, FileSessionStore, fork_session
+from zero.specialists import AgentContext, open_agent, resume_agent
 from zero.tools import PERMISSION_MODES, PermissionMode, within
 from zero.tools.describe import describe_call, printable
 

@@ -30,7 +30,8 @@ from zero.cli.config import RunSettings
 from zero.cli.progress import TextProgress
 from zero.cli.streamjson import StreamJsonWriter, new_run_id, read_input
 from zero.errors import UsageError, ZeroError
-from zero.specialists import AgentContext, AgentSession, open_agent
+from zero.sessions import AgentSession
+from zero.specialists import AgentContext, open_agent
 from zero.tools import Redactor, redact_values
 from zero.tools.describe import printable
 

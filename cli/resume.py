@@ -13,8 +13,8 @@ from zero.cli.session_ids import resolve_session_id
 from zero.errors import UsageError
 from zero.orchestrator import BudgetGuard, Ledger
 from zero.orchestrator.resume import charge, read_team
-from zero.sessions import SessionMetadata, session_workspace
-from zero.specialists import AgentContext, AgentSession, Placement, open_specialist, resume_agent
+from zero.sessions import AgentSession, SessionMetadata, session_workspace
+from zero.specialists import AgentContext, Placement, open_specialist, resume_agent
 
 __all__ = ["resumed"]
 

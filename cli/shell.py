@@ -50,6 +50,7 @@ from zero.cli.session_ids import resolve_session_id
 from zero.cli.shell_view import TurnView
 from zero.errors import UsageError, ZeroError
 from zero.sessions import (
+    AgentSession,
     FileSessionStore,
     SessionMetadata,
     default_data_dir,
@@ -60,7 +61,7 @@ from zero.sessions import (
     subtree_usage,
 )
 from zero.sessions.index import Row
-from zero.specialists import AgentSession, open_agent, resume_agent
+from zero.specialists import open_agent, resume_agent
 from zero.tools import PERMISSION_MODES, PermissionMode, within
 from zero.tools.describe import printable
 

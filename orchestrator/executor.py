@@ -17,7 +17,8 @@ from anyio.streams.memory import MemoryObjectReceiveStream
 from zero.agent import Event, EventHub, Listener, RunResult, RunStatus, Usage
 from zero.orchestrator.ledger import BudgetGuard, Ledger
 from zero.orchestrator.plan import MemberPlan
-from zero.specialists import AgentContext, AgentSession, Placement, open_specialist
+from zero.sessions import AgentSession
+from zero.specialists import AgentContext, Placement, open_specialist
 from zero.tools import Tool
 
 __all__ = ["InProcessExecutor", "MemberExecutor", "MemberOutcome", "MemberRun", "MemberTask"]

@@ -1,7 +1,9 @@
-"""Sessions: the stores (on disk and in memory), ids, metadata, the recorder, replay and lineage."""
+"""Sessions: the agent session, the stores (on disk and in memory), ids, metadata, the recorder, replay and
+lineage."""
 
 from __future__ import annotations
 
+from zero.sessions.agent_session import AgentSession, Delegating, ToolSet
 from zero.sessions.fork import fork_session
 from zero.sessions.ids import new_session_id, short_id, validate_session_id
 from zero.sessions.lineage import SessionNode, lineage, session_tree, subtree_usage
@@ -22,6 +24,8 @@ from zero.sessions.store import FileSessionStore, SessionStore, default_data_dir
 from zero.sessions.workspace import same_folder, session_workspace
 
 __all__ = [
+    "AgentSession",
+    "Delegating",
     "FileSessionStore",
     "MemorySessionStore",
     "Rollup",
@@ -31,6 +35,7 @@ __all__ = [
     "SessionRecorder",
     "SessionStore",
     "StoredEvent",
+    "ToolSet",
     "UsageTotals",
     "apply_event",
     "close_open_children",

@@ -1,4 +1,5 @@
-"""Building agents: a top-level agent, and a specialist (a Task child, or a team member).
+"""Building a specialist's agent (a Task child, a team member, a specialist run alone), and what every agent
+builder shares (a top-level agent is built in ``zero.specialists.top_level``).
 
 Each is an ``AgentSession`` with its tools, limits and guards fixed, and, while its depth
 allows, a ``Delegator`` of its own, whose children are built here too.
@@ -9,25 +10,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-import anyio.to_thread
-
 from zero.agent import AgentConfig, Listener, RunStatus, smallest_cap
-from zero.agent.prompts import default_system_prompt
 from zero.agent.providers import DEFAULT_MODELS
-from zero.sessions import SessionKind, SessionMetadata, new_session_id
-from zero.specialists._context import (
-    DELEGATE_TOOLS,
-    AgentContext,
-    InvocationBudget,
-    child_system_prompt,
-    specialists_prompt,
-)
+from zero.sessions import AgentSession, SessionKind, SessionMetadata
+from zero.specialists.context import DELEGATE_TOOLS, AgentContext, InvocationBudget, child_system_prompt
 from zero.specialists.delegation import Delegator
 from zero.specialists.registry import Specialist
-from zero.specialists.session import AgentSession
 from zero.tools import PermissionMode, Tool, ToolRegistry, builtin_tools
 
-__all__ = ["Placement", "open_agent", "open_child", "open_specialist", "resume_agent"]
+__all__ = ["Placement", "can_delegate", "delegate", "mcp_tools", "open_child", "open_specialist", "top_tools"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -43,7 +34,7 @@ class Placement:
     member_name: str = ""
 
 
-def _delegate(
+def delegate(
     ctx: AgentContext,
     session: AgentSession,
     *,
@@ -76,85 +67,13 @@ def mcp_tools(ctx: AgentContext, grants: Sequence[str] | None = None) -> list[To
     return found
 
 
-def _top_config(ctx: AgentContext, permission_mode: PermissionMode, max_turns: int | None) -> AgentConfig:
-    return AgentConfig(
-        provider=ctx.provider,
-        model=ctx.model,
-        tools=ToolRegistry(_top_tools(ctx)),
-        workspace=ctx.workspace,
-        permission_mode=permission_mode,
-        max_turns=max_turns,
-        max_output_tokens=ctx.max_output_tokens,
-        prices=ctx.prices,
-        retry=ctx.retry,
-        guards=ctx.guards,
-        approver=ctx.approver,
-        redactor=ctx.redactor,
-        shell=ctx.shell,
-    )
-
-
-def _top_tools(ctx: AgentContext) -> list[Tool]:
+def top_tools(ctx: AgentContext) -> list[Tool]:
     """The tools of a top-level agent: every built-in one and every MCP tool of the run."""
     return [*builtin_tools(), *mcp_tools(ctx)]
 
 
-def _can_delegate(ctx: AgentContext, depth: int = 0) -> bool:
+def can_delegate(ctx: AgentContext, depth: int = 0) -> bool:
     return bool(ctx.registry.specialists) and depth < ctx.max_depth
-
-
-def _top_prompt(ctx: AgentContext, system_prompt: str) -> str:
-    """A top-level agent's system prompt: ``system_prompt``, and the specialists it may delegate to."""
-    return system_prompt + "\n\n" + specialists_prompt(ctx.registry) if _can_delegate(ctx) else system_prompt
-
-
-async def open_agent(
-    ctx: AgentContext,
-    *,
-    title: str,
-    system_prompt: str,
-    permission_mode: PermissionMode,
-    max_turns: int | None,
-    session_id: str | None = None,
-    agent_name: str = "zero",
-) -> AgentSession:
-    """A new top-level agent: every built-in tool, and Task when there are specialists to delegate to."""
-    session_id = session_id or new_session_id()
-    config = _top_config(ctx, permission_mode, max_turns)
-    meta = SessionMetadata(
-        session_id=session_id,
-        title=title[:80],
-        cwd=str(ctx.workspace.root),
-        provider=ctx.provider.name,
-        model_id=ctx.model,
-        root_session_id=session_id,
-        agent_name=agent_name,
-    )
-    session = await AgentSession.create(ctx.store, meta, config, _top_prompt(ctx, system_prompt))
-    if _can_delegate(ctx):
-        tools = config.tools.names()  # the built-in tools and the run's MCP tools: what children may be granted
-        _delegate(ctx, session, root_session_id=session_id, depth=0, permission_mode=permission_mode, tools=tools)
-    return session
-
-
-async def resume_agent(
-    ctx: AgentContext, session_id: str, *, permission_mode: PermissionMode, max_turns: int | None
-) -> AgentSession:
-    """A top-level session continued with its history (one that never ran starts as a new one would)."""
-    meta = await anyio.to_thread.run_sync(ctx.store.metadata, session_id)
-    config = _top_config(ctx, permission_mode, max_turns)
-    prompt = _top_prompt(ctx, default_system_prompt(str(ctx.workspace.root)))
-    session = await AgentSession.resume(ctx.store, session_id, config, system_prompt=prompt)
-    if _can_delegate(ctx, meta.depth):
-        _delegate(
-            ctx,
-            session,
-            root_session_id=meta.root_session_id or session_id,
-            depth=meta.depth,
-            permission_mode=permission_mode,
-            tools=session.agent.config.tools.names(),
-        )
-    return session
 
 
 def _model_for(ctx: AgentContext, spec: Specialist) -> tuple[str, str]:
@@ -191,7 +110,7 @@ async def open_specialist(
     None: the caller is not an agent (a team, a resume, another program): every tool a top-level agent has."""
     depth = placement.depth
     if caller_tools is None:
-        caller_tools = {t.name for t in _top_tools(ctx)}
+        caller_tools = {t.name for t in top_tools(ctx)}
     allowed = [t for t in spec.tools if t in caller_tools or t in DELEGATE_TOOLS]
     granted = [t for t in mcp_tools(ctx, spec.tools) if t.name in caller_tools]  # the manifest's, the caller's
     tools: list[Tool] = [t for t in builtin_tools() if t.name in allowed] + granted + list(extra_tools)
@@ -244,7 +163,7 @@ async def open_specialist(
         prompt = child_system_prompt(spec, str(ctx.workspace.root), can_delegate, ctx.registry, role)
         session = await AgentSession.create(ctx.store, meta, config, prompt, relay=relay, exists=created)
     if can_delegate:
-        _delegate(
+        delegate(
             ctx,
             session,
             root_session_id=placement.root_session_id,

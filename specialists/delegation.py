@@ -21,11 +21,10 @@ from anyio.abc import TaskGroup
 
 from zero.agent import ChildFinished, ChildStarted, Event, RunStatus, ToolCallStarted, ToolFinished
 from zero.errors import ToolError, UsageError, ZeroError
-from zero.sessions import SessionMetadata, lineage, new_session_id, same_folder, validate_session_id
-from zero.specialists._context import AgentContext
+from zero.sessions import AgentSession, SessionMetadata, lineage, new_session_id, same_folder, validate_session_id
+from zero.specialists.context import AgentContext
 from zero.specialists.envelope import envelope
 from zero.specialists.registry import Specialist
-from zero.specialists.session import AgentSession
 from zero.specialists.tools import Task, TaskOutput, TaskStop
 from zero.tools import PermissionMode, Tool, ToolOutput
 from zero.tools.base import Background

@@ -16,7 +16,7 @@ import functools
 from collections.abc import Sequence
 from contextlib import AbstractAsyncContextManager, AsyncExitStack
 from types import TracebackType
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import anyio
 import anyio.to_thread
@@ -38,26 +38,31 @@ from zero.agent import (
     Usage,
 )
 from zero.errors import SessionError
-from zero.sessions import (
-    SessionMetadata,
-    SessionRecorder,
-    SessionStore,
-    UsageTotals,
-    close_open_children,
-    fork_session,
-    messages_from_events,
-)
+from zero.sessions.fork import fork_session
+from zero.sessions.models import SessionMetadata, UsageTotals
+from zero.sessions.recorder import SessionRecorder
+from zero.sessions.replay import messages_from_events
+from zero.sessions.rollup import close_open_children
+from zero.sessions.store import SessionStore
 from zero.tools import PermissionMode, Tool
 
-if TYPE_CHECKING:
-    from zero.specialists.delegation import Delegator
-
-__all__ = ["AgentSession", "ToolSet"]
+__all__ = ["AgentSession", "Delegating", "ToolSet"]
 
 _NEVER_RAN = "closed before it ever ran"
 
 ToolSet = AbstractAsyncContextManager[Sequence[Tool]]
 """Tools that live as long as a session: entered when it opens (giving their tools), left when it closes."""
+
+
+class Delegating(Protocol):
+    """The Task machinery a session that may delegate holds (``zero.specialists.Delegator``): its tool set,
+    and the permission mode the children it starts next get."""
+
+    permission_mode: PermissionMode
+
+    def opened(self) -> ToolSet: ...
+
+    def mark_stopping(self, status: RunStatus) -> None: ...
 
 
 class AgentSession:
@@ -84,7 +89,7 @@ class AgentSession:
             self.hub.listen(relay)
         config.guards = (_Recorded(store, session_id), *config.guards)  # before a budget reserves anything
         self.agent = AgentRun(config, session_id, history, self.hub.emit, recorded=recorded, checkpoint=self._written)
-        self.delegator: Delegator | None = None  # its Task machinery, when it may delegate
+        self.delegator: Delegating | None = None  # its Task machinery, when it may delegate
         self._toolsets = list(toolsets)
         self._stack = AsyncExitStack()
         self._scope = anyio.CancelScope()
@@ -165,7 +170,7 @@ class AgentSession:
         """A tool set to enter when the session opens."""
         self._toolsets.append(toolset)
 
-    def delegate_with(self, delegator: Delegator) -> None:
+    def delegate_with(self, delegator: Delegating) -> None:
         """Let the session delegate: the Task tools join when it opens; ``delegator`` learns when the run
         is stopping and the permission mode the next children get."""
         self.add_toolset(delegator.opened())

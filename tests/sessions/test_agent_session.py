@@ -11,9 +11,15 @@ from support.mounts import fill, tmpfs
 
 from zero.agent import Event, ScriptedProvider, ScriptMatch, ScriptToolCall, ScriptTurn, WarningRaised
 from zero.errors import SessionWriteError, UsageError
-from zero.sessions import FileSessionStore, MemorySessionStore, SessionStore, messages_from_events, subtree_usage
+from zero.sessions import (
+    AgentSession,
+    FileSessionStore,
+    MemorySessionStore,
+    SessionStore,
+    messages_from_events,
+    subtree_usage,
+)
 from zero.specialists import AgentContext, SpecialistRegistry, open_agent, resume_agent
-from zero.specialists.session import AgentSession
 from zero.tools import Workspace
 
 pytestmark = pytest.mark.anyio
