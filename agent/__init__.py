@@ -34,7 +34,6 @@ from zero.agent.events import (
     decode_event,
     event_payload,
 )
-from zero.agent.hub import EventHub, Listener
 from zero.agent.loop import AgentConfig, AgentRun, Approval, ApprovalRequest, Approver, CallGuard, CallPermit, Emit
 from zero.agent.messages import (
     Message,
@@ -82,8 +81,6 @@ __all__ = [
     "Emit",
     "ErrorRaised",
     "Event",
-    "EventHub",
-    "Listener",
     "Message",
     "MessageAdded",
     "ModelRequest",

@@ -221,6 +221,7 @@ class AgentRun:
         *,
         recorded: int = 0,
         checkpoint: Callable[[], Awaitable[None]] | None = None,
+        stop_reason: Callable[[], RunStatus] = lambda: "cancelled",
     ):
         self.config = config
         self.session_id = session_id
@@ -240,8 +241,9 @@ class AgentRun:
         self.output = ""
         self.status: RunStatus | None = None
         self.result: RunResult | None = None  # set when the run ends, cancelled runs included
-        # What a cancellation means: a parent's stop ("cancelled") or Ctrl-C/SIGTERM ("interrupted").
-        self.cancel_status: RunStatus = "cancelled"
+        # What a cancellation means, asked when it comes: a parent's stop ("cancelled"), Ctrl-C/SIGTERM
+        # ("interrupted"), a spent team budget... (the run tree holds it: zero.sessions.run_tree)
+        self._stop_reason = stop_reason
         self._recorded = recorded  # how many of ``messages`` are already in the session
         self._checkpoint = checkpoint  # awaited before a tool with a side effect runs: its call is on record
         self._specs: tuple[ToolSpec, ...] = ()
@@ -347,7 +349,7 @@ class AgentRun:
             self._close(turn)
             with anyio.CancelScope(shield=True):
                 await self.ctx.end_background()
-            self._finish(self.cancel_status, started, None)
+            self._finish(self._stop_reason(), started, None)
             raise
         except Exception as e:  # a bug: it ends this agent's run, recorded with its traceback; others go on
             status = "failed"

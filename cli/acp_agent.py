@@ -263,14 +263,14 @@ class ZeroAcpAgent:
                 live.running = False
             with anyio.move_on_after(10):
                 await forwarded.wait()  # every notification of the turn goes out before its answer
-        return PromptResponse(stop_reason=await self._stopped(session_id, result))
+        return PromptResponse(stop_reason=await self._stop_reason(session_id, result))
 
     async def cancel(self, session_id: str, **kwargs: Any) -> None:
         live = self.sessions.get(session_id)
         if live is not None and live.running:
             live.session.cancel("cancelled")  # the turn ends cancelled, its children too
 
-    async def _stopped(self, session_id: str, result: RunResult) -> StopReason:
+    async def _stop_reason(self, session_id: str, result: RunResult) -> StopReason:
         """Why the turn stopped, as ACP says it; a failed turn is the request's error (its message, and the
         session's status in ``data``), a limit's note is the answer's last line."""
         status = result.status
@@ -446,7 +446,7 @@ class ZeroAcpAgent:
             config = session.agent.config
             shown = Shown(session.session_id, config.workspace, mode, config.redactor)
             live = _Live(session, shown, mode, closed, titled)
-            session.hub.listen(live.heard)  # at once, in order: before any child asks
+            session.listen(live.heard)  # at once, in order: before any child asks
             async with session:
                 self.sessions[session.session_id] = live
                 yield live

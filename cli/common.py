@@ -25,7 +25,7 @@ from zero.cli.config import Network, RunSettings, load_config, resolve_settings,
 from zero.cli.mcp_config import run_servers
 from zero.cli.trust import load_specialists, specialist_warnings
 from zero.errors import UsageError
-from zero.sessions import FileSessionStore, default_data_dir
+from zero.sessions import FileSessionStore, RunTree, default_data_dir
 from zero.specialists import AgentContext, SpecialistRegistry
 from zero.tools import ShellSettings, Tool, Workspace, hide_own_secrets
 
@@ -146,6 +146,7 @@ async def open_context(
                 max_output_tokens=settings.max_output_tokens,
                 retry=settings.retry,
                 mcp=mcp,
+                tree=RunTree(),  # the command's run: every session it runs is a node of it
                 shell=ShellSettings(
                     protected=_zero_folders(),
                     env_passthrough=tuple(settings.configs.user.shell.env_passthrough),

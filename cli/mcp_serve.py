@@ -38,7 +38,7 @@ from zero.errors import ZeroError
 from zero.orchestrator import TeamRunner, build_plan
 from zero.orchestrator.team import load_team, with_limits
 from zero.sessions import SessionStore, new_session_id, same_folder, session_tree, validate_session_id
-from zero.specialists import AgentContext, Placement, Specialist, SpecialistRegistry, open_specialist
+from zero.specialists import AgentContext, Specialist, SpecialistOptions, SpecialistRegistry, open_specialist
 from zero.tools.describe import describe_call
 
 __all__ = ["serve"]
@@ -190,15 +190,11 @@ async def _run_specialist(
 ) -> str:
     """Run ``spec`` on ``prompt``: a progress notification per tool call, then its report and session id."""
     session_id = new_session_id(spec.name)
-    placement = Placement(kind="", parent_session_id="", root_session_id=session_id, depth=0, title=prompt[:80])
+    options = SpecialistOptions(
+        node=ctx.tree.add(session_id, title=prompt[:80]), permission_mode=settings.permission_mode
+    )
     try:
-        session = await open_specialist(
-            ctx,
-            spec,
-            placement,
-            session_id=session_id,
-            permission_mode=settings.permission_mode,
-        )
+        session = await open_specialist(ctx, spec, options)
     except ZeroError as e:  # (a run that fails after it starts says so in its answer)
         raise ToolError(str(e)) from None
     steps = 0

@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
-from zero.orchestrator.executor import InProcessExecutor, MemberExecutor, MemberOutcome, MemberRun, MemberTask
+from zero.orchestrator.executor import (
+    InProcessExecutor,
+    MemberExecutor,
+    MemberOutcome,
+    MemberRun,
+    MemberTask,
+    open_member,
+)
 from zero.orchestrator.ledger import BudgetGuard, Ledger, Trip
 from zero.orchestrator.mailbox import Mailbox, ReadInbox, SendMessage
 from zero.orchestrator.plan import MemberPlan, TeamPlan, build_plan, render_prompt
@@ -32,5 +39,6 @@ __all__ = [
     "Trip",
     "build_plan",
     "load_team",
+    "open_member",
     "render_prompt",
 ]

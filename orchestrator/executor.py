@@ -1,9 +1,10 @@
 """Where team members run: the seam between the scheduler and the agents.
 
-The scheduler asks an executor to start a member, may read its events, stop it, and waits
-for its outcome; it never touches the agent itself. ``InProcessExecutor`` runs each member as
-an ``AgentSession`` on this event loop; an executor running members in other processes or on
-other machines would keep the same four verbs, and the scheduler and the ledger would not change.
+The scheduler adds a member's node to the run tree and asks an executor to start it, then waits for
+its outcome; it never touches the agent itself. The member's events reach the tree with its session
+id, and a stop of its node's subtree stops it. ``InProcessExecutor`` runs each member as an
+``AgentSession`` on this event loop; an executor running members in other processes or on other
+machines would keep the same verbs, and the scheduler and the ledger would not change.
 """
 
 from __future__ import annotations
@@ -12,26 +13,23 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Protocol
 
-from anyio.streams.memory import MemoryObjectReceiveStream
-
-from zero.agent import Event, EventHub, Listener, RunResult, RunStatus, Usage
+from zero.agent import RunResult, Usage
 from zero.orchestrator.ledger import BudgetGuard, Ledger
 from zero.orchestrator.plan import MemberPlan
-from zero.sessions import AgentSession
-from zero.specialists import AgentContext, Placement, open_specialist
+from zero.sessions import AgentSession, RunNode
+from zero.specialists import AgentContext, Specialist, SpecialistOptions, open_specialist
 from zero.tools import Tool
 
-__all__ = ["InProcessExecutor", "MemberExecutor", "MemberOutcome", "MemberRun", "MemberTask"]
+__all__ = ["InProcessExecutor", "MemberExecutor", "MemberOutcome", "MemberRun", "MemberTask", "open_member"]
 
 
 @dataclass(frozen=True, kw_only=True)
 class MemberTask:
-    """Everything a member needs to run: who it is, where its session is, what to do, under which ledger."""
+    """Everything a member needs to run: who it is, its session's node in the run tree (below its team's),
+    what to do, under which ledger."""
 
     plan: MemberPlan
-    session_id: str
-    team_session_id: str
-    team_name: str
+    node: RunNode
     prompt: str
     role: str
     ledger: Ledger
@@ -48,19 +46,10 @@ class MemberOutcome:
 
 
 class MemberRun(Protocol):
+    """A member the scheduler started. Its events reach the run tree with its session id; it is stopped as
+    the subtree of its node is (``RunTree.stop``)."""
+
     session_id: str
-
-    def events(self) -> MemoryObjectReceiveStream[Event]:
-        """The member's events (and its children's) from now on."""
-        ...
-
-    def mark_stopping(self, status: RunStatus) -> None:
-        """What the member, and what it started, end as when they stop (a spent budget, Ctrl-C)."""
-        ...
-
-    def stop(self, status: RunStatus) -> None:
-        """Stop it now: it ends ``status``."""
-        ...
 
     async def outcome(self) -> MemberOutcome:
         """Wait for the member to end (the in-process executor runs it meanwhile)."""
@@ -75,12 +64,22 @@ class MemberExecutor(Protocol):
     def start(self, task: MemberTask) -> MemberRun: ...
 
 
-class InProcessExecutor:
-    """Members as agent sessions on this event loop, relaying their events to ``relay``."""
+async def open_member(
+    ctx: AgentContext, spec: Specialist, options: SpecialistOptions, *, ledger: Ledger | None
+) -> AgentSession:
+    """A team member's agent, spending from ``ledger`` (its team's, or its own grant of it; None: no budget to
+    spend from, a member of a run that recorded none): the one place a member is built, in a team's run or
+    resumed alone. It sits at depth 1, its Task children below it."""
+    if ledger is not None:
+        ctx = replace(ctx, guards=(*ctx.guards, BudgetGuard(ledger, ctx.prices)), max_depth=ctx.max_depth + 1)
+    return await open_specialist(ctx, spec, options)
 
-    def __init__(self, ctx: AgentContext, relay: Listener):
+
+class InProcessExecutor:
+    """Members as agent sessions on this event loop, nodes of the context's run tree."""
+
+    def __init__(self, ctx: AgentContext):
         self.ctx = ctx
-        self.relay = relay
 
     def start(self, task: MemberTask) -> _InProcessRun:
         return _InProcessRun(self, task)
@@ -90,48 +89,13 @@ class _InProcessRun:
     def __init__(self, executor: InProcessExecutor, task: MemberTask):
         self.executor = executor
         self.task = task
-        self.session_id = task.session_id
-        self.hub = EventHub()
-        self.hub.listen(executor.relay)
+        self.session_id = task.node.session_id
         self.session: AgentSession | None = None
-        self._stopping: RunStatus | None = None
-        self._stopped = False
-
-    def events(self) -> MemoryObjectReceiveStream[Event]:
-        return self.hub.subscribe()
-
-    def mark_stopping(self, status: RunStatus) -> None:
-        self._stopping = status
-        if self.session is not None:
-            self.session.mark_stopping(status)
-
-    def stop(self, status: RunStatus) -> None:
-        self._stopping, self._stopped = status, True
-        if self.session is not None:
-            self.session.cancel(status)
 
     async def outcome(self) -> MemberOutcome:
-        task, ctx = self.task, self.executor.ctx
-        plan = task.plan
-        member_ctx = replace(
-            ctx,
-            guards=(BudgetGuard(task.ledger, ctx.prices),),
-            max_depth=ctx.max_depth + 1,  # a member sits at depth 1; its Task children below it
-        )
-        placement = Placement(
-            kind="member",
-            parent_session_id=task.team_session_id,
-            root_session_id=task.team_session_id,
-            depth=1,
-            title=f"{task.team_name}: {plan.name}",
-            team_name=task.team_name,
-            member_name=plan.name,
-        )
-        self.session = session = await open_specialist(
-            member_ctx,
-            plan.specialist,
-            placement,
-            session_id=task.session_id,
+        task, plan = self.task, self.task.plan
+        options = SpecialistOptions(
+            node=task.node,
             created=not task.resume,
             resume=task.resume,
             permission_mode=plan.permission_mode,
@@ -141,11 +105,8 @@ class _InProcessRun:
             max_output_tokens=plan.max_output_tokens,
             extra_tools=task.tools,
             role=task.role,
-            relay=self.hub.emit,
-            stopping=self._stopping,
         )
-        if self._stopped:
-            session.cancel(self._stopping or "cancelled")
+        self.session = session = await open_member(self.executor.ctx, plan.specialist, options, ledger=task.ledger)
         async with session:
             result = await session.send(task.prompt)
         return MemberOutcome(result, session.run_usage)

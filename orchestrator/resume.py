@@ -11,7 +11,7 @@ from zero.orchestrator.ledger import Ledger
 from zero.orchestrator.team import TeamBudget, TeamFile
 from zero.sessions import SessionStore, session_tree
 
-__all__ = ["MemberRecord", "RecordedTeam", "charge", "read_team"]
+__all__ = ["MemberRecord", "RecordedTeam", "charge", "read_team", "team_ledger"]
 
 
 @dataclass(frozen=True)
@@ -82,3 +82,13 @@ def charge(ledger: Ledger, recorded: RecordedTeam) -> Ledger:
     ledger.used.turns = recorded.spent.calls
     ledger.used.retries = recorded.retries
     return ledger
+
+
+def team_ledger(store: SessionStore, team_id: str) -> Ledger | None:
+    """The ledger a member of team ``team_id`` resumed alone spends from: what the team's budget has left
+    (None: a run of a Zero that did not record its team, so no budget to spend from)."""
+    try:
+        recorded = read_team(store, team_id)
+    except UsageError:
+        return None
+    return charge(Ledger(recorded.budget, name="team"), recorded)

@@ -2,8 +2,9 @@
 
 The run is a ``team`` session; each member is a ``member`` session below it (created up
 front, so every member has a session and a final status whatever happens), and a
-member's Task children sit below the member. Members run through a ``MemberExecutor``;
-their events, and the team's own, reach ``events()``.
+member's Task children sit below the member: the team is a node of the run tree, each member a
+node below it. Members run through a ``MemberExecutor``; their events, and the team's own, reach
+``events()`` through the tree, and a stop of the team is a stop of its subtree.
 """
 
 from __future__ import annotations
@@ -22,7 +23,6 @@ from zero.agent import (
     ChildFinished,
     ChildStarted,
     Event,
-    EventHub,
     RetryPolicy,
     RunStatus,
     Status,
@@ -41,6 +41,7 @@ from zero.orchestrator.mailbox import Mailbox, ReadInbox, SendMessage
 from zero.orchestrator.plan import MemberPlan, TeamPlan, render_prompt
 from zero.orchestrator.resume import RecordedTeam, charge
 from zero.sessions import (
+    Listener,
     SessionMetadata,
     SessionRecorder,
     UsageTotals,
@@ -187,9 +188,10 @@ class TeamRunner:
         self.store = ctx.store
         self.resume = resume
         self.session_id = resume.session_id if resume else new_session_id("team")
-        self.hub = EventHub()
-        self.hub.listen(SessionRecorder(self.store, self.session_id))  # the recorder first
-        self.executor = executor or InProcessExecutor(self.ctx, self.hub.emit)
+        self.tree = ctx.tree
+        self.node = self.tree.add(self.session_id, kind="team", title=plan.name, team_name=plan.name)
+        self.tree.attach(self.node, SessionRecorder(self.store, self.session_id))  # the recorder first
+        self.executor = executor or InProcessExecutor(self.ctx)
         self.ledger = Ledger(plan.budget, name="team", on_trip=self._tripped)
         self.members = {name: MemberState(m, new_session_id("member")) for name, m in plan.members.items()}
         if resume is not None:
@@ -201,20 +203,23 @@ class TeamRunner:
                     state.status, state.output, state.turns = "completed", record.output, record.turns
                     state.kept = True
         self.mailbox = Mailbox(self.store, self.session_id, list(plan.members))
-        self._stopping: RunStatus | None = None  # why unfinished members end, once the team is stopping
         self._scope: anyio.CancelScope | None = None
         self._limiter = anyio.CapacityLimiter(plan.max_concurrency)
 
     def events(self) -> MemoryObjectReceiveStream[Event]:
         """Every event of the team and its members from now on, until the run ends."""
-        return self.hub.subscribe()
+        return self.tree.subscribe(self.node)
+
+    def listen(self, listener: Listener) -> None:
+        """``listener`` hears every event of the team and its members at once, as it is emitted."""
+        self.tree.listen(listener, under=self.node)
 
     # -- lifecycle -------------------------------------------------------------
 
     async def run(self) -> TeamResult:
         started = time.monotonic()
         await anyio.to_thread.run_sync(self._take_sessions if self.resume else self._create_sessions)
-        self.hub.emit(self._team_started())
+        self.tree.emit(self._team_started())
         try:
             with anyio.CancelScope() as scope:
                 self._scope = scope
@@ -229,7 +234,7 @@ class TeamRunner:
         finally:
             with anyio.CancelScope(shield=True):
                 result = await self._finish(started)
-                self.hub.close()
+                self.tree.close(self.node)
         return result
 
     def interrupt(self) -> None:
@@ -238,17 +243,12 @@ class TeamRunner:
             self._scope.cancel()
 
     def _stop(self, status: RunStatus, *, cancel: bool = False) -> None:
-        if self._stopping is None:
-            self._stopping = status
-        for state in self.members.values():
-            if state.status == "running" and state.run is not None:
-                if cancel:
-                    state.run.stop(status)
-                else:
-                    state.run.mark_stopping(status)
+        """Every member, and what it started, ends ``status``; ``cancel``: the running ones stop now (else they
+        end at their next model call, which a tripped ledger refuses); the others do not start."""
+        self.tree.stop(status, under=self.node, cancel=cancel)
 
     def _tripped(self, trip: Trip) -> None:
-        self.hub.emit(
+        self.tree.emit(
             BudgetTripped(
                 session_id=self.session_id,
                 limit=trip.limit,
@@ -289,8 +289,8 @@ class TeamRunner:
     def _why_not(self, deps: list[MemberState]) -> tuple[Status, str] | None:
         if self.ledger.trip is not None:
             return "budget_exhausted", f"the team budget ran out before it started ({self.ledger.trip})"
-        if self._stopping is not None:
-            return self._stopping, _NOT_STARTED.get(self._stopping, "")
+        if (stopping := self.node.status) is not None:
+            return stopping, _NOT_STARTED.get(stopping, "")
         for dep in deps:
             if dep.status != "completed":
                 return "skipped", f"dependency {dep.name!r} ended {dep.status}"
@@ -327,11 +327,16 @@ class TeamRunner:
                 "The team's run stopped before you finished, and it is resumed now. Continue your task from "
                 "where you left off (check what is already done first), then end with your report."
             )
+        node = self.tree.add(
+            state.session_id,
+            kind="member",
+            under=self.node,
+            title=f"{self.plan.name}: {plan.name}",
+            member_name=plan.name,
+        )
         return MemberTask(
             plan=plan,
-            session_id=state.session_id,
-            team_session_id=self.session_id,
-            team_name=self.plan.name,
+            node=node,
             prompt=prompt,
             role=role,
             resume=resumed,
@@ -346,7 +351,7 @@ class TeamRunner:
             member_ledger = Ledger(plan.spec.budget, parent=self.ledger, name=f"member {plan.name!r}")
         state.run = self.executor.start(self._task(state, member_ledger))
         state.status, state.started = "running", time.monotonic()
-        self.hub.emit(
+        self.tree.emit(
             ChildStarted(
                 session_id=self.session_id,
                 child_session_id=state.session_id,
@@ -358,8 +363,6 @@ class TeamRunner:
                 root_session_id=self.session_id,
             )
         )
-        if self._stopping:
-            state.run.mark_stopping(self._stopping)
         try:
             await state.run.outcome()
         except Exception as e:  # it could not even run (or its executor broke): this member fails, not the team
@@ -375,7 +378,7 @@ class TeamRunner:
     def _end_member(self, state: MemberState, outcome: MemberOutcome | None, member_ledger: Ledger) -> None:
         state.finished = time.monotonic()
         if outcome is None:  # stopped before its run could start, or it could not start at all
-            state.status = "failed" if state.reason else (self._stopping or "cancelled")
+            state.status = "failed" if state.reason else self.tree.why(self.node)
         else:
             result = outcome.result
             state.status, state.output, state.turns = result.status, result.output, result.turns
@@ -396,7 +399,7 @@ class TeamRunner:
         self._log_end(state)
 
     def _log_end(self, state: MemberState) -> None:
-        self.hub.emit(
+        self.tree.emit(
             ChildFinished(
                 session_id=self.session_id,
                 child_session_id=state.session_id,
@@ -494,10 +497,10 @@ class TeamRunner:
     async def _finish(self, started: float) -> TeamResult:
         for state in self.members.values():  # a member the cancellation reached before it began
             if state.status == "pending":
-                self._end_unstarted(state, self._stopping or "cancelled", "the team stopped before it started")
+                self._end_unstarted(state, self.tree.why(self.node), "the team stopped before it started")
         # One rule for every mix: the team ends as its worst member, by the exit code (agent/status.py)
         status, code = worst((s.status, s.error_code) for s in self.members.values())
-        if self._stopping == "interrupted":
+        if self.node.status == "interrupted":
             status, code = "interrupted", None
         usage = await anyio.to_thread.run_sync(self._totals)
         trip = self.ledger.trip
@@ -511,7 +514,7 @@ class TeamRunner:
             self.ledger,
             code,
         )
-        self.hub.emit(
+        self.tree.emit(
             TeamFinished(
                 session_id=self.session_id,
                 status=status,

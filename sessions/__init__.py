@@ -1,5 +1,5 @@
-"""Sessions: the agent session, the stores (on disk and in memory), ids, metadata, the recorder, replay and
-lineage."""
+"""Sessions: the agent session, the run tree, the stores (on disk and in memory), ids, metadata, the recorder,
+replay and lineage."""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ from zero.sessions.models import (
 from zero.sessions.recorder import SessionRecorder
 from zero.sessions.replay import messages_from_events
 from zero.sessions.rollup import Rollup, close_open_children, totals_json
+from zero.sessions.run_tree import Listener, RunNode, RunTree
 from zero.sessions.store import FileSessionStore, SessionStore, default_data_dir, parse_log, records_json
 from zero.sessions.workspace import same_folder, session_workspace
 
@@ -27,8 +28,11 @@ __all__ = [
     "AgentSession",
     "Delegating",
     "FileSessionStore",
+    "Listener",
     "MemorySessionStore",
     "Rollup",
+    "RunNode",
+    "RunTree",
     "SessionKind",
     "SessionMetadata",
     "SessionNode",

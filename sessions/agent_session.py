@@ -2,12 +2,13 @@
 
 ``zero exec``, every team member and every ``Task`` child run through it: open it (a new
 session, a resume of one, or a fork of one at an event), ``send`` prompts, read its events,
-``cancel`` a run, close it. It owns the message history, the recorder (the first consumer of
-every event), the tool sets (entered in one exit stack, leaving in reverse order), its call
-guards (a budget) and, when it may delegate, its Task machinery.
+``cancel`` a run, close it. It owns the message history, the tool sets (entered in one exit
+stack, leaving in reverse order), its call guards (a budget) and, when it may delegate, its
+Task machinery.
 
-Its events stream includes its children's: a child relays every event to its parent, so the
-root session sees the whole tree.
+It is a node of the run tree (``zero.sessions.run_tree``): its events go to the tree, which hands
+them to its recorder (the first consumer of every event) and then to whoever listens to it or to a
+node above it, so ``events()`` has its children's too. Why its run stops, the tree says.
 """
 
 from __future__ import annotations
@@ -27,8 +28,6 @@ from zero.agent import (
     AgentRun,
     CallPermit,
     Event,
-    EventHub,
-    Listener,
     Message,
     ModelRequest,
     RunResult,
@@ -43,6 +42,7 @@ from zero.sessions.models import SessionMetadata, UsageTotals
 from zero.sessions.recorder import SessionRecorder
 from zero.sessions.replay import messages_from_events
 from zero.sessions.rollup import close_open_children
+from zero.sessions.run_tree import Listener, RunNode, RunTree
 from zero.sessions.store import SessionStore
 from zero.tools import PermissionMode, Tool
 
@@ -62,37 +62,41 @@ class Delegating(Protocol):
 
     def opened(self) -> ToolSet: ...
 
-    def mark_stopping(self, status: RunStatus) -> None: ...
-
 
 class AgentSession:
-    """An agent and its session. Use ``async with`` (or ``aclose``) around its runs."""
+    """An agent and its session, the node ``node`` of its run tree. Use ``async with`` (or ``aclose``) around
+    its runs."""
 
     def __init__(
         self,
         store: SessionStore,
-        session_id: str,
+        node: RunNode,
         config: AgentConfig,
         history: list[Message],
         *,
         recorded: int,
         toolsets: Sequence[ToolSet] = (),
-        relay: Listener | None = None,
         pending: bool = False,
     ):
         self.store = store
-        self.session_id = session_id
-        self.hub = EventHub()
-        self.hub.listen(SessionRecorder(store, session_id))  # the recorder first
-        self.hub.listen(self._track)
-        if relay is not None:
-            self.hub.listen(relay)
-        config.guards = (_Recorded(store, session_id), *config.guards)  # before a budget reserves anything
-        self.agent = AgentRun(config, session_id, history, self.hub.emit, recorded=recorded, checkpoint=self._written)
+        self.session_id = node.session_id
+        self.node = node
+        self.tree = tree = node.tree
+        tree.attach(node, SessionRecorder(store, self.session_id))  # the recorder first
+        tree.attach(node, self._track)
+        config.guards = (_Recorded(store, self.session_id), *config.guards)  # before a budget reserves anything
+        self.agent = AgentRun(
+            config,
+            self.session_id,
+            history,
+            tree.emit,
+            recorded=recorded,
+            checkpoint=self._written,
+            stop_reason=lambda: tree.why(node),
+        )
         self.delegator: Delegating | None = None  # its Task machinery, when it may delegate
         self._toolsets = list(toolsets)
         self._stack = AsyncExitStack()
-        self._scope = anyio.CancelScope()
         self._usage = Usage()  # this run's own usage and what its children spent in it
         self._entered = False
         self._pending = pending  # it has never run: if it closes so, its log says it (never a crash)
@@ -103,47 +107,46 @@ class AgentSession:
     async def create(
         cls,
         store: SessionStore,
+        node: RunNode,
         meta: SessionMetadata,
         config: AgentConfig,
         system_prompt: str,
         *,
         toolsets: Sequence[ToolSet] = (),
-        relay: Listener | None = None,
         exists: bool = False,
     ) -> AgentSession:
-        """A new session: its metadata is on disk before anything runs (``exists``: created already,
+        """A new session at ``node``: its metadata is on disk before anything runs (``exists``: created already,
         as a team creates its members' sessions up front)."""
         if not exists:
             if config.prices.price(config.model) is None:
                 meta = meta.model_copy(update={"usage": UsageTotals.nothing(priced=False)})
             await anyio.to_thread.run_sync(store.create, meta)
         history = [Message("system", system_prompt)]
-        return cls(store, meta.session_id, config, history, recorded=0, toolsets=toolsets, relay=relay, pending=True)
+        return cls(store, node, config, history, recorded=0, toolsets=toolsets, pending=True)
 
     @classmethod
     async def resume(
         cls,
         store: SessionStore,
-        session_id: str,
+        node: RunNode,
         config: AgentConfig,
         *,
         toolsets: Sequence[ToolSet] = (),
-        relay: Listener | None = None,
         system_prompt: str | None = None,
     ) -> AgentSession:
-        """An existing session, continued with the history its log records; one that never ran (its log says
+        """The session at ``node``, continued with the history its log records; one that never ran (its log says
         no more than that it was closed before it ran) starts from ``system_prompt``, as a new one would. This
         process holds the session while it runs; another process running it is an error (``SessionError``)."""
+        session_id = node.session_id
         await anyio.to_thread.run_sync(store.acquire, session_id)
         try:
             await anyio.to_thread.run_sync(close_open_children, store, session_id)  # what a dead run left open
             history, recorded = await anyio.to_thread.run_sync(_history, store, session_id, system_prompt)
         except BaseException:
             store.release(session_id)  # not resumed: nobody runs it
+            node.tree.close(node)
             raise
-        return cls(
-            store, session_id, config, history, recorded=recorded, toolsets=toolsets, relay=relay, pending=not recorded
-        )
+        return cls(store, node, config, history, recorded=recorded, toolsets=toolsets, pending=not recorded)
 
     @classmethod
     async def fork(
@@ -155,24 +158,24 @@ class AgentSession:
         at_sequence: int | None = None,
         session_id: str | None = None,
         toolsets: Sequence[ToolSet] = (),
-        relay: Listener | None = None,
+        tree: RunTree | None = None,
     ) -> AgentSession:
         """A new session holding ``origin``'s conversation up to event ``at_sequence`` (all of it if None),
-        linked to its origin."""
+        linked to its origin; a node of ``tree`` (by default a run of its own)."""
         fork, history = await anyio.to_thread.run_sync(
             functools.partial(fork_session, store, origin, at_sequence=at_sequence, session_id=session_id)
         )
-        new_id = fork.session_id
-        await anyio.to_thread.run_sync(store.acquire, new_id)
-        return cls(store, new_id, config, history, recorded=len(history), toolsets=toolsets, relay=relay, pending=True)
+        await anyio.to_thread.run_sync(store.acquire, fork.session_id)
+        node = (tree or RunTree()).recorded(fork)
+        return cls(store, node, config, history, recorded=len(history), toolsets=toolsets, pending=True)
 
     def add_toolset(self, toolset: ToolSet) -> None:
         """A tool set to enter when the session opens."""
         self._toolsets.append(toolset)
 
     def delegate_with(self, delegator: Delegating) -> None:
-        """Let the session delegate: the Task tools join when it opens; ``delegator`` learns when the run
-        is stopping and the permission mode the next children get."""
+        """Let the session delegate: the Task tools join when it opens; ``delegator`` learns the permission
+        mode the next children get."""
         self.add_toolset(delegator.opened())
         self.delegator = delegator
 
@@ -200,35 +203,38 @@ class AgentSession:
         if self._entered:
             self._entered = False
             await self._stack.aclose()  # not shielded: a task group must be left inside its own scope
-        if self._pending and self.agent.result is None and not self.hub.closed:
+        if self._pending and self.agent.result is None and not self.node.closed:
             self._pending = False
             self.emit(StatusChanged(session_id=self.session_id, status="pending", reason=_NEVER_RAN))
         self.store.release(self.session_id)  # after everything it wrote
-        self.hub.close()
+        self.tree.close(self.node)
 
     def events(self) -> MemoryObjectReceiveStream[Event]:
         """Every event of this session and its descendants from now on, until it closes."""
-        return self.hub.subscribe()
+        return self.tree.subscribe(self.node)
+
+    def listen(self, listener: Listener) -> None:
+        """``listener`` hears every event of this session and its descendants at once, as it is emitted."""
+        self.tree.listen(listener, under=self.node)
 
     def emit(self, event: Event) -> None:
-        self.hub.emit(event)
+        self.tree.emit(event)
 
     async def send(self, prompt: str | None, *, call: ToolCall | None = None) -> RunResult:
         """Run the agent on ``prompt`` until it answers, a limit stops it, or it is cancelled; with ``call``,
         make that tool call for the user instead of asking the model (see ``AgentRun.run``)."""
         self._usage = Usage()
         try:
-            with self._scope:  # a cancel that came before this run ends it at once
+            with self.node.scope:  # a cancel that came before this run ends it at once
                 await self.agent.run(prompt, call=call)
         finally:
-            self._scope = anyio.CancelScope()
+            self.node.scope = anyio.CancelScope()
         assert self.agent.result is not None  # the loop records a result even when cancelled
         return self.agent.result
 
     def cancel(self, status: RunStatus = "cancelled") -> None:
         """Stop the run in progress (or the next one): it ends ``status``, and so does every child."""
-        self.mark_stopping(status)
-        self._scope.cancel()
+        self.tree.stop(status, under=self.node)
 
     def set_permission_mode(self, mode: PermissionMode) -> None:
         """Use ``mode`` from the next run on, for this agent and the children it starts (the caller keeps it
@@ -237,16 +243,12 @@ class AgentSession:
         if self.delegator is not None:
             self.delegator.permission_mode = mode
 
-    def mark_stopping(self, status: RunStatus) -> None:
-        self.agent.cancel_status = status
-        if self.delegator is not None:
-            self.delegator.mark_stopping(status)
-
-    def end_unstarted(self, status: RunStatus) -> RunResult:
-        """Give a session that never ran (stopped before it could start) its final status."""
-        result = RunResult(status, "", Usage(), 0, 0)
+    def end_unstarted(self, status: RunStatus | None = None) -> RunResult:
+        """Give a session that never ran (stopped before it could start) its final status (None: the one the
+        run tree says it stops with)."""
+        result = RunResult(status or self.tree.why(self.node), "", Usage(), 0, 0)
         self.agent.result = result
-        self.emit(StatusChanged(session_id=self.session_id, status=status))
+        self.emit(StatusChanged(session_id=self.session_id, status=result.status))
         return result
 
     @property
@@ -263,8 +265,7 @@ class AgentSession:
         await anyio.to_thread.run_sync(self.store.written, self.session_id)
 
     def _track(self, event: Event) -> None:
-        if event.session_id != self.session_id:
-            return
+        """Its own events (the tree hands it no other): what this run spent, its children's included."""
         if event.kind == "usage":
             self._usage = self._usage + event.usage
         elif event.kind == "child_end":

@@ -3,7 +3,7 @@ runs."""
 
 from __future__ import annotations
 
-from zero.specialists.agents import Placement, open_child, open_specialist
+from zero.specialists.agents import SpecialistOptions, open_child, open_specialist
 from zero.specialists.context import AgentContext, InvocationBudget, specialists_prompt
 from zero.specialists.delegation import ChildFactory, Delegator
 from zero.specialists.envelope import envelope
@@ -21,9 +21,9 @@ __all__ = [
     "Manifest",
     "ManifestError",
     "ManifestFile",
-    "Placement",
     "ProjectLimits",
     "Specialist",
+    "SpecialistOptions",
     "SpecialistRegistry",
     "Task",
     "TaskOutput",

@@ -10,47 +10,49 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from zero.agent import AgentConfig, Listener, RunStatus, smallest_cap
+from zero.agent import AgentConfig, smallest_cap
 from zero.agent.providers import DEFAULT_MODELS
-from zero.sessions import AgentSession, SessionKind, SessionMetadata
+from zero.sessions import AgentSession, RunNode, SessionMetadata
 from zero.specialists.context import DELEGATE_TOOLS, AgentContext, InvocationBudget, child_system_prompt
 from zero.specialists.delegation import Delegator
 from zero.specialists.registry import Specialist
 from zero.tools import PermissionMode, Tool, ToolRegistry, builtin_tools
 
-__all__ = ["Placement", "can_delegate", "delegate", "mcp_tools", "open_child", "open_specialist", "top_tools"]
+__all__ = [
+    "SpecialistOptions",
+    "can_delegate",
+    "delegate",
+    "mcp_tools",
+    "open_child",
+    "open_specialist",
+    "top_tools",
+]
 
 
 @dataclass(frozen=True, kw_only=True)
-class Placement:
-    """Where a specialist's session sits: its kind, parent, root, depth and names."""
+class SpecialistOptions:
+    """How a specialist's agent is opened: its session's node in the run tree (its id, kind, parent, root,
+    depth and names), new or resumed, and what its caller narrows or sets; None leaves the manifest's."""
 
-    kind: SessionKind
-    parent_session_id: str
-    root_session_id: str
-    depth: int
-    title: str
-    team_name: str = ""
-    member_name: str = ""
+    node: RunNode
+    permission_mode: PermissionMode  # never wider than the caller's
+    resume: bool = False  # continue the session's recorded conversation
+    created: bool = False  # a new session whose metadata is on disk already (a team's member)
+    caller_tools: frozenset[str] | None = None  # None: the caller is no agent, so every top-level tool
+    provider: str | None = None
+    model: str | None = None
+    max_turns: int | None = None
+    max_output_tokens: int | None = None
+    extra_tools: Sequence[Tool] = ()  # tools of its caller's for it (a team's messaging)
+    role: str | None = None  # its part in the system prompt (a team member's); None: a Task child's
 
 
 def delegate(
-    ctx: AgentContext,
-    session: AgentSession,
-    *,
-    root_session_id: str,
-    depth: int,
-    permission_mode: PermissionMode,
-    tools: Sequence[str],
+    ctx: AgentContext, session: AgentSession, *, permission_mode: PermissionMode, tools: Sequence[str]
 ) -> None:
+    """Give ``session`` Task tools of its own: its children get ``permission_mode`` and at most ``tools``."""
     delegator = Delegator(
-        ctx,
-        session,
-        root_session_id=root_session_id,
-        depth=depth,
-        permission_mode=permission_mode,
-        caller_tools=set(tools),
-        open_child=open_child,
+        ctx, session, permission_mode=permission_mode, caller_tools=frozenset(tools), open_child=open_child
     )
     session.delegate_with(delegator)
 
@@ -85,54 +87,36 @@ def _model_for(ctx: AgentContext, spec: Specialist) -> tuple[str, str]:
     return provider, ctx.model
 
 
-async def open_specialist(
-    ctx: AgentContext,
-    spec: Specialist,
-    placement: Placement,
-    *,
-    session_id: str,
-    resume: bool = False,
-    created: bool = False,
-    permission_mode: PermissionMode,
-    caller_tools: set[str] | None = None,
-    provider: str | None = None,
-    model: str | None = None,
-    max_turns: int | None = None,
-    max_output_tokens: int | None = None,
-    extra_tools: Sequence[Tool] = (),
-    role: str | None = None,
-    relay: Listener | None = None,
-    stopping: RunStatus | None = None,
-) -> AgentSession:
+async def open_specialist(ctx: AgentContext, spec: Specialist, options: SpecialistOptions) -> AgentSession:
     """An agent working as ``spec``: its manifest's tools narrowed to the caller's, the caller's permission
-    mode, its limits, and Task tools of its own while ``placement.depth`` allows. ``resume`` continues the
-    session ``session_id``; ``created``: a new session whose metadata is on disk already. ``caller_tools``
-    None: the caller is not an agent (a team, a resume, another program): every tool a top-level agent has."""
-    depth = placement.depth
+    mode, its limits, and Task tools of its own while its depth allows."""
+    node = options.node
+    depth = node.depth
+    caller_tools = options.caller_tools
     if caller_tools is None:
-        caller_tools = {t.name for t in top_tools(ctx)}
+        caller_tools = frozenset(t.name for t in top_tools(ctx))
     allowed = [t for t in spec.tools if t in caller_tools or t in DELEGATE_TOOLS]
     granted = [t for t in mcp_tools(ctx, spec.tools) if t.name in caller_tools]  # the manifest's, the caller's
-    tools: list[Tool] = [t for t in builtin_tools() if t.name in allowed] + granted + list(extra_tools)
+    tools: list[Tool] = [t for t in builtin_tools() if t.name in allowed] + granted + list(options.extra_tools)
     wants_delegate = any(t in DELEGATE_TOOLS for t in allowed)
-    can_delegate = wants_delegate and depth < ctx.max_depth
+    may_delegate = wants_delegate and depth < ctx.max_depth
     unavailable: dict[str, str] = {}
-    if wants_delegate and not can_delegate:
+    if wants_delegate and not may_delegate:
         reason = f"this agent is at depth {depth} and max_depth is {ctx.max_depth}; do the work yourself"
         unavailable = dict.fromkeys(DELEGATE_TOOLS, reason)
     guards = ctx.guards
     if spec.budget_tokens is not None or spec.budget_cost_usd is not None:
         guards = (*guards, InvocationBudget(spec.budget_tokens, spec.budget_cost_usd))
     default_provider, default_model = _model_for(ctx, spec)
-    provider_name = provider or default_provider
+    provider_name = options.provider or default_provider
     config = AgentConfig(
         provider=ctx.provider if provider_name == ctx.provider.name else ctx.providers(provider_name),
-        model=model or default_model,
+        model=options.model or default_model,
         tools=ToolRegistry(tools),
         workspace=ctx.workspace,
-        permission_mode=permission_mode,  # never wider than the caller's
-        max_turns=max_turns or spec.max_turns or ctx.default_max_turns,
-        max_output_tokens=smallest_cap(ctx.max_output_tokens, spec.max_output_tokens, max_output_tokens),
+        permission_mode=options.permission_mode,
+        max_turns=options.max_turns or spec.max_turns or ctx.default_max_turns,
+        max_output_tokens=smallest_cap(ctx.max_output_tokens, spec.max_output_tokens, options.max_output_tokens),
         reasoning_effort=spec.reasoning_effort,
         prices=ctx.prices,
         retry=ctx.retry,
@@ -142,58 +126,41 @@ async def open_specialist(
         redactor=ctx.redactor,
         shell=ctx.shell,
     )
-    if resume:
-        session = await AgentSession.resume(ctx.store, session_id, config, relay=relay)
+    if options.resume:
+        session = await AgentSession.resume(ctx.store, node, config)
     else:
         meta = SessionMetadata(
-            session_id=session_id,
-            session_kind=placement.kind,
-            title=placement.title[:80],
+            session_id=node.session_id,
+            session_kind=node.kind,
+            title=node.title[:80],
             cwd=str(ctx.workspace.root),
             provider=config.provider.name,
             model_id=config.model,
-            parent_session_id=placement.parent_session_id,
-            root_session_id=placement.root_session_id,
-            agent_name=placement.member_name or spec.name,
+            parent_session_id=node.parent_session_id,
+            root_session_id=node.root_session_id,
+            agent_name=node.member_name or spec.name,
             specialist=spec.name,
-            team_name=placement.team_name,
-            member_name=placement.member_name,
+            team_name=node.team_name,
+            member_name=node.member_name,
             depth=depth,
         )
-        prompt = child_system_prompt(spec, str(ctx.workspace.root), can_delegate, ctx.registry, role)
-        session = await AgentSession.create(ctx.store, meta, config, prompt, relay=relay, exists=created)
-    if can_delegate:
-        delegate(
-            ctx,
-            session,
-            root_session_id=placement.root_session_id,
-            depth=depth,
-            permission_mode=permission_mode,
-            tools=[t.name for t in tools],
-        )
-    if stopping is not None:
-        session.mark_stopping(stopping)
+        prompt = child_system_prompt(spec, str(ctx.workspace.root), may_delegate, ctx.registry, options.role)
+        session = await AgentSession.create(ctx.store, node, meta, config, prompt, exists=options.created)
+    if may_delegate:
+        delegate(ctx, session, permission_mode=options.permission_mode, tools=[t.name for t in tools])
     return session
 
 
 async def open_child(
     delegator: Delegator, spec: Specialist, *, session_id: str, description: str, resume: bool
 ) -> AgentSession:
-    """A Task child of ``delegator``'s agent (the ``ChildFactory`` every delegator uses)."""
-    placement = Placement(
-        kind="child",
-        parent_session_id=delegator.session_id,
-        root_session_id=delegator.root_session_id,
-        depth=delegator.depth + 1,
-        title=description,
-    )
-    return await open_specialist(
-        delegator.ctx,
-        spec,
-        placement,
-        session_id=session_id,
+    """A Task child of ``delegator``'s agent (the ``ChildFactory`` every delegator uses), below it in the run
+    tree."""
+    node = delegator.ctx.tree.add(session_id, kind="child", under=delegator.parent.node, title=description)
+    options = SpecialistOptions(
+        node=node,
         resume=resume,
         permission_mode=delegator.permission_mode,
         caller_tools=delegator.caller_tools,
-        relay=delegator.parent.emit,
     )
+    return await open_specialist(delegator.ctx, spec, options)

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from zero.agent import Approver, CallGuard, CallPermit, ModelRequest, PriceTable, Provider, RetryPolicy, Usage
 from zero.agent.prompts import project_instructions
 from zero.errors import BudgetExhaustedError
-from zero.sessions import SessionStore
+from zero.sessions import RunTree, SessionStore
 from zero.specialists.registry import Specialist, SpecialistRegistry
 from zero.tools import CATEGORIES, Redactor, ShellSettings, Tool, Workspace
 
@@ -19,7 +19,7 @@ DELEGATE_TOOLS = CATEGORIES["delegate"]
 
 @dataclass
 class AgentContext:
-    """What every agent of one run shares: where sessions go, how to reach models, limits.
+    """What every agent of one run shares: where sessions go, how to reach models, limits, the run tree.
 
     ``provider`` is the run's main provider; ``providers`` gives the provider of another name
     (a specialist may pick one), made once and closed with the run.
@@ -42,6 +42,7 @@ class AgentContext:
     mcp: dict[str, list[Tool]] = field(default_factory=dict)  # the tools of each MCP server the run started
     redactor: Callable[[str], str] = field(default_factory=Redactor)  # secrets of this run's environment
     shell: ShellSettings = field(default_factory=ShellSettings)  # what the user's setup says of shell commands
+    tree: RunTree = field(default_factory=RunTree)  # the run's sessions, its one hub and its one stop reason
 
 
 class InvocationBudget:

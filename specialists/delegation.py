@@ -2,9 +2,9 @@
 
 A ``Delegator`` belongs to one agent session (its depth and permission mode) and gives it
 the Task, TaskOutput and TaskStop tools. Every child is an ``AgentSession`` of its own,
-linked to its parent and root, run in-process on the same event loop. The parent's log
-records ``child_start`` and ``child_end`` between the tool call that started the child and
-its result; the child's events reach the parent's stream through the child's relay.
+a node of the run tree below its parent's, run in-process on the same event loop. The parent's
+log records ``child_start`` and ``child_end`` between the tool call that started the child and
+its result; the child's events reach whoever listens to the parent through the tree.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import anyio
 import anyio.to_thread
 from anyio.abc import TaskGroup
 
-from zero.agent import ChildFinished, ChildStarted, Event, RunStatus, ToolCallStarted, ToolFinished
+from zero.agent import ChildFinished, ChildStarted, Event, ToolCallStarted, ToolFinished
 from zero.errors import ToolError, UsageError, ZeroError
 from zero.sessions import AgentSession, SessionMetadata, lineage, new_session_id, same_folder, validate_session_id
 from zero.specialists.context import AgentContext
@@ -58,9 +58,8 @@ class _Child:
         return self.session.session_id
 
     def follow(self, event: Event) -> None:
-        """What TaskOutput reports of a running child: the tools it used and what it does now."""
-        if event.session_id != self.session_id:
-            return
+        """What TaskOutput reports of a running child: the tools it used and what it does now (it hears the
+        child's own events only)."""
         if isinstance(event, ToolCallStarted):
             self.tools_used.append(event.name)
             self.activity = describe_call(event.name, event.arguments)
@@ -90,12 +89,13 @@ class _RunJob:
     """A background child as a job of the run that started it, like a shell job left running: the run's end
     stops it (``cancelled``, or the status the whole run is stopping with) and waits until its end is recorded."""
 
-    def __init__(self, delegator: Delegator, child: _Child):
-        self.delegator, self.child = delegator, child
+    def __init__(self, child: _Child):
+        self.child = child
 
     async def aclose(self) -> None:
         if not self.child.done.is_set():
-            self.child.session.cancel(self.delegator.stopping or "cancelled")
+            session = self.child.session
+            session.cancel(session.tree.why(session.node))
             await self.child.done.wait()
 
 
@@ -109,23 +109,18 @@ class Delegator:
         ctx: AgentContext,
         parent: AgentSession,
         *,
-        root_session_id: str,
-        depth: int,
         permission_mode: PermissionMode,
-        caller_tools: set[str],
+        caller_tools: frozenset[str],
         open_child: ChildFactory,
     ):
         self.ctx = ctx
         self.parent = parent
-        self.root_session_id = root_session_id
-        self.depth = depth
         self.permission_mode = permission_mode
         self.caller_tools = caller_tools
         self.children: dict[str, _Child] = {}
         self._open_child = open_child
         self._limiter = anyio.CapacityLimiter(ctx.max_concurrency)
         self._tg: TaskGroup | None = None
-        self.stopping: RunStatus | None = None  # set when the whole run is being stopped, and why
 
     @property
     def session_id(self) -> str:
@@ -140,14 +135,7 @@ class Delegator:
             finally:
                 for child in self.children.values():
                     if child.background and not child.done.is_set():
-                        child.session.cancel(self.stopping or "cancelled")
-
-    def mark_stopping(self, status: RunStatus) -> None:
-        """The whole run is stopping (Ctrl-C, a spent budget): every running descendant ends ``status``."""
-        self.stopping = status
-        for child in self.children.values():
-            if not child.done.is_set():
-                child.session.mark_stopping(status)
+                        child.session.cancel(self.ctx.tree.why(child.session.node))
 
     # -- the Task tool ------------------------------------------------------------
 
@@ -183,14 +171,14 @@ class Delegator:
                 mode=mode,
                 tool_call_id=call_id,
                 description=child.description,
-                root_session_id=self.root_session_id,
+                root_session_id=self.parent.node.root_session_id,
             )
         )
         if background:
             assert self._tg is not None
             self._tg.start_soon(self._execute, child, prompt)
             if jobs is not None:
-                jobs.append(_RunJob(self, child))
+                jobs.append(_RunJob(child))
             return ToolOutput(
                 f"task_id: {child.session_id}\nstatus: running\nspecialist: {child.specialist.name}\n"
                 f"description: {child.description}\n\n"
@@ -250,9 +238,7 @@ class Delegator:
             raise ToolError(f"cannot start {spec.name}: {e}") from e
 
     def _keep(self, child: _Child) -> _Child:
-        if self.stopping:
-            child.session.mark_stopping(self.stopping)
-        child.session.hub.listen(child.follow)
+        self.ctx.tree.attach(child.session.node, child.follow)
         self.children[child.session_id] = child
         return child
 
@@ -277,7 +263,7 @@ class Delegator:
     def _finish(self, child: _Child, started: float) -> None:
         result = child.session.result
         if result is None:  # stopped before it could start: still give it a final status
-            result = child.session.end_unstarted(child.session.agent.cancel_status)
+            result = child.session.end_unstarted()
         usage = child.session.run_usage
         self.parent.emit(
             ChildFinished(

@@ -59,10 +59,11 @@ async def open_agent(
         root_session_id=session_id,
         agent_name=agent_name,
     )
-    session = await AgentSession.create(ctx.store, meta, config, _top_prompt(ctx, system_prompt))
+    node = ctx.tree.add(session_id, title=meta.title)
+    session = await AgentSession.create(ctx.store, node, meta, config, _top_prompt(ctx, system_prompt))
     if can_delegate(ctx):
         tools = config.tools.names()  # the built-in tools and the run's MCP tools: what children may be granted
-        delegate(ctx, session, root_session_id=session_id, depth=0, permission_mode=permission_mode, tools=tools)
+        delegate(ctx, session, permission_mode=permission_mode, tools=tools)
     return session
 
 
@@ -73,14 +74,7 @@ async def resume_agent(
     meta = await anyio.to_thread.run_sync(ctx.store.metadata, session_id)
     config = _top_config(ctx, permission_mode, max_turns)
     prompt = _top_prompt(ctx, default_system_prompt(str(ctx.workspace.root)))
-    session = await AgentSession.resume(ctx.store, session_id, config, system_prompt=prompt)
+    session = await AgentSession.resume(ctx.store, ctx.tree.recorded(meta), config, system_prompt=prompt)
     if can_delegate(ctx, meta.depth):
-        delegate(
-            ctx,
-            session,
-            root_session_id=meta.root_session_id or session_id,
-            depth=meta.depth,
-            permission_mode=permission_mode,
-            tools=session.agent.config.tools.names(),
-        )
+        delegate(ctx, session, permission_mode=permission_mode, tools=session.agent.config.tools.names())
     return session

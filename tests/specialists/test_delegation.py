@@ -51,7 +51,7 @@ class Harness:
             self.ctx, title=prompt, system_prompt=f"{PARENT}.", permission_mode=mode, max_turns=10
         )
         self.session_id = session.session_id
-        session.hub.listen(self.events.append)  # every event of the tree, as it happens
+        session.listen(self.events.append)  # every event of the tree, as it happens
         async with session:
             return await session.send(prompt)
 

@@ -74,6 +74,6 @@ async def run_team(
     )
     runner = TeamRunner(plan, ctx, retry_delay=0.001)
     events: list[Event] = []
-    runner.hub.listen(events.append)
+    runner.listen(events.append)
     result = await runner.run()
     return result, runner, provider, events
