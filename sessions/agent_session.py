@@ -228,7 +228,7 @@ class AgentSession:
             with self.node.scope:  # a cancel that came before this run ends it at once
                 await self.agent.run(prompt, call=call)
         finally:
-            self.node.scope = anyio.CancelScope()
+            self.node.next_run()
         assert self.agent.result is not None  # the loop records a result even when cancelled
         return self.agent.result
 

@@ -50,11 +50,22 @@ class RunNode:
     member_name: str = ""
     children: list[RunNode] = field(default_factory=list)
     status: RunStatus | None = None  # set once it is stopping: what it ends as
-    scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)  # its run in progress (or the next one)
     closed: bool = False
     own: list[Listener] = field(default_factory=list, repr=False)  # hear its own events, its recorder first
     subscribers: list[Listener] = field(default_factory=list, repr=False)  # hear its subtree's events
     streams: list[MemoryObjectSendStream[Event]] = field(default_factory=list, repr=False)
+    _scope: anyio.CancelScope | None = field(default=None, repr=False)
+
+    @property
+    def scope(self) -> anyio.CancelScope:
+        """The scope of its run in progress, or of the next one (a stop before it began ends it at once)."""
+        if self._scope is None:
+            self._scope = anyio.CancelScope()
+        return self._scope
+
+    def next_run(self) -> None:
+        """Its run has ended: the next one gets a scope of its own."""
+        self._scope = None
 
     def walk(self) -> Iterator[RunNode]:
         """This node and every node below it."""
