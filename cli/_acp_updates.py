@@ -70,7 +70,7 @@ class Shown:
     names: dict[str, str] = field(default_factory=dict)  # child session id -> its specialist
 
     def track(self, event: Event) -> None:
-        """Learn which call shows a child as it starts (a hub listener: at once, before the child can ask)."""
+        """Learn which call shows a child as it starts (it listens to the run tree: at once, before a child asks)."""
         if isinstance(event, ChildStarted):
             own = event.session_id == self.root
             self.task_calls[event.child_session_id] = (

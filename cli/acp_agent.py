@@ -104,8 +104,8 @@ class _Live:
     asked: dict[tuple[str, str], anyio.Event] = field(default_factory=dict)  # requests waiting for their call
 
     def heard(self, event: Event) -> None:
-        """A listener of the session's hub (at once, in order): a permission request made while the turn is
-        shown waits until everything before it (its call) is on the editor's screen."""
+        """It hears the session's subtree of the run tree (at once, in order): a permission request made while
+        the turn is shown waits until everything before it (its call) is on the editor's screen."""
         self.shown.track(event)
         if isinstance(event, PermissionRequested) and self.forwarding:
             self.asked[(event.session_id, event.id)] = anyio.Event()

@@ -141,11 +141,10 @@ class RunTree:
         return node
 
     def close(self, node: RunNode) -> None:
-        """``node``'s session has closed: its own listeners leave, and its subscribers' streams end (after what
-        they have not read yet). The node stays, for what reads the run."""
+        """``node``'s session has closed: its subscribers' streams end (after what they have not read yet). Its
+        own listeners stay: a session stopped before it could run still gets its final status recorded. The
+        node stays too, for what reads the run."""
         node.closed = True
-        node.own = []
-        node.subscribers = []
         for stream in node.streams:
             stream.close()
         node.streams = []
