@@ -7,7 +7,8 @@ Zero's own functions called on the way is counted once:
   (what the delegation machinery costs: open, wire, run, finish, report);
 - a child's event: from the moment the child's agent loop emits its answer until every consumer has it
   (the recorders, the relays, the hubs, the front end's stream);
-- a member's event: the same, for the answer of a team member.
+- a member's event: the same, for the answer of a team member;
+- a member's Task child's event: the same, for the answer of a Task child a team member started.
 
 Each journey prints its count of modules and functions, its hubs (the ``emit`` functions it passes through)
 and the functions themselves: ``python bench/bench_hops.py`` (``--list`` to see every function).
@@ -48,8 +49,9 @@ class Tracer:
     """Zero's functions called inside the journeys, by journey. ``follow(event)`` names the journey of an
     answer an agent loop emits (None: not one to follow)."""
 
-    def __init__(self, follow: Callable[[Any], str | None]) -> None:
+    def __init__(self, follow: Callable[[Any], str | None], *, tasks: bool = True) -> None:
         self.follow = follow
+        self.tasks = tasks  # follow the Task calls too
         self.journeys: dict[str, Journey] = {}
         self._frames: set[FrameType] = set()  # a coroutine resumed is the same call again
 
@@ -60,7 +62,7 @@ class Tracer:
         if "<" in name or frame in self._frames:  # a comprehension, a dataclass's __init__: part of its caller
             return
         self._frames.add(frame)
-        for journey in filter(None, (self._in_task(frame), self._in_emit(frame))):
+        for journey in filter(None, (self._in_task(frame) if self.tasks else None, self._in_emit(frame))):
             self.journeys.setdefault(journey, Counter())[name] += 1
 
     def _in_task(self, frame: FrameType) -> str | None:
@@ -93,11 +95,11 @@ def _turn(system: str, n: int, text: str = "", *calls: ScriptToolCall) -> Script
     return ScriptTurn(match=ScriptMatch(system=system, turn=n), text=text, tool_calls=list(calls))
 
 
-def _context(workspace: Path, turns: list[ScriptTurn]) -> AgentContext:
+def _context(workspace: Path, turns: list[ScriptTurn], user: Path | None = None) -> AgentContext:
     provider = ScriptedProvider(turns)
     return AgentContext(
         store=FileSessionStore(workspace.parent / "sessions"),  # its writer thread (durability) is not traced
-        registry=SpecialistRegistry.load(workspace),
+        registry=SpecialistRegistry.load(workspace, user=user),
         workspace=Workspace([workspace]),
         provider=provider,
         model="scripted",
@@ -141,21 +143,39 @@ async def task_call(workspace: Path) -> Tracer:
 
 
 async def member_event(workspace: Path, tmp: Path) -> Tracer:
-    """A team of one member, its events read as ``zero swarm run`` reads them."""
+    """A team of two members, one of which delegates a task, its events read as ``zero swarm run`` reads them."""
+    user = tmp / "user-specialists"  # a user's specialist may delegate (no built-in one does)
+    user.mkdir()
+    (user / "lead.toml").write_text(
+        'name = "lead"\ndescription = "Leads."\ntools = ["read-only", "delegate"]\nprompt = "You lead."\n'
+    )
     team = tmp / "team.toml"
-    team.write_text('name = "t"\n[[members]]\nname = "a"\nspecialist = "explorer"\nprompt = "Map src."\n')
-    ctx = _context(workspace, [ScriptTurn(match=ScriptMatch(system='You are "a"'), text="src is empty.")])
+    team.write_text(
+        'name = "t"\n[[members]]\nname = "a"\nspecialist = "explorer"\nprompt = "Map src."\n'
+        '[[members]]\nname = "b"\nspecialist = "lead"\nprompt = "Have src mapped."\n'
+    )
+    task = ScriptToolCall(name="Task", arguments={"name": "explorer", "prompt": "Map src.", "description": "map"})
+    turns = [
+        ScriptTurn(match=ScriptMatch(system='You are "a"'), text="src is empty."),
+        _turn('You are "b"', 1, "", task),
+        _turn('You are "b"', 2, "done"),
+        _turn("You are the explorer", 1, "src is empty."),
+    ]
+    ctx = _context(workspace, turns, user)
     plan = build_plan(
         team, ctx.registry, provider="scripted", model="scripted", permission_mode="auto", prices=PriceTable.builtin()
     )
     runner = TeamRunner(plan, ctx)
     member = runner.members["a"].session_id
 
-    def member_answer(event: Any) -> str | None:
-        mine = event.kind == "message" and event.role == "assistant" and event.session_id == member
-        return "a member's event" if mine else None
+    def answer(event: Any) -> str | None:
+        if event.kind != "message" or event.role != "assistant":
+            return None
+        if event.session_id == member:
+            return "a member's event"
+        return "a member's Task child's event" if event.session_id.startswith("child") else None
 
-    tracer = Tracer(member_answer)
+    tracer = Tracer(answer, tasks=False)
     seen: list[Event] = []
     async with anyio.create_task_group() as tg:
         tg.start_soon(_consume, runner.events(), seen)
