@@ -12,7 +12,6 @@ within a second.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import gc
 import signal
@@ -70,7 +69,8 @@ from zero.agent.prompts import default_system_prompt
 from zero.cli._acp_sessions import Checked, history, listable, recorded, requested
 from zero.cli._acp_updates import Shown, diff, options, prompt_text, replayed
 from zero.cli.approvals import judge, visible
-from zero.cli.common import Streams, open_context, print_warnings, session_store, settings_from_args
+from zero.cli.common import Streams, open_context, print_warnings, session_store, settings_from
+from zero.cli.options import AcpOptions
 from zero.errors import ZeroError
 from zero.sessions import AgentSession, FileSessionStore, fork_session
 from zero.specialists import AgentContext, open_agent, resume_agent
@@ -122,7 +122,7 @@ class _Live:
 
 
 class ZeroAcpAgent:
-    def __init__(self, args: argparse.Namespace, streams: Streams, tg: anyio.abc.TaskGroup):
+    def __init__(self, args: AcpOptions, streams: Streams, tg: anyio.abc.TaskGroup):
         self.args = args
         self.streams = streams
         self.tg = tg
@@ -410,14 +410,14 @@ class ZeroAcpAgent:
         key = str(workspace)
         if key not in self.contexts:
             try:
-                settings = settings_from_args(self.args, workspace)
+                settings = settings_from(self.args.run, workspace)
             except ZeroError as e:
                 raise RequestError.invalid_params({"message": str(e)}) from None
             print_warnings(settings.warnings, self.streams.stderr)
 
             @asynccontextmanager
             async def opened() -> AsyncIterator[AgentContext]:
-                async with open_context(self.args, settings, workspace, self.streams) as ctx:
+                async with open_context(self.args.run, settings, workspace, self.streams) as ctx:
                     yield replace(ctx, approver=self._approve)
 
             kept = anyio.Event()
@@ -537,14 +537,14 @@ def _editor_servers(servers: list[Any]) -> Any:
     return toolset()
 
 
-async def serve(args: argparse.Namespace, streams: Streams) -> int:
+async def serve(args: AcpOptions, streams: Streams) -> int:
     """Serve one editor on stdio until it closes its end (0) or a signal says stop (130)."""
     from acp import stdio_streams
     from acp.agent.connection import AgentSideConnection
 
     from zero.cli._acp_wire import LIMIT, Wire, quiet_logs
 
-    quiet_logs(bool(getattr(args, "debug", False)))
+    quiet_logs(args.debug)
     ending = anyio.Event()
     HOST_ENDING.set(ending)  # the editor gone, MCP servers get no long grace: the process ends within a second
     with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as signals:

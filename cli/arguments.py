@@ -5,10 +5,23 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable
+from dataclasses import fields
 
-from zero.cli.main import PERMISSION_MODES, PROVIDERS
+from zero.cli._choices import PERMISSION_MODES, PROVIDERS
+from zero.cli.options import (
+    AcpOptions,
+    Command,
+    ExecOptions,
+    McpOptions,
+    ResumeOptions,
+    RunOptions,
+    SessionsOptions,
+    ShellOptions,
+    SpecialistsOptions,
+    SwarmOptions,
+)
 
-__all__ = ["ARGUMENTS", "NO_LIMIT", "common", "count", "shell_parser"]
+__all__ = ["ARGUMENTS", "NO_LIMIT", "common", "count", "options_of", "shell_parser"]
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -307,3 +320,35 @@ ARGUMENTS: dict[str, Callable[[argparse.ArgumentParser], None]] = {
     "mcp": _mcp,
     "acp": _acp,
 }
+
+
+_RECORDS: dict[str, type[Command]] = {
+    "exec": ExecOptions,
+    "specialists": SpecialistsOptions,
+    "swarm": SwarmOptions,
+    "sessions": SessionsOptions,
+    "mcp": McpOptions,
+    "acp": AcpOptions,
+}
+_RUN = frozenset(f.name for f in fields(RunOptions))
+
+
+def options_of(namespace: argparse.Namespace, server_command: list[str] | None = None) -> Command:
+    """The typed record of a parsed command line (``server_command``: the words after ``zero mcp add ... --``).
+    Every argument lands in a field of its record: one without a field is a bug, said here."""
+    values = dict(vars(namespace))
+    command = values.pop("command", None)
+    record: type[Command] = ShellOptions if command is None else _RECORDS[command]
+    action = values.pop(f"{command}_command", None)
+    if record is SessionsOptions and action == "resume":
+        record = ResumeOptions
+    elif action is not None:
+        values["action"] = action
+    if record is McpOptions:
+        values["server_command"] = list(server_command or [])
+    own = {f.name for f in fields(record)}  # (``specialists new --model`` is the manifest's, not a run's)
+    run = RunOptions(**{name: values.pop(name) for name in _RUN & set(values) - own})
+    unknown = set(values) - own
+    if unknown:
+        raise AssertionError(f"{record.__name__} has no field for the arguments {', '.join(sorted(unknown))}")
+    return record(run=run, **{name: value for name, value in values.items() if value is not None})  # None: not given

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import gc
 import os
 import signal
@@ -21,15 +20,21 @@ from zero.agent.mcpconfig import McpServer
 from zero.agent.prompts import read_instructions
 from zero.agent.providers import ProviderPool, create_provider
 from zero.cli._streams import Streams
-from zero.cli.config import Network, RunSettings, load_config, resolve_settings, user_config_dir
+from zero.cli.config import Configs, Network, RunSettings, load_config, resolve_settings, user_config_dir
 from zero.cli.mcp_config import run_servers
+from zero.cli.options import Options, RunOptions
 from zero.cli.trust import load_specialists, specialist_warnings
 from zero.errors import UsageError
-from zero.sessions import FileSessionStore, RunTree, default_data_dir
+from zero.sessions import AgentSession, FileSessionStore, RunTree, default_data_dir
 from zero.specialists import AgentContext, SpecialistRegistry
 from zero.tools import ShellSettings, Tool, Workspace, hide_own_secrets
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from zero.orchestrator.team import Defaults
+
 __all__ = [
+    "Opener",
     "Streams",
     "confirm",
     "freeze_startup_heap",
@@ -40,12 +45,16 @@ __all__ = [
     "print_error",
     "print_warnings",
     "session_store",
-    "settings_from_args",
+    "settings_from",
+    "team_settings",
     "unwrap",
-    "workspace_from_args",
+    "workspace_from",
 ]
 
 T = TypeVar("T")
+
+Opener = Callable[[AgentContext], Awaitable[AgentSession]]
+"""Opens the session a command runs: a new agent (``exec``) or a recorded one (``sessions resume``)."""
 
 
 def freeze_startup_heap(streams: Streams) -> None:
@@ -57,45 +66,56 @@ def freeze_startup_heap(streams: Streams) -> None:
         gc.freeze()
 
 
-def workspace_from_args(args: argparse.Namespace) -> Path:
-    path = Path(args.cwd).expanduser() if getattr(args, "cwd", None) else Path.cwd()
+def workspace_from(options: Options) -> Path:
+    """The folder ``--cwd`` names (the current one without it), resolved."""
+    path = Path(options.cwd).expanduser() if options.cwd else Path.cwd()
     if not path.is_dir():
-        raise UsageError(f"--cwd {args.cwd}: no such folder")
+        raise UsageError(f"--cwd {options.cwd}: no such folder")
     return Path(os.path.realpath(path))
 
 
-def settings_from_args(args: argparse.Namespace, workspace: Path) -> RunSettings:
+def settings_from(run: RunOptions, workspace: Path) -> RunSettings:
     config = load_config(workspace)
     return resolve_settings(
         config,
-        provider=args.provider,
-        model=args.model,
-        base_url=args.base_url,
-        permission_mode=args.permission_mode,
-        max_turns=getattr(args, "max_turns", None),
-        max_output_tokens=getattr(args, "max_output_tokens", None),
-        network=network_from(args),
+        provider=run.provider,
+        model=run.model,
+        base_url=run.base_url,
+        permission_mode=run.permission_mode,
+        max_turns=run.max_turns,
+        max_output_tokens=run.max_output_tokens,
+        network=network_from(run),
     )
 
 
-def network_from(args: argparse.Namespace) -> Network:
+def team_settings(configs: Configs, run: RunOptions, defaults: Defaults) -> RunSettings:
+    """What a team's members inherit (``zero swarm``, and run_team of ``zero mcp serve``): the flags, else the
+    team's [defaults], else config."""
+    return resolve_settings(
+        configs,
+        provider=run.provider or defaults.provider,
+        model=run.model or defaults.model,
+        base_url=run.base_url,
+        permission_mode=run.permission_mode,
+        max_turns=None,
+        max_output_tokens=run.max_output_tokens,
+        network=network_from(run),
+    )
+
+
+def network_from(run: RunOptions) -> Network:
     """The retry and timeout flags of a command."""
-    return Network(
-        getattr(args, "retries", None),
-        getattr(args, "retry_max_delay", None),
-        getattr(args, "connect_timeout", None),
-        getattr(args, "read_timeout", None),
-    )
+    return Network(run.retries, run.retry_max_delay, run.connect_timeout, run.read_timeout)
 
 
-def make_provider(settings: RunSettings, args: argparse.Namespace) -> tuple[Provider, PriceTable]:
-    if getattr(args, "script", None) and settings.provider != "scripted":
+def make_provider(settings: RunSettings, run: RunOptions) -> tuple[Provider, PriceTable]:
+    if run.script and settings.provider != "scripted":
         raise UsageError("--script is only for --provider scripted")
     provider = create_provider(
         settings.provider,
         api_key=settings.api_key,
         base_url=settings.base_url,
-        script=Path(args.script) if getattr(args, "script", None) else None,
+        script=Path(run.script) if run.script else None,
         options=settings.options,
     )
     return provider, PriceTable.builtin().with_overrides(settings.prices)
@@ -103,7 +123,7 @@ def make_provider(settings: RunSettings, args: argparse.Namespace) -> tuple[Prov
 
 @asynccontextmanager
 async def open_context(
-    args: argparse.Namespace,
+    run: RunOptions,
     settings: RunSettings,
     workspace: Path,
     streams: Streams,
@@ -116,13 +136,13 @@ async def open_context(
     if streams.real:  # Zero's own process (not a test calling main), before any command or MCP server starts
         hide_own_secrets()
     store = session_store(writable=True)  # before anything runs: a run that cannot be recorded does not start
-    provider, prices = make_provider(settings, args)
+    provider, prices = make_provider(settings, run)
 
     def other(name: str) -> Provider:
         resolved = resolve_settings(
             settings.configs, provider=name, model=None, base_url=None, permission_mode=None, max_turns=None
         )
-        return make_provider(resolved, args)[0]
+        return make_provider(resolved, run)[0]
 
     pool = ProviderPool(provider, other)
     servers, skipped = run_servers(settings.configs, workspace)

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import argparse
 import json
 import traceback
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from pathlib import Path
 from typing import TextIO
 
@@ -16,33 +15,30 @@ from zero.agent import RunResult, Usage, exit_code, format_cost, incomplete_mess
 from zero.agent.prompts import default_system_prompt
 from zero.cli._warnings import WarningLog
 from zero.cli.common import (
+    Opener,
     Streams,
     freeze_startup_heap,
     interruptible,
     open_context,
     print_error,
     print_warnings,
-    settings_from_args,
+    settings_from,
     unwrap,
-    workspace_from_args,
+    workspace_from,
 )
 from zero.cli.config import RunSettings
+from zero.cli.options import ExecOptions, ResumeOptions, ShellOptions
 from zero.cli.progress import TextProgress
 from zero.cli.streamjson import StreamJsonWriter, new_run_id, read_input
 from zero.errors import UsageError, ZeroError
-from zero.sessions import AgentSession
-from zero.specialists import AgentContext, open_agent
+from zero.specialists import open_agent
 from zero.tools import Redactor, redact_values
 from zero.tools.describe import printable
 
 __all__ = ["run_exec"]
 
 
-Opener = Callable[[AgentContext], Awaitable[AgentSession]]
-"""Opens the session a command runs: a new agent (``exec``) or a recorded one (``sessions resume``)."""
-
-
-def _read_prompt(args: argparse.Namespace, stdin: TextIO) -> str:
+def _read_prompt(args: ExecOptions, stdin: TextIO) -> str:
     if args.prompt is not None and args.file:
         raise UsageError("give the prompt as an argument or with --file, not both")
     if args.file:
@@ -64,7 +60,7 @@ def _read_prompt(args: argparse.Namespace, stdin: TextIO) -> str:
             raise UsageError(f"the prompt on stdin is not UTF-8 text (byte {e.start})") from None
     else:
         raise UsageError("no prompt: pass it as an argument, with --file, or on stdin")
-    if getattr(args, "input_format", "text") == "stream-json":
+    if args.input_format == "stream-json":
         return read_input(text.splitlines(), source)
     if not text.strip():
         what = "blank" if text else "empty"
@@ -72,7 +68,7 @@ def _read_prompt(args: argparse.Namespace, stdin: TextIO) -> str:
     return text
 
 
-def run_exec(args: argparse.Namespace, streams: Streams) -> int:
+def run_exec(args: ExecOptions, streams: Streams) -> int:
     """``zero exec``: a new agent on the prompt."""
 
     def prepare(workspace: Path, settings: RunSettings, prompt: str) -> Opener:
@@ -87,25 +83,24 @@ def run_exec(args: argparse.Namespace, streams: Streams) -> int:
     return _run(args, streams, prepare)
 
 
-def run_resume(args: argparse.Namespace, streams: Streams) -> int:
+def run_resume(args: ResumeOptions, streams: Streams) -> int:
     """``zero sessions resume ID PROMPT``: a recorded session continued, headless, as ``exec`` runs;
     without a prompt, in a terminal, in the interactive shell."""
     if args.prompt is None and not args.file and streams.stdin.isatty():
         from zero.cli.shell import run_shell
 
-        args.resume, args.continue_ = args.session_id, False
-        return run_shell(args, streams)
+        return run_shell(ShellOptions(cwd=args.cwd, debug=args.debug, run=args.run, resume=args.session_id), streams)
     from zero.cli.resume import resumed
 
     return _run(args, streams, lambda workspace, settings, prompt: resumed(args, workspace, settings))
 
 
-def _run(args: argparse.Namespace, streams: Streams, prepare: Callable[[Path, RunSettings, str], Opener]) -> int:
+def _run(args: ExecOptions, streams: Streams, prepare: Callable[[Path, RunSettings, str], Opener]) -> int:
     run_id = new_run_id()
     try:
-        workspace = workspace_from_args(args)
+        workspace = workspace_from(args)
         prompt = _read_prompt(args, streams.stdin)
-        settings = settings_from_args(args, workspace)
+        settings = settings_from(args.run, workspace)
         opener = prepare(workspace, settings, prompt)
     except ZeroError as e:
         return _fail_early(args.output_format, streams, run_id, e)
@@ -138,12 +133,12 @@ async def _execute(
     workspace: Path,
     prompt: str,
     settings: RunSettings,
-    args: argparse.Namespace,
+    args: ExecOptions,
     streams: Streams,
     run_id: str,
     opener: Opener,
 ) -> int:
-    async with open_context(args, settings, workspace, streams) as ctx:
+    async with open_context(args.run, settings, workspace, streams) as ctx:
         session = await opener(ctx)
         freeze_startup_heap(streams)
         warnings = WarningLog()

@@ -10,6 +10,7 @@ import argparse
 import sys
 
 from zero import __version__
+from zero.cli._choices import PERMISSION_MODES, PROVIDERS
 from zero.cli._streams import Streams
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (~2 ms of zero --help)
@@ -17,11 +18,9 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
     from typing import TextIO
 
-__all__ = ["build_parser", "main"]
+    from zero.cli.options import Command
 
-# Copies kept here so that ``--help`` imports nothing: tests tie them to zero.tools and zero.agent.providers.
-PERMISSION_MODES = ("read-only", "ask", "auto", "unsafe")
-PROVIDERS = ("openai", "anthropic", "openai-compatible", "scripted")
+__all__ = ["PERMISSION_MODES", "PROVIDERS", "build_parser", "main"]
 
 
 COMMAND_HELP = {
@@ -87,21 +86,23 @@ def main(
     saved = sys.stdout, sys.stderr
     sys.stdout, sys.stderr = streams.stdout, streams.stderr  # where argparse prints help and usage errors
     try:
-        args = parser.parse_args(words)
-        args.server_command = server_command
+        namespace = parser.parse_args(words)
     except SystemExit as e:  # --help, --version, or a usage error (already printed)
         return int(e.code or 0)
     finally:
         sys.stdout, sys.stderr = saved
+    from zero.cli.arguments import options_of
+
+    options = options_of(namespace, server_command)
     try:
-        return _dispatch(args, streams)
+        return _dispatch(options, streams)
     except KeyboardInterrupt:  # Ctrl-C (or SIGTERM) before a run could take it over: quietly
         return 130
     except BrokenPipeError:  # the reader went away (``| head``): nothing more to say, to anyone
         _quiet(streams)
         return 141
     except Exception as e:
-        if getattr(args, "debug", False):
+        if options.debug:
             raise
         streams.stderr.write(
             f"zero: internal error (a bug in Zero; please report it): {type(e).__name__}: {e}\n"
@@ -110,36 +111,48 @@ def main(
         return 1
 
 
-def _dispatch(args: argparse.Namespace, streams: Streams) -> int:
-    if getattr(args, "command", None) is None:
-        from zero.cli.shell import run_shell
+def _dispatch(options: Command, streams: Streams) -> int:
+    from typing import assert_never
 
-        return run_shell(args, streams)
-    if args.command == "exec":
-        from zero.cli.exec import run_exec
+    from zero.cli import options as kinds
 
-        return run_exec(args, streams)
-    if args.command == "specialists":
-        from zero.cli.specialists_cmd import run_specialists
+    match options:
+        case kinds.ShellOptions():
+            from zero.cli.shell import run_shell
 
-        return run_specialists(args, streams)
-    if args.command == "swarm":
-        from zero.cli.swarm_cmd import run_swarm
+            return run_shell(options, streams)
+        case kinds.ResumeOptions():
+            from zero.cli.exec import run_resume
 
-        return run_swarm(args, streams)
-    if args.command == "acp":
-        import anyio
+            return run_resume(options, streams)
+        case kinds.ExecOptions():
+            from zero.cli.exec import run_exec
 
-        from zero.cli.acp_agent import serve
+            return run_exec(options, streams)
+        case kinds.SpecialistsOptions():
+            from zero.cli.specialists_cmd import run_specialists
 
-        return anyio.run(serve, args, streams)
-    if args.command == "mcp":
-        from zero.cli.mcp_cmd import run_mcp
+            return run_specialists(options, streams)
+        case kinds.SwarmOptions():
+            from zero.cli.swarm_cmd import run_swarm
 
-        return run_mcp(args, streams)
-    from zero.cli.sessions_cmd import run_sessions
+            return run_swarm(options, streams)
+        case kinds.AcpOptions():
+            import anyio
 
-    return run_sessions(args, streams)
+            from zero.cli.acp_agent import serve
+
+            return anyio.run(serve, options, streams)
+        case kinds.McpOptions():
+            from zero.cli.mcp_cmd import run_mcp
+
+            return run_mcp(options, streams)
+        case kinds.SessionsOptions():
+            from zero.cli.sessions_cmd import run_sessions
+
+            return run_sessions(options, streams)
+        case _:
+            assert_never(options)
 
 
 def _quiet(streams: Streams) -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import re
@@ -12,7 +11,7 @@ from typing import Any
 
 import anyio
 
-from zero.cli.common import Streams, confirm, print_error, print_warnings, workspace_from_args
+from zero.cli.common import Streams, confirm, print_error, print_warnings, workspace_from
 from zero.cli.config import McpServerEntry, load_config, user_config_dir
 from zero.cli.mcp_config import (
     MAX_CODE_BYTES,
@@ -26,6 +25,7 @@ from zero.cli.mcp_config import (
     server_cwd,
     server_table,
 )
+from zero.cli.options import McpOptions
 from zero.cli.trust import approve, approved
 from zero.errors import UsageError, ZeroError
 from zero.strictfile import NAME_PATTERN
@@ -34,18 +34,18 @@ from zero.tools import secret_name
 __all__ = ["run_mcp"]
 
 
-def run_mcp(args: argparse.Namespace, streams: Streams) -> int:
+def run_mcp(args: McpOptions, streams: Streams) -> int:
     try:
-        if args.mcp_command == "serve":
+        if args.action == "serve":
             from zero.cli.mcp_serve import serve
 
             return serve(args, streams)
-        workspace = workspace_from_args(args)
-        if args.mcp_command == "list":
+        workspace = workspace_from(args)
+        if args.action == "list":
             return anyio.run(_list, workspace, args.json, streams)
-        if args.mcp_command == "add":
+        if args.action == "add":
             return _add(args, workspace, streams)
-        if args.mcp_command == "remove":
+        if args.action == "remove":
             return _remove(args, workspace, streams)
         return _trust(args, workspace, streams)
     except ZeroError as e:
@@ -99,14 +99,14 @@ async def _list(workspace: Path, as_json: bool, streams: Streams) -> int:
     return 0
 
 
-def _add(args: argparse.Namespace, workspace: Path, streams: Streams) -> int:
+def _add(args: McpOptions, workspace: Path, streams: Streams) -> int:
     _check_name(args.name)
-    command = list(args.server_command or [])
+    command = list(args.server_command)
     if bool(command) == bool(args.url):
         raise UsageError("give the server's command after --, or --url for a streamable HTTP server (one of them)")
     _check_no_env_after(args.name, command)
-    env = dict(_pair(item, "--env") for item in args.env or [])
-    headers = dict(_pair(item, "--header") for item in args.header or [])
+    env = dict(_pair(item, "--env") for item in args.env)
+    headers = dict(_pair(item, "--header") for item in args.header)
     entry = McpServerEntry(
         command=command[0] if command else None,
         args=command[1:],
@@ -128,7 +128,7 @@ def _add(args: argparse.Namespace, workspace: Path, streams: Streams) -> int:
     return 0
 
 
-def _remove(args: argparse.Namespace, workspace: Path, streams: Streams) -> int:
+def _remove(args: McpOptions, workspace: Path, streams: Streams) -> int:
     path = _config_file(args.project, workspace)
     if not edit_table(path, f"mcp.servers.{args.name}", None):
         raise UsageError(f"there is no [mcp.servers.{args.name}] in {path}")
@@ -136,7 +136,7 @@ def _remove(args: argparse.Namespace, workspace: Path, streams: Streams) -> int:
     return 0
 
 
-def _trust(args: argparse.Namespace, workspace: Path, streams: Streams) -> int:
+def _trust(args: McpOptions, workspace: Path, streams: Streams) -> int:
     configs = load_config(workspace)
     found = configured_servers(configs).get(args.name)
     if found is None:

@@ -13,7 +13,6 @@ and lists its tools, and each run answers with the error ``zero exec`` would pri
 
 from __future__ import annotations
 
-import argparse
 import inspect
 import json
 from collections.abc import Awaitable, Callable, Mapping
@@ -30,8 +29,17 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import METHOD_NOT_FOUND
 
 from zero import __version__
-from zero.cli.common import Streams, open_context, print_error, session_store, settings_from_args, workspace_from_args
-from zero.cli.config import RunSettings, load_config, resolve_settings
+from zero.cli.common import (
+    Streams,
+    open_context,
+    print_error,
+    session_store,
+    settings_from,
+    team_settings,
+    workspace_from,
+)
+from zero.cli.config import RunSettings, load_config
+from zero.cli.options import McpOptions
 from zero.cli.transcript import Transcript
 from zero.cli.trust import load_specialists
 from zero.errors import ZeroError
@@ -44,21 +52,21 @@ from zero.tools.describe import describe_call
 __all__ = ["serve"]
 
 
-def serve(args: argparse.Namespace, streams: Streams) -> int:
+def serve(args: McpOptions, streams: Streams) -> int:
     anyio.run(_serve, args, streams)
     return 0
 
 
-async def _serve(args: argparse.Namespace, streams: Streams) -> None:
+async def _serve(args: McpOptions, streams: Streams) -> None:
     """Serve until the client closes stdin. A setup that cannot run (no provider configured, a broken config
     file, a bad flag) still serves: hosts start servers with a minimal environment and often hide stderr, so
     the tools are listed and each run answers with what is wrong."""
     async with AsyncExitStack() as stack:
         workspace: Path | None = None
         try:
-            workspace = workspace_from_args(args)
-            settings = settings_from_args(args, workspace)
-            ctx = await stack.enter_async_context(open_context(args, settings, workspace, streams))
+            workspace = workspace_from(args)
+            settings = settings_from(args.run, workspace)
+            ctx = await stack.enter_async_context(open_context(args.run, settings, workspace, streams))
         except ZeroError as e:
             print_error(f"{e} (zero mcp serve goes on: each run asked of it answers with this)", streams.stderr)
             served = _Served(args, session_store(), workspace, problem=str(e))
@@ -129,7 +137,7 @@ class _Served:
 
     def __init__(
         self,
-        args: argparse.Namespace,
+        args: McpOptions,
         store: SessionStore,
         workspace: Path | None,
         *,
@@ -225,18 +233,10 @@ async def _run_specialist(
 
 
 async def _team(
-    ctx: AgentContext, args: argparse.Namespace, path: Path, limits: Mapping[str, float | str | None], context: Any
+    ctx: AgentContext, args: McpOptions, path: Path, limits: Mapping[str, float | str | None], context: Any
 ) -> str:
     team, _, _ = load_team(path)
-    # What members inherit, as `zero swarm run` has it: the flags, else the team's [defaults], else config.
-    settings = resolve_settings(
-        load_config(ctx.workspace.root),
-        provider=args.provider or team.defaults.provider,
-        model=args.model or team.defaults.model,
-        base_url=args.base_url,
-        permission_mode=args.permission_mode,
-        max_turns=None,
-    )
+    settings = team_settings(load_config(ctx.workspace.root), args.run, team.defaults)
     plan = build_plan(
         path,
         ctx.registry,

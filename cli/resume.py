@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 
-from zero.cli.common import session_store
+from zero.cli.common import Opener, session_store
 from zero.cli.config import RunSettings
-from zero.cli.exec import Opener
+from zero.cli.options import ResumeOptions
 from zero.cli.session_ids import resolve_session_id
 from zero.errors import UsageError
 from zero.orchestrator import open_member
@@ -18,7 +17,7 @@ from zero.specialists import AgentContext, SpecialistOptions, open_specialist, r
 __all__ = ["resumed"]
 
 
-def resumed(args: argparse.Namespace, workspace: Path, settings: RunSettings) -> Opener:
+def resumed(args: ResumeOptions, workspace: Path, settings: RunSettings) -> Opener:
     """The opener of the session ``args.session_id`` names, checked before anything runs: it exists,
     it is not a team (``swarm resume`` runs those), and it belongs to ``workspace``."""
     store = session_store(writable=True)
@@ -43,8 +42,8 @@ def resumed(args: argparse.Namespace, workspace: Path, settings: RunSettings) ->
             node=ctx.tree.recorded(meta),
             resume=True,
             permission_mode=settings.permission_mode,
-            provider=None if args.provider else (meta.provider or None),
-            model=args.model or meta.model_id or None,
+            provider=None if args.run.provider else (meta.provider or None),
+            model=args.run.model or meta.model_id or None,
             max_turns=settings.max_turns,
         )
         if meta.session_kind == "member" and meta.parent_session_id:  # it spends what its team has left

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import json
 import re
 from datetime import UTC, datetime, timedelta
@@ -12,7 +11,8 @@ from typing import TextIO
 from rich.console import Console
 
 from zero.agent import STATUSES, format_cost, format_tokens
-from zero.cli.common import Streams, confirm, print_error, session_store, workspace_from_args
+from zero.cli.common import Streams, confirm, print_error, session_store, workspace_from
+from zero.cli.options import SessionsOptions
 from zero.cli.session_ids import resolve_session_id
 from zero.cli.transcript import Transcript, logged_events
 from zero.errors import SessionError, UsageError, ZeroError, did_you_mean
@@ -35,12 +35,8 @@ from zero.tools.describe import printable
 __all__ = ["run_sessions"]
 
 
-def run_sessions(args: argparse.Namespace, streams: Streams) -> int:
-    action = args.sessions_command
-    if action == "resume":
-        from zero.cli.exec import run_resume
-
-        return run_resume(args, streams)
+def run_sessions(args: SessionsOptions, streams: Streams) -> int:
+    action = args.action
     out = streams.stdout
     try:
         store = session_store(writable=action in ("fork", "rm", "prune"))
@@ -48,7 +44,7 @@ def run_sessions(args: argparse.Namespace, streams: Streams) -> int:
             return _list(store, args, out)
         if action == "prune":
             return _prune(store, args, out)
-        here = workspace_from_args(args) if getattr(args, "here", False) else None
+        here = workspace_from(args) if args.here else None
         session_id = resolve_session_id(store, args.session_id, here=here)
         if action == "show":
             return _show(store, session_id, args, out)
@@ -69,7 +65,7 @@ def run_sessions(args: argparse.Namespace, streams: Streams) -> int:
 # -- list ------------------------------------------------------------------------------
 
 
-def _list(store: FileSessionStore, args: argparse.Namespace, out: TextIO) -> int:
+def _list(store: FileSessionStore, args: SessionsOptions, out: TextIO) -> int:
     if args.status and args.status not in (*STATUSES, "damaged"):
         raise UsageError(
             f"--status {args.status!r} is not a status{did_you_mean(args.status, STATUSES)}; "
@@ -84,7 +80,7 @@ def _list(store: FileSessionStore, args: argparse.Namespace, out: TextIO) -> int
         top = resolve_session_id(store, args.root)
         rows = [r for r in rows if top in _ancestry(r, by_id)]
     if args.here:
-        here = workspace_from_args(args)
+        here = workspace_from(args)
         rows = [r for r in rows if same_folder(str(r.get("cwd") or ""), here)]
     if args.kind:
         rows = [r for r in rows if (r.get("sessionKind") or "root") == args.kind]
@@ -190,7 +186,7 @@ def _age(row: Row, now: datetime) -> str:
 # -- show, tree, lineage -------------------------------------------------------------
 
 
-def _show(store: SessionStore, session_id: str, args: argparse.Namespace, out: TextIO) -> int:
+def _show(store: SessionStore, session_id: str, args: SessionsOptions, out: TextIO) -> int:
     if args.json:
         meta = store.metadata(session_id)
         records = records_json(logged_events(store, meta), session_id)
@@ -232,7 +228,7 @@ def _lineage(store: SessionStore, session_id: str, as_json: bool, out: TextIO) -
 # -- fork, export, rm, prune ------------------------------------------------------------
 
 
-def _fork(store: SessionStore, session_id: str, args: argparse.Namespace, out: TextIO) -> int:
+def _fork(store: SessionStore, session_id: str, args: SessionsOptions, out: TextIO) -> int:
     meta, history = fork_session(store, session_id, at_sequence=args.at)
     if args.json:
         out.write(json.dumps(meta.to_json(), indent=2) + "\n")
@@ -244,7 +240,7 @@ def _fork(store: SessionStore, session_id: str, args: argparse.Namespace, out: T
     return 0
 
 
-def _export(store: SessionStore, session_id: str, args: argparse.Namespace, out: TextIO) -> int:
+def _export(store: SessionStore, session_id: str, args: SessionsOptions, out: TextIO) -> int:
     ids = [n.meta.session_id for n in session_tree(store, session_id).walk()] if args.children else [session_id]
     if args.format == "jsonl":
         for sid in ids:
@@ -257,7 +253,7 @@ def _export(store: SessionStore, session_id: str, args: argparse.Namespace, out:
     return 0
 
 
-def _remove(store: FileSessionStore, session_id: str, args: argparse.Namespace, streams: Streams) -> int:
+def _remove(store: FileSessionStore, session_id: str, args: SessionsOptions, streams: Streams) -> int:
     nodes = session_tree(store, session_id).walk()
     running = [n.meta.session_id for n in nodes if not n.meta.finished]
     if running:
@@ -278,7 +274,7 @@ def _remove(store: FileSessionStore, session_id: str, args: argparse.Namespace, 
     return 0
 
 
-def _prune(store: FileSessionStore, args: argparse.Namespace, out: TextIO) -> int:
+def _prune(store: FileSessionStore, args: SessionsOptions, out: TextIO) -> int:
     age = _parse_age(args.older_than)
     cutoff = (datetime.now(UTC) - age).isoformat(timespec="milliseconds").replace("+00:00", "Z")
     rows = store.rows()

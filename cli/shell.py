@@ -9,7 +9,6 @@ the agent and of its children are asked here. ``/help`` lists the slash commands
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import difflib
 import os
@@ -42,10 +41,11 @@ from zero.cli.common import (
     print_error,
     print_warnings,
     session_store,
-    settings_from_args,
-    workspace_from_args,
+    settings_from,
+    workspace_from,
 )
 from zero.cli.config import RunSettings
+from zero.cli.options import ShellOptions
 from zero.cli.session_ids import resolve_session_id
 from zero.cli.shell_view import TurnView
 from zero.errors import UsageError, ZeroError
@@ -95,7 +95,7 @@ INIT_PROMPT = (
 )
 
 
-def run_shell(args: argparse.Namespace, streams: Streams) -> int:
+def run_shell(args: ShellOptions, streams: Streams) -> int:
     if not (streams.stdin.isatty() and streams.stdout.isatty()):
         print_error(
             'zero without a command is an interactive shell and needs a terminal; headless, use zero exec "PROMPT" '
@@ -104,7 +104,7 @@ def run_shell(args: argparse.Namespace, streams: Streams) -> int:
         )
         return 2
     try:
-        workspace = workspace_from_args(args)
+        workspace = workspace_from(args)
         session_store(writable=True)  # before the prompt: a session that cannot be recorded does not start
         resume = _session_to_open(args, workspace, streams)
         settings = _settings(args, workspace, resume, streams)
@@ -115,7 +115,7 @@ def run_shell(args: argparse.Namespace, streams: Streams) -> int:
     return anyio.run(Shell(args, streams, workspace, settings, resume).main)
 
 
-def _session_to_open(args: argparse.Namespace, workspace: Path, streams: Streams) -> str | None:
+def _session_to_open(args: ShellOptions, workspace: Path, streams: Streams) -> str | None:
     """The session to reopen: ``--continue``'s (the folder's newest one the shell can hold), ``--resume ID``'s,
     or the one picked from a list (``--resume`` alone); None for a new one."""
     if args.resume is not None and args.continue_:
@@ -202,17 +202,18 @@ def _pick(store: FileSessionStore, workspace: Path, streams: Streams) -> str | N
             return str(rows[int(answer) - 1]["sessionId"])
 
 
-def _settings(args: argparse.Namespace, workspace: Path, resume: str | None, streams: Streams) -> RunSettings:
+def _settings(args: ShellOptions, workspace: Path, resume: str | None, streams: Streams) -> RunSettings:
     """The run's settings; a reopened session keeps the provider and model it ran on, unless flags say
     otherwise (or its provider cannot be set up here: then the usual one, with a warning)."""
-    meta = session_store().metadata(resume) if resume is not None and not (args.provider or args.model) else None
+    meta = (
+        session_store().metadata(resume) if resume is not None and not (args.run.provider or args.run.model) else None
+    )
     if meta is None or not meta.provider:
-        return settings_from_args(args, workspace)
+        return settings_from(args.run, workspace)
     try:
-        recorded = argparse.Namespace(**{**vars(args), "provider": meta.provider, "model": meta.model_id or None})
-        return settings_from_args(recorded, workspace)
+        return settings_from(replace(args.run, provider=meta.provider, model=meta.model_id or None), workspace)
     except ZeroError as e:
-        settings = settings_from_args(args, workspace)
+        settings = settings_from(args.run, workspace)
         streams.stderr.write(
             f"zero: warning: session {resume} ran on {meta.provider}/{meta.model_id}, which cannot be used here "
             f"({e}); it continues on {settings.provider}/{settings.model}\n"
@@ -222,7 +223,7 @@ def _settings(args: argparse.Namespace, workspace: Path, resume: str | None, str
 
 @dataclass
 class Shell:
-    args: argparse.Namespace
+    args: ShellOptions
     streams: Streams
     workspace: Path
     settings: RunSettings
@@ -253,7 +254,7 @@ class Shell:
     # -- the loop --------------------------------------------------------------
 
     async def main(self) -> int:
-        async with open_context(self.args, self.settings, self.workspace, self.streams) as ctx:
+        async with open_context(self.args.run, self.settings, self.workspace, self.streams) as ctx:
             self.ctx = replace(ctx, approver=self._approve)
             async with anyio.create_task_group() as tg:
                 await self._open(self.resume_id)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import json
 import os
@@ -13,8 +12,9 @@ from typing import Any, TextIO
 
 import tomli_w
 
-from zero.cli.common import Streams, confirm, print_error, workspace_from_args
+from zero.cli.common import Streams, confirm, print_error, workspace_from
 from zero.cli.config import RunSettings, load_config, resolve_settings
+from zero.cli.options import SpecialistsOptions
 from zero.cli.trust import approve, load_specialists
 from zero.errors import ConfigError, UsageError, ZeroError
 from zero.specialists import ManifestError, ManifestFile, Specialist, SpecialistRegistry, project_dir, user_dir
@@ -24,11 +24,11 @@ from zero.specialists.registry import resolve
 __all__ = ["run_specialists"]
 
 
-def run_specialists(args: argparse.Namespace, streams: Streams) -> int:
+def run_specialists(args: SpecialistsOptions, streams: Streams) -> int:
     out = streams.stdout
     try:
-        workspace = workspace_from_args(args)
-        action = args.specialists_command
+        workspace = workspace_from(args)
+        action = args.action
         if action == "list":
             return _list(workspace, args.json, out)
         if action == "show":
@@ -159,7 +159,7 @@ def _inherits(spec: Specialist) -> str:
     return f" ({inherits}{prompt})"
 
 
-def _new(workspace: Path, args: argparse.Namespace, out: TextIO) -> int:
+def _new(workspace: Path, args: SpecialistsOptions, out: TextIO) -> int:
     name = args.name
     if not re.fullmatch(NAME_PATTERN, name):
         raise UsageError(

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import functools
 import json
 import time
@@ -19,15 +18,16 @@ from zero.cli.common import (
     Streams,
     freeze_startup_heap,
     interruptible,
-    network_from,
     open_context,
     print_error,
     print_warnings,
     session_store,
+    team_settings,
     unwrap,
-    workspace_from_args,
+    workspace_from,
 )
-from zero.cli.config import RunSettings, load_config, permission_ceiling, resolve_settings
+from zero.cli.config import RunSettings, load_config, permission_ceiling
+from zero.cli.options import SwarmOptions
 from zero.cli.session_ids import resolve_session_id
 from zero.cli.streamjson import StreamJsonWriter, new_run_id
 from zero.cli.swarm_progress import PlainProgress
@@ -46,28 +46,28 @@ from zero.tools.describe import printable
 __all__ = ["run_swarm"]
 
 
-def run_swarm(args: argparse.Namespace, streams: Streams) -> int:
-    if args.swarm_command == "watch":
+def run_swarm(args: SwarmOptions, streams: Streams) -> int:
+    if args.action == "watch":
         return _watch(args, streams)
     run_id = new_run_id()
     out = streams.stdout
     recorded: RecordedTeam | None = None
     try:
-        workspace = workspace_from_args(args)
-        if args.swarm_command == "resume":
+        workspace = workspace_from(args)
+        if args.action == "resume":
             recorded = _recorded(args, workspace)
-        running = args.swarm_command in ("run", "resume") and not getattr(args, "dry_run", False)
+        running = args.action in ("run", "resume") and not args.dry_run
         plan, settings, registry = _plan(args, workspace, streams, need_provider=running, recorded=recorded)
     except TeamError as e:
         return _report_invalid(args, streams, e)
     except ZeroError as e:
-        if getattr(args, "output_format", "text") == "stream-json":
+        if args.output_format == "stream-json":
             StreamJsonWriter.setup_failure(out, run_id, e)
         else:
             print_error(str(e), streams.stderr)
         return e.exit_code
-    if args.swarm_command == "validate" or getattr(args, "dry_run", False):
-        _print_plan(plan, settings, out, args.json if args.swarm_command == "validate" else False)
+    if args.action == "validate" or args.dry_run:
+        _print_plan(plan, settings, out, args.json if args.action == "validate" else False)
         return 0
     assert settings is not None
     with streams.unblocked() as unblocked:
@@ -84,7 +84,7 @@ def run_swarm(args: argparse.Namespace, streams: Streams) -> int:
             return error.exit_code
 
 
-def _recorded(args: argparse.Namespace, workspace: Path) -> RecordedTeam:
+def _recorded(args: SwarmOptions, workspace: Path) -> RecordedTeam:
     """The team run ``swarm resume`` continues, in this workspace; with ``--team``, an edited file
     that has the same members."""
     store = session_store(writable=True)
@@ -103,32 +103,26 @@ def _recorded(args: argparse.Namespace, workspace: Path) -> RecordedTeam:
 
 
 def _plan(
-    args: argparse.Namespace,
+    args: SwarmOptions,
     workspace: Path,
     streams: Streams,
     *,
     need_provider: bool,
     recorded: RecordedTeam | None = None,
 ) -> tuple[TeamPlan, RunSettings | None, SpecialistRegistry]:
-    from_file = recorded is None or args.team
-    path = Path(args.team if from_file else recorded.file or "(recorded team)")  # type: ignore[union-attr]
-    team = load_team(path)[0] if from_file else recorded.team  # type: ignore[union-attr]
+    from_file = recorded is None or bool(args.team)
+    if recorded is not None and not args.team:
+        path, team = Path(recorded.file or "(recorded team)"), recorded.team
+    else:
+        path = Path(args.team or "")  # (run and validate require it)
+        team = load_team(path)[0]
     configs = load_config(workspace)
     # The flag (else the user's config) is the ceiling; the project's config and the team file may only narrow it.
-    ceiling = permission_ceiling(args.permission_mode, configs)
+    ceiling = permission_ceiling(args.run.permission_mode, configs)
     mode, note = within(ceiling, configs.project.permission_mode, "the project's .zero/config.toml")
     settings: RunSettings | None = None
     try:
-        settings = resolve_settings(
-            configs,
-            provider=args.provider or team.defaults.provider,
-            model=args.model or team.defaults.model,
-            base_url=args.base_url,
-            permission_mode=args.permission_mode,
-            max_turns=None,
-            max_output_tokens=args.max_output_tokens,
-            network=network_from(args),
-        )
+        settings = team_settings(configs, args.run, team.defaults)
     except ConfigError:
         if need_provider:
             raise
@@ -136,21 +130,21 @@ def _plan(
     base = recorded.budget if recorded is not None and not args.team else team.budget
     limits = with_limits(
         base,
-        tokens=getattr(args, "budget_tokens", None),
-        cost_usd=getattr(args, "budget_cost", None),
-        wall_seconds=getattr(args, "budget_seconds", None),
+        tokens=args.budget_tokens,
+        cost_usd=args.budget_cost,
+        wall_seconds=args.budget_seconds,
     )
     prices = PriceTable.builtin().with_overrides(settings.prices if settings else {})
     plan = build_plan(
         path,
         registry,
         provider=settings.provider if settings else (team.defaults.provider or "(not configured)"),
-        model=settings.model if settings else (args.model or team.defaults.model or "(provider default)"),
+        model=settings.model if settings else (args.run.model or team.defaults.model or "(provider default)"),
         permission_mode=mode,
         prices=prices,
         budget=limits,
-        max_concurrency=getattr(args, "max_concurrency", None),
-        goal=getattr(args, "goal", None),
+        max_concurrency=args.max_concurrency,
+        goal=args.goal,
         recorded=None if from_file else team,
     )
     warnings = [
@@ -163,8 +157,8 @@ def _plan(
     return plan, settings, registry
 
 
-def _report_invalid(args: argparse.Namespace, streams: Streams, e: TeamError) -> int:
-    if getattr(args, "json", False):
+def _report_invalid(args: SwarmOptions, streams: Streams, e: TeamError) -> int:
+    if args.json:
         streams.stdout.write(
             json.dumps(
                 {
@@ -255,15 +249,15 @@ async def _run(
     settings: RunSettings,
     registry: SpecialistRegistry,
     workspace: Path,
-    args: argparse.Namespace,
+    args: SwarmOptions,
     streams: Streams,
     run_id: str,
     recorded: RecordedTeam | None = None,
 ) -> int:
     out = streams.stdout
-    async with open_context(args, settings, workspace, streams, registry) as ctx:
+    async with open_context(args.run, settings, workspace, streams, registry) as ctx:
         # --retries overrides [scheduler] retries
-        runner = TeamRunner(plan, ctx, retries=args.retries, resume=recorded)
+        runner = TeamRunner(plan, ctx, retries=args.run.retries, resume=recorded)
         freeze_startup_heap(streams)
         warnings = WarningLog()
         live = args.output_format == "text" and out.isatty() and not args.no_live
@@ -347,10 +341,10 @@ def _print_summary(result: TeamResult, plan: TeamPlan, out: TextIO) -> None:
         console.print(f"[red]Budget exhausted: {result.trip}[/red]")
 
 
-def _watch(args: argparse.Namespace, streams: Streams) -> int:
+def _watch(args: SwarmOptions, streams: Streams) -> int:
     try:
         store = session_store()
-        here = workspace_from_args(args) if args.here else None
+        here = workspace_from(args) if args.here else None
         session_id = resolve_session_id(store, args.session_id, here=here, kind="team")
         meta = store.metadata(session_id)
     except ZeroError as e:
