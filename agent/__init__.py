@@ -51,10 +51,12 @@ from zero.agent.providers.scripted import ScriptedProvider, ScriptMatch, ScriptT
 from zero.agent.retry import RetryPolicy
 from zero.agent.status import (
     RUN_STATUSES,
+    STATUS,
     STATUSES,
     TERMINAL,
     RunStatus,
     Status,
+    StatusInfo,
     exit_code,
     incomplete_message,
     worst,
@@ -63,6 +65,7 @@ from zero.agent.status import (
 __all__ = [
     "COMPACTED_PREFIX",
     "RUN_STATUSES",
+    "STATUS",
     "STATUSES",
     "STORED",
     "TERMINAL",
@@ -103,6 +106,7 @@ __all__ = [
     "ScriptedProvider",
     "Status",
     "StatusChanged",
+    "StatusInfo",
     "TeamFinished",
     "TeamMember",
     "TeamMessageSent",

@@ -7,16 +7,19 @@ one terminal status. A resumed session has several runs; its status is that of t
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Literal, get_args
+from dataclasses import dataclass
+from typing import Literal, assert_never, get_args
 
 from zero.errors import ProviderError, ZeroError
 
 __all__ = [
     "RUN_STATUSES",
+    "STATUS",
     "STATUSES",
     "TERMINAL",
     "RunStatus",
     "Status",
+    "StatusInfo",
     "exit_code",
     "incomplete_message",
     "worst",
@@ -44,20 +47,124 @@ STATUSES: tuple[Status, ...] = get_args(Status)
 RUN_STATUSES: tuple[RunStatus, ...] = get_args(RunStatus)
 TERMINAL: frozenset[Status] = frozenset(STATUSES) - {"pending", "running"}
 
-# The exit codes of README.md ("Using zero exec"; a team's in docs/TEAMS.md): 0 success; 1 failed, or
-# cancelled by a parent or a stop policy; 4 incomplete; 130 interrupted by the user (Ctrl-C, SIGTERM).
-# A provider error is 3, decided by the error code.
-_EXIT: dict[str, int] = {
-    "completed": 0,
-    "failed": 1,
-    "cancelled": 1,
-    "skipped": 1,
-    "budget_exhausted": 4,
-    "timed_out": 4,
-    "max_turns": 4,
-    "output_capped": 4,
-    "interrupted": 130,
-}
+
+@dataclass(frozen=True, kw_only=True)
+class StatusInfo:
+    """What one status means wherever it is shown or acted on."""
+
+    exit_code: int
+    """Of a run that ended so (README.md, "Using zero exec"; a team's in docs/TEAMS.md): 0 success; 1 failed,
+    or cancelled by a parent or a stop policy; 4 incomplete; 130 interrupted by the user (Ctrl-C, SIGTERM).
+    A failed run whose error came from the model API is 3, decided by the error code."""
+    outcome: Literal["success", "interrupted", "incomplete", "error"]
+    """stream-json's ``run_end.status``."""
+    resumes: bool
+    """The run stopped short of an answer, and ``sessions resume`` goes on from there (stream-json's
+    ``recoverable``)."""
+    message: str
+    """What a user is told about a run that ended so without an error message of its own (``{calls}``:
+    the model calls it made)."""
+    reason: str
+    """What a parent's model reads in a Task's envelope about a child that ended so."""
+    glyph: str
+    style: str
+    """The glyph's and the status's look (a rich style) in the live view and the summaries."""
+
+
+def _info(status: Status) -> StatusInfo:  # noqa: C901 - one branch a status: mypy proves every status has one
+    match status:
+        case "pending":
+            return StatusInfo(
+                exit_code=1, outcome="error", resumes=False, message=status, reason=status, glyph="○", style="dim"
+            )
+        case "running":
+            return StatusInfo(
+                exit_code=1, outcome="error", resumes=False, message=status, reason=status, glyph="●", style="cyan"
+            )
+        case "completed":
+            return StatusInfo(
+                exit_code=0, outcome="success", resumes=False, message=status, reason=status, glyph="✓", style="green"
+            )
+        case "failed":
+            return StatusInfo(
+                exit_code=1,
+                outcome="error",
+                resumes=False,
+                message=status,
+                reason="the specialist failed",
+                glyph="✗",
+                style="red",
+            )
+        case "cancelled":
+            return StatusInfo(
+                exit_code=1,
+                outcome="interrupted",
+                resumes=False,
+                message="cancelled; the session keeps everything up to this point",
+                reason="stopped before it finished (TaskStop, or its parent ended); partial output below",
+                glyph="■",
+                style="yellow",
+            )
+        case "interrupted":
+            return StatusInfo(
+                exit_code=130,
+                outcome="interrupted",
+                resumes=True,
+                message="interrupted; the session keeps everything up to this point",
+                reason="interrupted (Ctrl-C/SIGTERM); partial output below",
+                glyph="■",
+                style="magenta",
+            )
+        case "skipped":
+            return StatusInfo(
+                exit_code=1, outcome="error", resumes=False, message=status, reason=status, glyph="↷", style="yellow"
+            )
+        case "budget_exhausted":
+            return StatusInfo(
+                exit_code=4,
+                outcome="incomplete",
+                resumes=True,
+                message="the budget ran out; the answer is partial",
+                reason="its budget ran out; partial output below",
+                glyph="$",
+                style="red",
+            )
+        case "timed_out":
+            return StatusInfo(
+                exit_code=4,
+                outcome="incomplete",
+                resumes=True,
+                message="its time limit ran out; the answer is partial",
+                reason="its timeout_seconds ran out; partial output below",
+                glyph="⏱",
+                style="red",
+            )
+        case "max_turns":
+            return StatusInfo(
+                exit_code=4,
+                outcome="incomplete",
+                resumes=True,
+                message="stopped after {calls} (max turns); the answer is partial",
+                reason="it reached its max_turns; partial output below",
+                glyph="↻",
+                style="red",
+            )
+        case "output_capped":
+            return StatusInfo(
+                exit_code=4,
+                outcome="incomplete",
+                resumes=True,
+                message="the answer was cut at the output cap",
+                reason=status,
+                glyph="✂",
+                style="red",
+            )
+        case _:
+            assert_never(status)
+
+
+STATUS: dict[Status, StatusInfo] = {status: _info(status) for status in STATUSES}
+"""The one table of what each status means."""
 
 
 def _codes(cls: type[ZeroError]) -> set[str]:
@@ -70,11 +177,11 @@ def _codes(cls: type[ZeroError]) -> set[str]:
 _PROVIDER_CODES = frozenset(_codes(ProviderError))
 
 
-def exit_code(status: str, error_code: str | None = None) -> int:
+def exit_code(status: Status, error_code: str | None = None) -> int:
     """The exit code of a run that ended ``status`` (a failed run whose error came from the model API is 3)."""
     if status == "failed" and error_code in _PROVIDER_CODES:
         return 3
-    return _EXIT.get(status, 1)
+    return STATUS[status].exit_code
 
 
 # How bad each exit code is, for the one rule that sums up several runs (a team's members): interrupted
@@ -100,13 +207,6 @@ def worst(outcomes: Iterable[tuple[Status, str | None]]) -> tuple[Status, str | 
     return status, code
 
 
-def incomplete_message(status: str, turns: int = 0) -> str:
+def incomplete_message(status: Status, turns: int = 0) -> str:
     """What a user is told about a run that ended without an error message of its own."""
-    return {
-        "max_turns": f"stopped after {turns} model call{'' if turns == 1 else 's'} (max turns); the answer is partial",
-        "interrupted": "interrupted; the session keeps everything up to this point",
-        "cancelled": "cancelled; the session keeps everything up to this point",
-        "timed_out": "its time limit ran out; the answer is partial",
-        "budget_exhausted": "the budget ran out; the answer is partial",
-        "output_capped": "the answer was cut at the output cap",
-    }.get(status, status)
+    return STATUS[status].message.format(calls=f"{turns} model call{'' if turns == 1 else 's'}")

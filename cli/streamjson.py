@@ -16,6 +16,7 @@ from typing import Any, TextIO, assert_never
 from anyio.streams.memory import MemoryObjectReceiveStream
 
 from zero.agent import (
+    STATUS,
     AssistantText,
     BudgetTripped,
     ChildFinished,
@@ -31,6 +32,7 @@ from zero.agent import (
     RetryScheduled,
     RunFinished,
     RunStarted,
+    Status,
     StatusChanged,
     TeamFinished,
     TeamMessageSent,
@@ -48,22 +50,15 @@ from zero.tools import Redactor, redact_values
 __all__ = ["SCHEMA_VERSION", "StreamJsonWriter", "new_run_id", "read_input", "run_end_status"]
 
 SCHEMA_VERSION = 2
-_RECOVERABLE = frozenset({"max_turns", "interrupted", "budget_exhausted", "timed_out", "output_capped"})
 
 
 def new_run_id() -> str:
     return f"run_{datetime.now(UTC):%Y%m%d}_{secrets.token_hex(4)}"
 
 
-def run_end_status(status: str) -> str:
+def run_end_status(status: Status) -> str:
     """The protocol's ``run_end.status`` for a run status."""
-    if status == "completed":
-        return "success"
-    if status in ("interrupted", "cancelled"):
-        return "interrupted"
-    if status in ("max_turns", "budget_exhausted", "timed_out", "output_capped"):
-        return "incomplete"
-    return "error"
+    return STATUS[status].outcome
 
 
 class StreamJsonWriter:
@@ -108,7 +103,7 @@ class StreamJsonWriter:
     def error(self, code: str, message: str, *, recoverable: bool = False, session_id: str | None = None) -> None:
         self.emit("error", {"code": code, "message": message, "recoverable": recoverable}, session_id)
 
-    def run_end(self, status: str, code: int) -> None:
+    def run_end(self, status: Status, code: int) -> None:
         self.exit_code = code
         self.emit("run_end", {"status": run_end_status(status), "exitCode": code})
 
@@ -233,11 +228,11 @@ class StreamJsonWriter:
             fields["member"] = event.member
         self.emit("subagent_start", fields)
 
-    def _end(self, status: str, message: str, error_code: str | None = None) -> None:
+    def _end(self, status: Status, message: str, error_code: str | None = None) -> None:
         error = self._error
         code = error.code if error else error_code
         if status != "completed":
-            self.error(code or status, error.message if error else message, recoverable=status in _RECOVERABLE)
+            self.error(code or status, error.message if error else message, recoverable=STATUS[status].resumes)
         self.run_end(status, exit_code(status, code))
 
 

@@ -12,7 +12,7 @@ import anyio
 from rich.console import Console
 from rich.table import Table
 
-from zero.agent import PriceTable, exit_code, format_cost
+from zero.agent import STATUS, PriceTable, exit_code, format_cost
 from zero.cli._warnings import WarningLog
 from zero.cli.common import (
     Streams,
@@ -309,7 +309,7 @@ def _print_summary(result: TeamResult, plan: TeamPlan, out: TextIO) -> None:
     for column in ("member", "status", "specialist", "model", "turns", "tokens", "cost", "time"):
         table.add_column(column, justify="right" if column in ("turns", "tokens", "cost", "time") else "left")
     for m in result.members:
-        style = {"completed": "green", "running": "cyan", "pending": "dim"}.get(m.status, "red")
+        style = STATUS[m.status].style
         table.add_row(
             m.name,
             f"[{style}]{m.status}[/{style}]",

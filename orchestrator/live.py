@@ -16,7 +16,7 @@ from rich.console import Console, RenderableType
 from rich.live import Live
 
 from zero.agent import TERMINAL, Event, Usage
-from zero.orchestrator.view import TeamTree, TreeNode, epoch, render_tree
+from zero.orchestrator.view import NodeKind, TeamTree, TreeNode, epoch, render_tree
 from zero.sessions import SessionMetadata, SessionNode, SessionStore, session_tree
 
 __all__ = ["Follower", "draw_live", "follow_run", "node_of", "root_node", "settle", "tree_from_store"]
@@ -78,8 +78,10 @@ def root_node(meta: SessionMetadata) -> TreeNode:
 
 def node_of(meta: SessionMetadata, *, parent: str | None = None) -> TreeNode:
     """A session read from disk as a node: the root (``parent`` None), or below ``parent``."""
-    kinds = {"team": "team", "member": "member", "child": "child"}
-    kind = kinds.get(meta.session_kind, "child") if parent else "team" if meta.session_kind == "team" else "root"
+    kinds: dict[str, NodeKind] = {"team": "team", "member": "member", "child": "child"}  # (a fork: a child)
+    kind: NodeKind = (
+        kinds.get(meta.session_kind, "child") if parent else "team" if meta.session_kind == "team" else "root"
+    )
     name = meta.team_name if kind == "team" else ""
     name = name or meta.member_name or meta.specialist or meta.agent_name or meta.title or meta.session_id
     return TreeNode(meta.session_id, name, kind, specialist=meta.specialist, model=meta.model_id, parent=parent)

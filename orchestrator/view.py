@@ -16,7 +16,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import assert_never
+from typing import Literal, assert_never
 
 from rich.console import Group, RenderableType
 from rich.table import Table
@@ -24,6 +24,7 @@ from rich.text import Text
 from rich.tree import Tree
 
 from zero.agent import (
+    STATUS,
     TERMINAL,
     AssistantText,
     BudgetTripped,
@@ -40,6 +41,7 @@ from zero.agent import (
     RetryScheduled,
     RunFinished,
     RunStarted,
+    Status,
     StatusChanged,
     TeamFinished,
     TeamMessageSent,
@@ -55,34 +57,24 @@ from zero.agent import (
 from zero.sessions import short_id
 from zero.tools.describe import describe_call, printable
 
-__all__ = ["BudgetLine", "TeamTree", "TreeNode", "epoch", "render_tree"]
+__all__ = ["BudgetLine", "NodeKind", "TeamTree", "TreeNode", "epoch", "render_tree"]
 
 STALL_SECONDS = 120.0
 SPINNER = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
-GLYPHS: dict[str, tuple[str, str]] = {
-    "pending": ("○", "dim"),
-    "running": ("●", "cyan"),
-    "completed": ("✓", "green"),
-    "failed": ("✗", "red"),
-    "skipped": ("↷", "yellow"),
-    "cancelled": ("■", "yellow"),
-    "interrupted": ("■", "magenta"),
-    "budget_exhausted": ("$", "red"),
-    "timed_out": ("⏱", "red"),
-    "max_turns": ("↻", "red"),
-    "output_capped": ("✂", "red"),
-    "stalled": ("⚠", "bold yellow"),
-}
+STALLED = ("⚠", "bold yellow")  # a running agent silent for STALL_SECONDS: the view's, not a status
+
+
+NodeKind = Literal["team", "member", "child", "root"]
 
 
 @dataclass
 class TreeNode:
     session_id: str
     name: str
-    kind: str  # team | member | child | root
+    kind: NodeKind
     specialist: str = ""
     model: str = ""
-    status: str = "pending"
+    status: Status = "pending"
     parent: str | None = None
     children: list[str] = field(default_factory=list)
     started: float | None = None
@@ -231,7 +223,7 @@ class TeamTree:
                 assert_never(event)
         self.changes += 1
 
-    def _end(self, node: TreeNode, status: str, now: float, reason: str) -> None:
+    def _end(self, node: TreeNode, status: Status, now: float, reason: str) -> None:
         node.status, node.activity, node.reason = status, "", reason
         if status in TERMINAL:
             node.finished = node.finished if node.finished is not None else now
@@ -240,7 +232,7 @@ class TeamTree:
                 if node.name in other.waiting_for:
                     other.waiting_for = [n for n in other.waiting_for if n != node.name]
 
-    def display_status(self, node: TreeNode, now: float) -> str:
+    def display_status(self, node: TreeNode, now: float) -> Status | Literal["stalled"]:
         if node.status == "running" and node.last_event and now - node.last_event > STALL_SECONDS:
             return "stalled"
         return node.status
@@ -310,7 +302,7 @@ def _duration(seconds: float) -> str:
 
 def _label(tree: TeamTree, node: TreeNode, now: float, ids: bool = False) -> Text:
     status = tree.display_status(node, now)
-    glyph, style = GLYPHS.get(status, ("?", ""))
+    glyph, style = STALLED if status == "stalled" else (STATUS[status].glyph, STATUS[status].style)
     if status == "running":
         glyph = SPINNER[int(now * 10) % len(SPINNER)]
     text = Text()

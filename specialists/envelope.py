@@ -4,24 +4,15 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from zero.agent import Usage, format_cost
+from zero.agent import STATUS, Status, Usage, format_cost
 
 __all__ = ["envelope"]
-
-_REASONS = {
-    "failed": "the specialist failed",
-    "cancelled": "stopped before it finished (TaskStop, or its parent ended); partial output below",
-    "interrupted": "interrupted (Ctrl-C/SIGTERM); partial output below",
-    "timed_out": "its timeout_seconds ran out; partial output below",
-    "budget_exhausted": "its budget ran out; partial output below",
-    "max_turns": "it reached its max_turns; partial output below",
-}
 
 
 def envelope(
     *,
     session_id: str,
-    status: str,
+    status: Status,
     specialist: str,
     output: str,
     usage: Usage,
@@ -34,7 +25,7 @@ def envelope(
     """``session_id`` first (so it can be resumed), then status, the facts, and the text."""
     lines = [f"session_id: {session_id}", f"status: {status}", f"specialist: {specialist}"]
     if status != "completed":
-        lines.append(f"reason: {error or _REASONS.get(status, status)}")
+        lines.append(f"reason: {error or STATUS[status].reason}")
     lines.append(
         f"turns: {turns} · duration: {duration_ms / 1000:.1f} s · tokens: {usage.total_tokens} "
         f"({usage.prompt_tokens} prompt, {usage.completion_tokens} completion) · cost: {format_cost(usage)}"
