@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, get_args
+from typing import Any, assert_never, get_args
 
 from acp import (
     start_tool_call,
@@ -26,14 +26,29 @@ from acp.schema import PermissionOption
 
 from zero.agent import (
     AssistantText,
+    BudgetTripped,
     ChildFinished,
     ChildStarted,
+    Compacted,
+    ErrorRaised,
     Event,
     Message,
+    MessageAdded,
+    ModelStreaming,
     PermissionDecided,
+    PermissionRequested,
     Reasoning,
+    RetryScheduled,
+    RunFinished,
+    RunStarted,
+    StatusChanged,
+    TeamFinished,
+    TeamMessageSent,
+    TeamStarted,
     ToolCallStarted,
     ToolFinished,
+    UsageUpdated,
+    WarningRaised,
     format_cost,
 )
 from zero.cli.approvals import Preview, SessionRule, preview_of
@@ -126,7 +141,29 @@ class Shown:
                 )
                 call = self.task_calls[event.child_session_id]
                 return update_tool_call(call, content=[tool_content(text_block(line))])
-        return None
+            case (  # the rest is not shown to the editor
+                PermissionDecided()
+                | ToolFinished()
+                | ChildFinished()
+                | RunStarted()
+                | MessageAdded()
+                | ModelStreaming()
+                | PermissionRequested()
+                | UsageUpdated()
+                | RetryScheduled()
+                | WarningRaised()
+                | Compacted()
+                | ErrorRaised()
+                | RunFinished()
+                | StatusChanged()
+                | TeamStarted()
+                | TeamMessageSent()
+                | BudgetTripped()
+                | TeamFinished()
+            ):
+                return None
+            case _:
+                assert_never(event)
 
     def _asks(self, side_effect: str) -> bool:
         return side_effect in _SIDE_EFFECTS and decide(self.mode, side_effect) == "prompt"

@@ -8,6 +8,8 @@ and one line with its status, duration, tokens, cost and session id when it ends
 
 from __future__ import annotations
 
+from typing import assert_never
+
 import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream
 from rich.console import Console, Group, RenderableType
@@ -17,15 +19,27 @@ from rich.text import Text
 
 from zero.agent import (
     AssistantText,
+    BudgetTripped,
     ChildFinished,
     ChildStarted,
+    Compacted,
     ErrorRaised,
     Event,
     MessageAdded,
+    ModelStreaming,
+    PermissionDecided,
+    PermissionRequested,
+    Reasoning,
     RetryScheduled,
     RunFinished,
+    RunStarted,
+    StatusChanged,
+    TeamFinished,
+    TeamMessageSent,
+    TeamStarted,
     ToolCallStarted,
     ToolFinished,
+    UsageUpdated,
     WarningRaised,
     format_cost,
 )
@@ -123,6 +137,27 @@ class TurnView:
             case ErrorRaised():
                 self.errors += 1
                 print_(Text(f"✗ {event.code}: {printable(event.message)}", style="red"))
+            case (  # not shown in the turn (a user's message, a Task call: its child's lines say it)
+                MessageAdded()
+                | ToolCallStarted()
+                | ToolFinished()
+                | RunStarted()
+                | Reasoning()
+                | ModelStreaming()
+                | PermissionRequested()
+                | PermissionDecided()
+                | UsageUpdated()
+                | Compacted()
+                | RunFinished()
+                | StatusChanged()
+                | TeamStarted()
+                | TeamMessageSent()
+                | BudgetTripped()
+                | TeamFinished()
+            ):
+                pass
+            case _:
+                assert_never(event)
         self.live.update(self._render())
 
     def _render(self) -> RenderableType:

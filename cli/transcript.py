@@ -11,8 +11,10 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import assert_never
 
 from zero.agent import (
+    AssistantText,
     BudgetTripped,
     ChildFinished,
     ChildStarted,
@@ -20,8 +22,10 @@ from zero.agent import (
     ErrorRaised,
     Event,
     MessageAdded,
+    ModelStreaming,
     PermissionDecided,
     PermissionRequested,
+    Reasoning,
     RetryScheduled,
     RunFinished,
     RunStarted,
@@ -163,7 +167,10 @@ class Transcript:
             case TeamFinished():
                 reason = f": {printable(e.reason)}" if e.reason else ""
                 return [f"{at}── team ends {e.status}{reason} · {_usage(e.usage)}"]
-        return []
+            case AssistantText() | Reasoning() | ModelStreaming():  # shown live, never stored
+                return []
+            case _:
+                assert_never(e)
 
     def _message(self, e: MessageAdded, at: str) -> list[str]:
         role, content = e.role, e.content
