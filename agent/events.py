@@ -26,6 +26,7 @@ __all__ = [
     "COMPACTED_PREFIX",
     "BudgetTripped",
     "ChildFinished",
+    "ChildMode",
     "ChildStarted",
     "Compacted",
     "compact_history",
@@ -297,6 +298,10 @@ class StatusChanged:
 # -- delegation: events of the parent's session -------------------------------------------------
 
 
+ChildMode = Literal["foreground", "background", "resume", "member"]
+"""How a child runs: a Task in the foreground or the background, a resumed Task, or a team's member."""
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ChildStarted:
     """A child agent (a specialist, or a team member) starts a run in its own session."""
@@ -307,7 +312,7 @@ class ChildStarted:
     specialist: str = ""
     agent_name: str = ""
     member: str | None = None
-    mode: str = "foreground"  # foreground | background | resume | member
+    mode: ChildMode = "foreground"
     tool_call_id: str = ""
     description: str = ""
     root_session_id: str = ""

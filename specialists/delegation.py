@@ -19,7 +19,7 @@ import anyio
 import anyio.to_thread
 from anyio.abc import TaskGroup
 
-from zero.agent import ChildFinished, ChildStarted, Event, ToolCallStarted, ToolFinished
+from zero.agent import ChildFinished, ChildMode, ChildStarted, Event, ToolCallStarted, ToolFinished
 from zero.errors import ToolError, UsageError, ZeroError
 from zero.sessions import AgentSession, SessionMetadata, lineage, new_session_id, same_folder, validate_session_id
 from zero.specialists.context import AgentContext
@@ -156,7 +156,7 @@ class Delegator:
             if background:
                 raise ToolError("a resumed task runs in the foreground: drop run_in_background")
             child = await self._resume(resume, name)
-            mode = "resume"
+            mode: ChildMode = "resume"
         else:
             if not name:
                 raise ToolError("Task needs a specialist name (or resume with a session id)")
