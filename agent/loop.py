@@ -90,7 +90,7 @@ Emit = Callable[[Event], None]
 _STREAMED = (TextDelta, ReasoningDelta, ToolCallDelta)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class CallPermit:
     """A guard's leave for one model call: ``note`` is shown to the model before it; ``max_output_tokens``
     is a lower output cap the call must be sent with (a budget with room for no more)."""
@@ -153,7 +153,7 @@ Approver = Callable[[ApprovalRequest], Awaitable[Approval]]
 ToolStatus = Literal["ok", "error", "denied"]
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, kw_only=True)
 class AgentConfig:
     """Everything one agent needs to run, fixed for the run."""
 
@@ -176,7 +176,7 @@ class AgentConfig:
     beat_seconds: float = 30.0  # how often a streaming call says so (ModelStreaming), for views of silence
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, kw_only=True)
 class _Turn:
     """What one model call produced, kept while it streams so a cancel loses nothing."""
 

@@ -98,7 +98,7 @@ def _text_of(result: mcp_types.CallToolResult) -> str:
     return "\n".join(mask_across(parts, redact)) or "(no content)"
 
 
-@dataclass
+@dataclass(kw_only=True)
 class _Slot:
     server: McpServer
     ready: anyio.Event = field(default_factory=anyio.Event)
@@ -117,7 +117,7 @@ async def open_servers(
         yield {}
         return
     stop = anyio.Event()
-    slots = [_Slot(s) for s in servers]
+    slots = [_Slot(server=s) for s in servers]
     started = anyio.current_time()
     async with anyio.create_task_group() as tg:
         for slot in slots:

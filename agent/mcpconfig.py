@@ -22,7 +22,7 @@ HOST_ENDING: ContextVar[anyio.Event | None] = ContextVar("zero_mcp_host_ending",
 stops from then on get HURRY_SECONDS. Set the variable before the servers start: their tasks inherit it."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class McpServer:
     """One configured server: a command (stdio) or a URL (streamable HTTP)."""
 

@@ -47,7 +47,7 @@ class ToolCallAssembler:
         return index in self._calls
 
     def finish(self) -> list[ToolCallDone]:
-        done = [ToolCallDone(index, decode_call(*self._calls[index])) for index in sorted(self._calls)]
+        done = [ToolCallDone(index=index, call=decode_call(*self._calls[index])) for index in sorted(self._calls)]
         self._calls.clear()
         return done
 

@@ -20,7 +20,7 @@ class ReasoningDelta:
     kind: Literal["reasoning"] = "reasoning"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ToolCallStart:
     index: int
     id: str
@@ -28,14 +28,14 @@ class ToolCallStart:
     kind: Literal["tool_call_start"] = "tool_call_start"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ToolCallDelta:
     index: int
     arguments: str
     kind: Literal["tool_call_delta"] = "tool_call_delta"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ToolCallDone:
     index: int
     call: ToolCall
@@ -58,7 +58,7 @@ class Finish:
     kind: Literal["finish"] = "finish"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Notice:
     """Something the user should know about how the call was made (e.g. a server needed tools
     offered another way); the loop shows it as a ``warning`` once a run."""

@@ -73,7 +73,7 @@ _KINDS = {
 _SIDE_EFFECTS: tuple[SideEffect, ...] = get_args(SideEffect)
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Shown:
     """How one session is shown to its editor: its root's calls, and which ``Task`` call shows each child."""
 

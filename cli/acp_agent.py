@@ -86,7 +86,7 @@ _T = TypeVar("_T")
 StopReason = Literal["end_turn", "max_tokens", "max_turn_requests", "refusal", "cancelled"]
 
 
-@dataclass
+@dataclass(kw_only=True)
 class _Live:
     """An ACP session: its agent session, held by a task of its own until it is closed."""
 
@@ -444,8 +444,8 @@ class ZeroAcpAgent:
             if mcp:
                 session.add_toolset(_editor_servers(mcp))
             config = session.agent.config
-            shown = Shown(session.session_id, config.workspace, mode, config.redactor)
-            live = _Live(session, shown, mode, closed, titled)
+            shown = Shown(root=session.session_id, workspace=config.workspace, mode=mode, redact=config.redactor)
+            live = _Live(session=session, shown=shown, ceiling=mode, closed=closed, titled=titled)
             session.listen(live.heard)  # at once, in order: before any child asks
             async with session:
                 self.sessions[session.session_id] = live

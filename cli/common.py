@@ -105,7 +105,12 @@ def team_settings(configs: Configs, run: RunOptions, defaults: Defaults) -> RunS
 
 def network_from(run: RunOptions) -> Network:
     """The retry and timeout flags of a command."""
-    return Network(run.retries, run.retry_max_delay, run.connect_timeout, run.read_timeout)
+    return Network(
+        retries=run.retries,
+        retry_max_delay=run.retry_max_delay,
+        connect_timeout=run.connect_timeout,
+        read_timeout=run.read_timeout,
+    )
 
 
 def make_provider(settings: RunSettings, run: RunOptions) -> tuple[Provider, PriceTable]:

@@ -160,7 +160,7 @@ _NOT_FROM_A_PROJECT = {
 }
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Configs:
     """The user's config (trusted) and the project's (it may narrow, never widen), and what was ignored."""
 
@@ -212,7 +212,7 @@ def load_config(workspace: Path) -> Configs:
                 f"yours ({_number(yours)}); set it in {user_config_dir() / 'config.toml'}"
             )
     warnings += _project_model(data, user, path)
-    return Configs(user, Config.model_validate(data), tuple(warnings))
+    return Configs(user=user, project=Config.model_validate(data), warnings=tuple(warnings))
 
 
 def _project_model(data: dict[str, Any], user: Config, path: Path) -> list[str]:
@@ -235,7 +235,7 @@ def _number(value: float) -> str:
     return str(int(value)) if float(value).is_integer() else str(value)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class RunSettings:
     """Provider, model and limits of a run, after flags, environment and config."""
 
@@ -256,7 +256,7 @@ class RunSettings:
     warnings: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Network:
     """Retry and timeout flags of a command (``None``: not given)."""
 
@@ -356,26 +356,28 @@ def resolve_settings(
         _first(flags.retry_max_delay, config.retry_max_delay, default_retry.max_delay),
     )
     options = ProviderOptions(
-        _first(flags.connect_timeout, config.connect_timeout, default_options.connect_timeout),
-        _first(flags.read_timeout, config.read_timeout, default_options.read_timeout),
-        server.tool_choice,
-        server.stream_tools,
-        server.text_tool_calls if "text_tool_calls" in server.model_fields_set else None,
+        connect_timeout=_first(flags.connect_timeout, config.connect_timeout, default_options.connect_timeout),
+        read_timeout=_first(flags.read_timeout, config.read_timeout, default_options.read_timeout),
+        tool_choice=server.tool_choice,
+        stream_tools=server.stream_tools,
+        text_tool_calls=server.text_tool_calls if "text_tool_calls" in server.model_fields_set else None,
     )
     return RunSettings(
-        name,
-        chosen,
-        url,
-        api_key,
-        mode,
-        max_turns or config.max_turns or LIMIT_DEFAULTS["max_turns"],
-        prices,
-        smallest_cap(max_output_tokens, configs.user.max_output_tokens, configs.project.max_output_tokens),
-        retry,
-        options,
-        config.max_depth if config.max_depth is not None else LIMIT_DEFAULTS["max_depth"],
-        config.max_concurrency or LIMIT_DEFAULTS["max_concurrency"],
-        configs,
-        ceiling,
-        configs.warnings + ((note,) if note else ()),
+        provider=name,
+        model=chosen,
+        base_url=url,
+        api_key=api_key,
+        permission_mode=mode,
+        max_turns=max_turns or config.max_turns or LIMIT_DEFAULTS["max_turns"],
+        prices=prices,
+        max_output_tokens=smallest_cap(
+            max_output_tokens, configs.user.max_output_tokens, configs.project.max_output_tokens
+        ),
+        retry=retry,
+        options=options,
+        max_depth=config.max_depth if config.max_depth is not None else LIMIT_DEFAULTS["max_depth"],
+        max_concurrency=config.max_concurrency or LIMIT_DEFAULTS["max_concurrency"],
+        configs=configs,
+        ceiling=ceiling,
+        warnings=configs.warnings + ((note,) if note else ()),
     )

@@ -190,7 +190,7 @@ class _Served:
 
     def session_show(self, session_id: str) -> str:
         """A session of this workspace as a transcript: messages, tool calls and results, usage."""
-        return "\n".join(Transcript(self.store).lines(_own(self.store, session_id, self._workspace())))
+        return "\n".join(Transcript(store=self.store).lines(_own(self.store, session_id, self._workspace())))
 
 
 async def _run_specialist(

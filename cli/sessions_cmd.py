@@ -192,7 +192,7 @@ def _show(store: SessionStore, session_id: str, args: SessionsOptions, out: Text
         records = records_json(logged_events(store, meta), session_id)
         out.write(json.dumps({"metadata": meta.to_json(), "events": records}, indent=2) + "\n")
         return 0
-    for line in Transcript(store, children=args.children, full=args.full).lines(session_id):
+    for line in Transcript(store=store, children=args.children, full=args.full).lines(session_id):
         out.write(line + "\n")
     return 0
 
@@ -248,7 +248,7 @@ def _export(store: SessionStore, session_id: str, args: SessionsOptions, out: Te
                 out.write(json.dumps(record, ensure_ascii=False, separators=(",", ":")) + "\n")
         return 0
     out.write(f"# Session {session_id}\n")
-    for line in Transcript(store, children=args.children, full=True, markdown=True).lines(session_id):
+    for line in Transcript(store=store, children=args.children, full=True, markdown=True).lines(session_id):
         out.write(line + "\n")
     return 0
 

@@ -112,7 +112,7 @@ def run_shell(args: ShellOptions, streams: Streams) -> int:
         print_error(str(e), streams.stderr)
         return e.exit_code
     print_warnings(settings.warnings, streams.stderr)
-    return anyio.run(Shell(args, streams, workspace, settings, resume).main)
+    return anyio.run(Shell(args=args, streams=streams, workspace=workspace, settings=settings, resume_id=resume).main)
 
 
 def _session_to_open(args: ShellOptions, workspace: Path, streams: Streams) -> str | None:
@@ -221,7 +221,7 @@ def _settings(args: ShellOptions, workspace: Path, resume: str | None, streams: 
         return settings
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Shell:
     args: ShellOptions
     streams: Streams

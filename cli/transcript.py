@@ -64,7 +64,7 @@ def logged_events(store: SessionStore, meta: SessionMetadata) -> list[StoredEven
     return events
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Transcript:
     store: SessionStore
     children: bool = False

@@ -40,7 +40,7 @@ LIMIT_NAMES = {"tokens": "tokens", "cost_usd": "cost", "turns": "turns", "wall_s
 _UNITS = {"tokens": " tokens", "turns": " model calls", "wall_seconds": " s", "retries": " retries"}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Trip:
     """Which limit stopped the team, and the amounts when it did."""
 
@@ -58,7 +58,7 @@ class Trip:
         return text + (f"; the next call needed {self.requested:g} more" if self.requested else "")
 
 
-@dataclass
+@dataclass(kw_only=True)
 class _Account:
     tokens: float = 0
     cost_usd: float = 0
@@ -66,7 +66,7 @@ class _Account:
     retries: float = 0
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Reservation:
     tokens: int
     cost_usd: float
@@ -75,7 +75,7 @@ class Reservation:
     output: int | None = None  # the output cap the call must be sent with, when it was lowered to fit
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Shrink:
     """How a reservation may be made smaller when it does not fit: the ``output`` tokens it holds (the call's
     cap) may be lowered to ``least``, each one costing ``price`` dollars."""
@@ -85,7 +85,7 @@ class Shrink:
     price: float
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class _Held:
     """A guard's permit: the reservation, and the estimate it was made from (to learn from)."""
 
@@ -159,7 +159,7 @@ class Ledger:
         """Trip the ledger if its wall-clock limit has passed."""
         wall = self._limit("wall_seconds")
         if self.trip is None and wall is not None and self.elapsed() >= wall:
-            self._trip(Trip("wall_seconds", round(self.elapsed(), 1), wall))
+            self._trip(Trip(limit="wall_seconds", used=round(self.elapsed(), 1), allowed=wall))
 
     def check(self) -> None:
         """Raise if this ledger (or its parent) is tripped, or out of time."""
@@ -197,7 +197,7 @@ class Ledger:
             ledger.reserved.tokens += tokens
             ledger.reserved.cost_usd += cost_usd or 0
             ledger.reserved.turns += turns
-        return Reservation(tokens, cost_usd or 0, turns, chain, output)
+        return Reservation(tokens=tokens, cost_usd=cost_usd or 0, turns=turns, ledgers=chain, output=output)
 
     def _verdict(self, tokens: int, cost_usd: float | None, turns: int) -> tuple[str, str, float]:
         """Whether a call needing this much fits now (``fits``), may fit once the calls in flight settle
@@ -209,7 +209,7 @@ class Ledger:
             if limit is None:
                 continue
             if amount is None:  # a cost limit with an unknown price: fail closed
-                self._trip(Trip(key, self.used.cost_usd, limit))
+                self._trip(Trip(limit=key, used=self.used.cost_usd, allowed=limit))
                 raise BudgetExhaustedError(
                     f"{self.name} budget: the cost of this call is unknown (the model has no price), so it "
                     "cannot be checked against the cost limit",
@@ -225,7 +225,7 @@ class Ledger:
     def _refuse(self, key: str, amount: float) -> NoReturn:
         limit = self._limit(key)
         assert limit is not None
-        self._trip(Trip(key, round(getattr(self.used, key), 6), limit, amount))
+        self._trip(Trip(limit=key, used=round(getattr(self.used, key), 6), allowed=limit, requested=amount))
         raise BudgetExhaustedError(f"{self.name} budget exhausted: {self.trip}", limit=key)
 
     def _room(self, key: str) -> float:
@@ -241,7 +241,7 @@ class Ledger:
             ledger.check()
             limit = ledger._limit("retries")
             if limit is not None and ledger.used.retries + 1 > limit:
-                ledger._trip(Trip("retries", ledger.used.retries, limit, 1))
+                ledger._trip(Trip(limit="retries", used=ledger.used.retries, allowed=limit, requested=1))
                 raise BudgetExhaustedError(f"{ledger.name} budget exhausted: {ledger.trip}", limit="retries")
         for ledger in chain:
             ledger.used.retries += 1
@@ -330,10 +330,16 @@ class BudgetGuard:
             cost = price.cost(Usage(prompt, output))
         else:  # unknown price: nothing to hold, unless a cost limit must be checked (then refuse)
             cost = None if self._needs_price() else 0.0
-        shrink = Shrink(output, min(output, MIN_OUTPUT), price.output / 1e6 if price is not None else 0.0)
+        shrink = Shrink(
+            output=output, least=min(output, MIN_OUTPUT), price=price.output / 1e6 if price is not None else 0.0
+        )
         reservation = await self.ledger.reserve(prompt + output, cost, shrink=shrink)
         note = self._note(request.metadata.get("session_id", ""))
-        return CallPermit(_Held(reservation, request.model, estimate), note, max_output_tokens=reservation.output)
+        return CallPermit(
+            token=_Held(reservation=reservation, model=request.model, estimate=estimate),
+            note=note,
+            max_output_tokens=reservation.output,
+        )
 
     async def before_retry(self, permit: CallPermit | None) -> None:
         self.ledger.retry()

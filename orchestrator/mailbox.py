@@ -24,7 +24,7 @@ MAX_SENT = 50
 EVERYONE = "all"
 
 
-@dataclass
+@dataclass(kw_only=True)
 class _Message:
     id: int
     sender: str
@@ -32,7 +32,7 @@ class _Message:
     body: str
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Mailbox:
     store: SessionStore
     team_session_id: str
@@ -51,7 +51,7 @@ class Mailbox:
             raise ToolError(f"the message is {len(body)} characters; the limit is {MAX_BODY}. Shorten it.")
         if sum(m.sender == sender for m in self._messages) >= MAX_SENT:
             raise ToolError(f"you have sent {MAX_SENT} messages, the most a member may send in one run")
-        message = _Message(next(self._ids), sender, to, body)
+        message = _Message(id=next(self._ids), sender=sender, to=to, body=body)
         event = TeamMessageSent(session_id=self.team_session_id, id=message.id, sender=sender, to=to, body=body)
         await anyio.to_thread.run_sync(self.store.append, self.team_session_id, [event])
         self._messages.append(message)

@@ -26,7 +26,7 @@ from zero.tools import PermissionMode, within
 __all__ = ["MemberPlan", "TeamPlan", "build_plan", "render_prompt"]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class MemberPlan:
     spec: MemberSpec
     specialist: Specialist
@@ -43,7 +43,7 @@ class MemberPlan:
         return self.spec.name
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class TeamPlan:
     team: TeamFile
     path: Path
@@ -172,7 +172,14 @@ def build_plan(
                     problem(index, f"budget.{key}", f"budget.{key} = {mine} is more than the team's {team_limit}")
     if problems:
         raise TeamError(problems)
-    return TeamPlan(team, path, members, waves, limits, max_concurrency or team.scheduler.max_concurrency)
+    return TeamPlan(
+        team=team,
+        path=path,
+        members=members,
+        waves=waves,
+        budget=limits,
+        max_concurrency=max_concurrency or team.scheduler.max_concurrency,
+    )
 
 
 def render_prompt(prompt: str, goal: str, output: Callable[[str], str]) -> str:

@@ -14,7 +14,7 @@ from zero.sessions import SessionStore, session_tree
 __all__ = ["MemberRecord", "RecordedTeam", "charge", "read_team", "team_ledger"]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class MemberRecord:
     session_id: str
     status: str
@@ -24,7 +24,7 @@ class MemberRecord:
     has_history: bool = False  # it ran, so its conversation continues
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class RecordedTeam:
     session_id: str
     team: TeamFile
@@ -53,25 +53,25 @@ def read_team(store: SessionStore, team_id: str) -> RecordedTeam:
         events = [e.event for e in store.events(member.session_id)]
         end = next((e for e in reversed(events) if isinstance(e, RunFinished)), None)
         members[member.name] = MemberRecord(
-            member.session_id,
-            member_meta.status,
-            end.output if end is not None else "",
-            tree.rollup.subtree(member.session_id),
-            end.turns if end is not None else 0,
-            any(e.kind == "run_start" for e in events),
+            session_id=member.session_id,
+            status=member_meta.status,
+            output=end.output if end is not None else "",
+            usage=tree.rollup.subtree(member.session_id),
+            turns=end.turns if end is not None else 0,
+            has_history=any(e.kind == "run_start" for e in events),
         )
     retries = 0
     for node in tree.walk()[1:]:
         retries += sum(1 for e in store.events(node.meta.session_id) if e.event.kind == "retry")
     return RecordedTeam(
-        team_id,
-        TeamFile.model_validate(first.spec),
-        first.file,
-        TeamBudget.model_validate(first.budget),
-        members,
-        tree.subtree_usage,
-        retries,
-        len(starts) - 1,
+        session_id=team_id,
+        team=TeamFile.model_validate(first.spec),
+        file=first.file,
+        budget=TeamBudget.model_validate(first.budget),
+        members=members,
+        spent=tree.subtree_usage,
+        retries=retries,
+        resumed=len(starts) - 1,
     )
 
 

@@ -202,7 +202,7 @@ class TeamRunner:
                 if record.status == "completed":  # its work stands: dependents get its output as before
                     state.status, state.output, state.turns = "completed", record.output, record.turns
                     state.kept = True
-        self.mailbox = Mailbox(self.store, self.session_id, list(plan.members))
+        self.mailbox = Mailbox(store=self.store, team_session_id=self.session_id, members=list(plan.members))
         self._scope: anyio.CancelScope | None = None
         self._limiter = anyio.CapacityLimiter(plan.max_concurrency)
 

@@ -33,7 +33,7 @@ IDLE_SECONDS = 2.0  # the writer thread ends after this long with nothing to do
 GATHER_SECONDS = 0.01  # after a round, batches that nobody waits for gather this long before the next
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, kw_only=True)
 class Request:
     kind: Literal["create", "append", "flush", "read", "write", "lease", "release", "repair"]
     session_id: str | None
@@ -46,7 +46,7 @@ class Request:
     error: BaseException | None = None
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, kw_only=True)
 class Fault:
     """Why a session's writes stopped; ``reported`` once someone was told (a flush of every session
     raises only the faults nobody heard of)."""
@@ -129,7 +129,7 @@ class Writer:
             with self.lock:
                 self.thread = None
                 stranded, self.queue = self.current + self.queue, []
-                self.faults.setdefault("", Fault(e))
+                self.faults.setdefault("", Fault(error=e))
             for request in stranded:
                 if request.done is not None and not request.done.is_set():
                     request.error = e
@@ -248,7 +248,7 @@ class Writer:
         """Stop writing the session: its log stays a prefix of what happened, whole events only. Its metadata
         says ``failed`` if the disk still takes that (in place of the spare: usually no new room needed)."""
         with self.lock:
-            fault = self.faults.setdefault(session_id, Fault(error))
+            fault = self.faults.setdefault(session_id, Fault(error=error))
         log = self.logs.get(session_id)
         if log is None:
             return
@@ -283,7 +283,7 @@ class Writer:
             with self.lock:
                 fault = self.faults.get(sid)
                 if fault is None and not all(r.done is not None for r in requests):
-                    fault = self.faults[sid] = Fault(e)  # a submitted batch met it: the next check or flush says
+                    fault = self.faults[sid] = Fault(error=e)  # a submitted batch met it: the next check or flush says
                 if fault is not None and waited:
                     fault.reported = True
         finally:
@@ -730,7 +730,9 @@ def parse_log(data: bytes, log: Path | str, *, first_line: int = 0) -> Iterator[
         except (ValueError, RecursionError) as e:
             raise SessionError(f"{log}: line {number} is not a valid event ({e})") from None
         if event is not None:  # None: a kind of event from a newer Zero
-            yield StoredEvent(int(record.get("sequence", number)), str(record.get("createdAt", "")), event)
+            yield StoredEvent(
+                sequence=int(record.get("sequence", number)), created_at=str(record.get("createdAt", "")), event=event
+            )
 
 
 def read_metadata(folder: Path) -> SessionMetadata:

@@ -15,7 +15,7 @@ from zero.sessions.store import SessionStore
 __all__ = ["SessionNode", "lineage", "session_tree", "subtree_usage"]
 
 
-@dataclass
+@dataclass(kw_only=True)
 class SessionNode:
     meta: SessionMetadata
     rollup: Rollup
@@ -59,7 +59,9 @@ def session_tree(store: SessionStore, session_id: str) -> SessionNode:
             raise SessionError(f"session {meta.session_id} is its own ancestor; its metadata is damaged")
         kids = sorted(by_parent.get(meta.session_id, []), key=lambda r: (r.get("createdAt", ""), r["sessionId"]))
         below = seen | {meta.session_id}
-        return SessionNode(meta, rollup, [build(SessionMetadata.model_validate(k), below) for k in kids])
+        return SessionNode(
+            meta=meta, rollup=rollup, children=[build(SessionMetadata.model_validate(k), below) for k in kids]
+        )
 
     return build(root, frozenset())
 

@@ -46,7 +46,7 @@ class MemorySessionStore:
         session = self._get(session_id)
         created = now_iso()
         for event in events:
-            session.events.append(StoredEvent(len(session.events) + 1, created, event))
+            session.events.append(StoredEvent(sequence=len(session.events) + 1, created_at=created, event=event))
             apply_event(session.meta, event)
         meta = session.meta
         meta.updated_at = created

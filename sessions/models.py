@@ -185,7 +185,7 @@ def apply_event(meta: SessionMetadata, event: Event) -> None:
             assert_never(event)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class StoredEvent:
     """An event as its session's log holds it: its place in the log and when it was written."""
 

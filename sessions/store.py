@@ -166,11 +166,15 @@ class FileSessionStore:
 
     def create(self, meta: SessionMetadata) -> SessionMetadata:
         self.path(meta.session_id)
-        return self._result(Request("create", meta.session_id, meta=copy_metadata(meta), write_meta=True))
+        return self._result(
+            Request(kind="create", session_id=meta.session_id, meta=copy_metadata(meta), write_meta=True)
+        )
 
     def append(self, session_id: str, events: Sequence[Event]) -> SessionMetadata:
         self.path(session_id)
-        return self._result(Request("append", session_id, list(events), now_iso(), write_meta=True))
+        return self._result(
+            Request(kind="append", session_id=session_id, events=list(events), created=now_iso(), write_meta=True)
+        )
 
     def _result(self, request: Request) -> SessionMetadata:
         meta = self._writer.call(request)
@@ -185,15 +189,17 @@ class FileSessionStore:
         ``metadata_interval``, or with the batch itself if ``final`` (a run's last batch).
         """
         self.path(session_id)
-        self._writer.put(Request("append", session_id, list(events), now_iso(), write_meta=final))
+        self._writer.put(
+            Request(kind="append", session_id=session_id, events=list(events), created=now_iso(), write_meta=final)
+        )
 
     def flush(self, session_id: str | None = None) -> None:
         """Wait until everything submitted so far is durable and the metadata of ``session_id``
         (of every session, if None) is written."""
-        self._writer.call(Request("flush", session_id, write_meta=True))
+        self._writer.call(Request(kind="flush", session_id=session_id, write_meta=True))
 
     def written(self, session_id: str) -> None:
-        self._writer.call(Request("write", self._checked(session_id)))
+        self._writer.call(Request(kind="write", session_id=self._checked(session_id)))
 
     def check(self, session_id: str) -> None:
         self._writer.check(session_id)
@@ -201,10 +207,10 @@ class FileSessionStore:
     def acquire(self, session_id: str) -> None:
         """Take the session's lease for a run of this process; a run that died before is repaired first
         (its metadata rebuilt from the log, its status ``interrupted``)."""
-        self._writer.call(Request("lease", self._checked(session_id)))
+        self._writer.call(Request(kind="lease", session_id=self._checked(session_id)))
 
     def release(self, session_id: str) -> None:
-        self._writer.put(Request("release", self._checked(session_id), write_meta=True))
+        self._writer.put(Request(kind="release", session_id=self._checked(session_id), write_meta=True))
 
     def held(self, session_id: str) -> bool:
         return session_id in self._writer.leases or not _unheld(self.path(session_id))
@@ -221,11 +227,13 @@ class FileSessionStore:
         from its log, ``interrupted``. One that never ran (closed before it ran, or made and never run) stays
         ``pending``."""
         folder = self.path(session_id)
-        meta = self._writer.call(Request("read", session_id))
+        meta = self._writer.call(Request(kind="read", session_id=session_id))
         meta = meta if meta is not None else read_metadata(folder)
         if meta.status in ("pending", "running") and session_id not in self._writer.leases and _unheld(folder):
             try:
-                meta = self._writer.call(Request("repair", session_id, write_meta=True)) or read_metadata(folder)
+                meta = self._writer.call(
+                    Request(kind="repair", session_id=session_id, write_meta=True)
+                ) or read_metadata(folder)
             except SessionWriteError:  # a read-only or full disk: say what the repair would store
                 meta = derive_interrupted(folder)
         return meta
@@ -237,7 +245,7 @@ class FileSessionStore:
     def events_since(self, session_id: str, cursor: int) -> tuple[list[StoredEvent], int]:
         """The events after byte ``cursor`` of the log (only whole lines); the next cursor."""
         log = self.path(session_id) / "events.jsonl"
-        self._writer.call(Request("read", session_id))
+        self._writer.call(Request(kind="read", session_id=session_id))
         if not self.exists(session_id):
             raise SessionError(f"session {session_id} not found in {self.root}")
         try:

@@ -58,7 +58,7 @@ class Manifest(BaseModel):
     budget: ManifestBudget | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ManifestFile:
     """A parsed manifest and where it came from."""
 
@@ -117,4 +117,4 @@ class ManifestFile:
                 )
         if manifest is None or problems:
             raise ManifestError(sorted(problems, key=lambda p: p.line or 0))
-        return cls(manifest, path, location, digest)
+        return cls(manifest=manifest, path=path, location=location, digest=digest)

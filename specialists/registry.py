@@ -28,7 +28,7 @@ from zero.tools import NotFound, OutsideWorkspace, Workspace, expand_tools
 __all__ = ["Specialist", "SpecialistRegistry", "builtin_dir", "project_dir", "user_dir"]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Specialist:
     """A resolved specialist: ``extends`` merged, tools expanded to names."""
 
@@ -68,7 +68,7 @@ def project_dir(workspace: Path) -> Path:
     return workspace / ".zero" / "specialists"
 
 
-@dataclass
+@dataclass(kw_only=True)
 class SpecialistRegistry:
     """The specialists that loaded, and the errors of the files that did not."""
 
@@ -213,7 +213,7 @@ def _specialist(file: ManifestFile, description: str, prompt: str, base: Special
         tools = expand_tools(selection, KNOWN_TOOLS)
     except ConfigError as e:
         raise ManifestError.of(file.path, str(e), key="tools") from e
-    b = base or Specialist("", "", "", (), file.location, file.path)
+    b = base or Specialist(name="", description="", prompt="", tools=(), location=file.location, path=file.path)
     budget = m.budget
     has_budget = "budget" in own
     return Specialist(

@@ -25,7 +25,7 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ProviderInfo:
     """What Zero knows about a provider: where its key and URL come from, and its default model."""
 
@@ -39,17 +39,35 @@ class ProviderInfo:
 PROVIDER_INFO: dict[str, ProviderInfo] = {
     info.name: info
     for info in (
-        ProviderInfo("openai", "OPENAI_API_KEY", "OPENAI_BASE_URL", "gpt-5-mini", True),
-        ProviderInfo("anthropic", "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "claude-sonnet-4-6", True),
-        ProviderInfo("openai-compatible", "OPENAI_API_KEY", "OPENAI_BASE_URL", None, False),
-        ProviderInfo("scripted", None, None, "scripted", False),
+        ProviderInfo(
+            name="openai",
+            key_env="OPENAI_API_KEY",
+            url_env="OPENAI_BASE_URL",
+            default_model="gpt-5-mini",
+            needs_key=True,
+        ),
+        ProviderInfo(
+            name="anthropic",
+            key_env="ANTHROPIC_API_KEY",
+            url_env="ANTHROPIC_BASE_URL",
+            default_model="claude-sonnet-4-6",
+            needs_key=True,
+        ),
+        ProviderInfo(
+            name="openai-compatible",
+            key_env="OPENAI_API_KEY",
+            url_env="OPENAI_BASE_URL",
+            default_model=None,
+            needs_key=False,
+        ),
+        ProviderInfo(name="scripted", key_env=None, url_env=None, default_model="scripted", needs_key=False),
     )
 }
 PROVIDERS = tuple(PROVIDER_INFO)
 DEFAULT_MODELS = {name: info.default_model for name, info in PROVIDER_INFO.items() if info.default_model}
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ProviderOptions:
     """How to talk to a server: timeouts (seconds), and how it takes tools (OpenAI-compatible ones:
     ``tool_choice`` "auto" or "omit", whether a request with tools may stream, and whether an answer

@@ -97,14 +97,14 @@ class AnthropicProvider:
                 block = event.content_block
                 if block.type == "tool_use":
                     calls.start(event.index, block.id, block.name)
-                    yield ToolCallStart(event.index, block.id, block.name)
+                    yield ToolCallStart(index=event.index, id=block.id, name=block.name)
             elif kind == "content_block_delta":
                 delta = event.delta
                 if delta.type == "text_delta":
                     yield TextDelta(delta.text)
                 elif delta.type == "input_json_delta":
                     calls.add(event.index, delta.partial_json)
-                    yield ToolCallDelta(event.index, delta.partial_json)
+                    yield ToolCallDelta(index=event.index, arguments=delta.partial_json)
                 elif delta.type == "thinking_delta":
                     yield ReasoningDelta(delta.thinking)
             elif kind == "message_delta":

@@ -123,8 +123,8 @@ class OpenAIProvider:
             if request.model not in self._tools:
                 self._tools[request.model] = fallback
                 yield Notice(
-                    "tool_mode",
-                    f"the server at {self._url} did not take tools the default way, so they are "
+                    code="tool_mode",
+                    message=f"the server at {self._url} did not take tools the default way, so they are "
                     f"offered {'unstreamed' if not fallback[1] else 'without tool_choice'} for {request.model} "
                     f'from now on; to skip the failed try, set {setting} under [servers."{self._url}"] in config.toml',
                 )
@@ -217,10 +217,10 @@ class OpenAIProvider:
                     if index not in calls:
                         call_id = tc.get("id") or f"call_{index}"
                         calls.start(index, call_id, function.get("name") or "")
-                        yield ToolCallStart(index, call_id, function.get("name") or "")
+                        yield ToolCallStart(index=index, id=call_id, name=function.get("name") or "")
                     if arguments := function.get("arguments"):
                         calls.add(index, arguments)
-                        yield ToolCallDelta(index, arguments)
+                        yield ToolCallDelta(index=index, arguments=arguments)
                 if reason := choice.get("finish_reason"):
                     finish = reason
         if not chunks:
@@ -258,9 +258,9 @@ class OpenAIProvider:
         for index, tc in enumerate(message.tool_calls or ()):
             call_id = tc.id or f"call_{index}"
             calls.start(index, call_id, tc.function.name)
-            yield ToolCallStart(index, call_id, tc.function.name)
+            yield ToolCallStart(index=index, id=call_id, name=tc.function.name)
             calls.add(index, tc.function.arguments or "")
-            yield ToolCallDelta(index, tc.function.arguments or "")
+            yield ToolCallDelta(index=index, arguments=tc.function.arguments or "")
         done = calls.finish()
         finish = choice.finish_reason or "stop"
         written = self._written_calls(request, [message.content or ""]) if not done and finish == "stop" else []
@@ -280,19 +280,19 @@ class OpenAIProvider:
             self._wrote_calls.add(request.model)
             events.append(
                 Notice(
-                    "tool_mode",
-                    f"{request.model} at {self._url} wrote its tool calls as text, not as calls: an answer that is "
-                    "wholly a call to one of its tools, with valid arguments, runs as that call from now on; to "
-                    f'take it as text, set text_tool_calls = false under [servers."{self._url}"] in config.toml',
+                    code="tool_mode",
+                    message=f"{request.model} at {self._url} wrote its tool calls as text, not as calls: an answer "
+                    "that is wholly a call to one of its tools, with valid arguments, runs as that call from now on; "
+                    f'to take it as text, set text_tool_calls = false under [servers."{self._url}"] in config.toml',
                 )
             )
         events.append(TextRetracted())
         for index, (name, arguments) in enumerate(found):
             call_id = f"call_{secrets.token_hex(6)}"  # unique in the conversation, as a server's own ids are
             events += [
-                ToolCallStart(index, call_id, name),
-                ToolCallDelta(index, json.dumps(arguments)),
-                ToolCallDone(index, ToolCall(call_id, name, arguments)),
+                ToolCallStart(index=index, id=call_id, name=name),
+                ToolCallDelta(index=index, arguments=json.dumps(arguments)),
+                ToolCallDone(index=index, call=ToolCall(call_id, name, arguments)),
             ]
         return events
 

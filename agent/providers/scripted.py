@@ -227,9 +227,9 @@ class ScriptedProvider:
             call_id = call.id or f"call_{number}_{index + 1}"
             arguments = _fill(call.arguments, request.messages)
             raw = json.dumps(arguments)
-            yield ToolCallStart(index, call_id, call.name)
-            yield ToolCallDelta(index, raw)
-            yield ToolCallDone(index, ToolCall(call_id, call.name, arguments))
+            yield ToolCallStart(index=index, id=call_id, name=call.name)
+            yield ToolCallDelta(index=index, arguments=raw)
+            yield ToolCallDone(index=index, call=ToolCall(call_id, call.name, arguments))
         yield UsageReport(self._usage(turn, request))
         yield Finish(turn.finish or ("tool_calls" if turn.tool_calls else "stop"))
 
