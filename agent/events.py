@@ -19,6 +19,7 @@ from pydantic import Field, TypeAdapter, ValidationError
 
 from zero.agent.messages import CAMEL, Message, Role, ToolCall, Usage
 from zero.agent.status import RunStatus, Status
+from zero.tools import PermissionMode, SideEffect
 
 __all__ = [
     "STORED",
@@ -127,7 +128,7 @@ class ToolCallStarted:
     id: str
     name: str
     arguments: dict[str, Any] = field(default_factory=dict)
-    side_effect: str = "read"
+    side_effect: SideEffect = "read"
     kind: Literal["tool_call"] = "tool_call"
 
     @property
@@ -141,8 +142,8 @@ class PermissionRequested:
     session_id: str
     id: str
     name: str
-    side_effect: str
-    permission_mode: str
+    side_effect: SideEffect
+    permission_mode: PermissionMode
     reason: str
     arguments: dict[str, Any] = field(default_factory=dict)  # the call's, redacted (to show the user)
     kind: Literal["permission_request"] = "permission_request"

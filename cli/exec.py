@@ -27,7 +27,7 @@ from zero.cli.common import (
     workspace_from,
 )
 from zero.cli.config import RunSettings
-from zero.cli.options import ExecOptions, ResumeOptions, ShellOptions
+from zero.cli.options import ExecOptions, OutputFormat, ResumeOptions, ShellOptions
 from zero.cli.progress import TextProgress
 from zero.cli.streamjson import StreamJsonWriter, new_run_id, read_input
 from zero.errors import UsageError, ZeroError
@@ -117,7 +117,7 @@ def _run(args: ExecOptions, streams: Streams, prepare: Callable[[Path, RunSettin
             return _fail_early(args.output_format, out, run_id, error)
 
 
-def _fail_early(fmt: str, streams: Streams, run_id: str, e: ZeroError) -> int:
+def _fail_early(fmt: OutputFormat, streams: Streams, run_id: str, e: ZeroError) -> int:
     if fmt == "stream-json":
         StreamJsonWriter.setup_failure(streams.stdout, run_id, e)
     elif fmt == "json":

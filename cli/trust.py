@@ -12,20 +12,24 @@ import os
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Literal
 
 from zero.agent import PriceTable
 from zero.cli.config import Configs, RunSettings
 from zero.sessions import default_data_dir
 from zero.specialists import ProjectLimits, SpecialistRegistry
 
-__all__ = ["approve", "approved", "load_specialists", "specialist_warnings"]
+__all__ = ["Approvable", "approve", "approved", "load_specialists", "specialist_warnings"]
+
+Approvable = Literal["mcp", "specialists"]
+"""What a user approves of a project: its MCP servers, its specialists."""
 
 
-def _file(kind: str) -> Path:
+def _file(kind: Approvable) -> Path:
     return default_data_dir() / f"{kind}-approved.json"
 
 
-def _all(kind: str) -> dict[str, dict[str, str]]:
+def _all(kind: Approvable) -> dict[str, dict[str, str]]:
     try:
         data = json.loads(_file(kind).read_text())
     except (OSError, ValueError):
@@ -33,13 +37,13 @@ def _all(kind: str) -> dict[str, dict[str, str]]:
     return data if isinstance(data, dict) else {}
 
 
-def approved(kind: str, workspace: Path) -> dict[str, str]:
+def approved(kind: Approvable, workspace: Path) -> dict[str, str]:
     """What the user approved of ``workspace`` (``kind``: ``mcp`` or ``specialists``): name to fingerprint."""
     found = _all(kind).get(str(workspace), {})
     return {k: v for k, v in found.items() if isinstance(v, str)} if isinstance(found, dict) else {}
 
 
-def approve(kind: str, workspace: Path, name: str, fingerprint: str) -> None:
+def approve(kind: Approvable, workspace: Path, name: str, fingerprint: str) -> None:
     """Remember that the user approved ``name`` of ``workspace`` as it is now (``fingerprint``)."""
     path = _file(kind)
     data = _all(kind)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from zero.agent import RunFinished, TeamStarted, Usage
+from zero.agent import RunFinished, Status, TeamStarted, Usage
 from zero.errors import UsageError
 from zero.orchestrator.ledger import Ledger
 from zero.orchestrator.team import TeamBudget, TeamFile
@@ -17,7 +17,7 @@ __all__ = ["MemberRecord", "RecordedTeam", "charge", "read_team", "team_ledger"]
 @dataclass(frozen=True, kw_only=True)
 class MemberRecord:
     session_id: str
-    status: str
+    status: Status
     output: str = ""
     usage: Usage = field(default_factory=Usage)
     turns: int = 0
