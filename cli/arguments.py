@@ -5,27 +5,16 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable
-from dataclasses import fields
 
 from zero.cli._choices import PERMISSION_MODES, PROVIDERS
-from zero.cli.options import (
-    AcpOptions,
-    Command,
-    ExecOptions,
-    McpOptions,
-    ResumeOptions,
-    RunOptions,
-    SessionsOptions,
-    ShellOptions,
-    SpecialistsOptions,
-    SwarmOptions,
-)
 
 __all__ = ["ARGUMENTS", "NO_LIMIT", "common", "count", "options_of", "shell_parser"]
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import TypeVar
+
+    from zero.cli.options import Command
 
     T = TypeVar("T")
 
@@ -322,32 +311,35 @@ ARGUMENTS: dict[str, Callable[[argparse.ArgumentParser], None]] = {
 }
 
 
-_RECORDS: dict[str, type[Command]] = {
-    "exec": ExecOptions,
-    "specialists": SpecialistsOptions,
-    "swarm": SwarmOptions,
-    "sessions": SessionsOptions,
-    "mcp": McpOptions,
-    "acp": AcpOptions,
-}
-_RUN = frozenset(f.name for f in fields(RunOptions))
-
-
 def options_of(namespace: argparse.Namespace, server_command: list[str] | None = None) -> Command:
     """The typed record of a parsed command line (``server_command``: the words after ``zero mcp add ... --``).
     Every argument lands in a field of its record: one without a field is a bug, said here."""
+    from dataclasses import fields  # (here, not above: ``zero CMD --help`` does without them)
+
+    from zero.cli import options
+
+    records: dict[str | None, type[Command]] = {
+        None: options.ShellOptions,
+        "exec": options.ExecOptions,
+        "specialists": options.SpecialistsOptions,
+        "swarm": options.SwarmOptions,
+        "sessions": options.SessionsOptions,
+        "mcp": options.McpOptions,
+        "acp": options.AcpOptions,
+    }
     values = dict(vars(namespace))
     command = values.pop("command", None)
-    record: type[Command] = ShellOptions if command is None else _RECORDS[command]
+    record = records[command]
     action = values.pop(f"{command}_command", None)
-    if record is SessionsOptions and action == "resume":
-        record = ResumeOptions
+    if record is options.SessionsOptions and action == "resume":
+        record = options.ResumeOptions
     elif action is not None:
         values["action"] = action
-    if record is McpOptions:
+    if record is options.McpOptions:
         values["server_command"] = list(server_command or [])
     own = {f.name for f in fields(record)}  # (``specialists new --model`` is the manifest's, not a run's)
-    run = RunOptions(**{name: values.pop(name) for name in _RUN & set(values) - own})
+    run_fields = {f.name for f in fields(options.RunOptions)} & set(values) - own
+    run = options.RunOptions(**{name: values.pop(name) for name in run_fields})
     unknown = set(values) - own
     if unknown:
         raise AssertionError(f"{record.__name__} has no field for the arguments {', '.join(sorted(unknown))}")
