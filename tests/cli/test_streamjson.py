@@ -301,3 +301,16 @@ def test_every_error_code_an_error_line_can_carry_is_documented() -> None:
     possible = _codes(ZeroError) | (set(RUN_STATUSES) - {"completed"})
     assert possible - documented == set()
     assert documented - possible == set()
+
+
+def test_a_run_stopped_by_max_turns_ends_incomplete_and_recoverable(workspace: Path, tmp_path: Path) -> None:
+    script = write_script(
+        tmp_path / "s.toml",
+        '[[turns]]\ntool_calls = [{ name = "read_file", arguments = { path = "README.md" } }]\n',
+    )
+    done = zero("exec", "hi", *scripted(script, workspace), "--max-turns", "1", "--output-format", "stream-json")
+    events = lines(done.stdout)
+    error, end = events[-2], events[-1]
+    assert error["type"] == "error" and error["code"] == "max_turns" and error["recoverable"] is True
+    assert error["message"] == "stopped after 1 model call (max turns); the answer is partial"
+    assert end == {**end, "type": "run_end", "status": "incomplete", "exitCode": 4} and done.returncode == 4
