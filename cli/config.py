@@ -138,7 +138,9 @@ def _read(path: Path, workspace: Path | None = None) -> dict[str, Any]:
         try:
             raw = Workspace([workspace]).read_regular(str(path.relative_to(workspace)), limit=MAX_FILE)
         except ToolError as e:
-            raise FileError([Problem(str(path), f"{e}: a project's config must be a file of the repository")]) from None
+            raise FileError(
+                [Problem(path=str(path), message=f"{e}: a project's config must be a file of the repository")]
+            ) from None
     data, text = read_data(path, raw)
     _, problems = validate_model(Config, data, path, text)
     if problems:

@@ -88,7 +88,9 @@ def build_plan(
     def problem(index: int, key: str, message: str) -> None:
         member = team.members[index].name
         line = lines.line_of(("members", index, *key.split(".")))
-        problems.append(TeamProblem(where, message, line, f"members.{key}", f"member {member!r}"))
+        problems.append(
+            TeamProblem(path=where, message=message, line=line, key=f"members.{key}", subject=f"member {member!r}")
+        )
 
     import networkx as nx  # here: it costs ~50 ms of start-up that commands not planning a team need not pay
 

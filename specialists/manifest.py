@@ -30,7 +30,7 @@ class ManifestError(FileError):
 
     @classmethod
     def of(cls, path: Path | str, message: str, *, key: str | None = None, line: int | None = None) -> ManifestError:
-        return cls([Problem(str(path), message, line, key)])
+        return cls([Problem(path=str(path), message=message, line=line, key=key)])
 
 
 class ManifestBudget(BaseModel):
@@ -98,21 +98,24 @@ class ManifestFile:
             try:
                 expand_tools([item], KNOWN_TOOLS)
             except ConfigError as e:
-                problems.append(Problem(str(path), str(e), lines.line_of(("tools",)), "tools"))
+                problems.append(Problem(path=str(path), message=str(e), line=lines.line_of(("tools",)), key="tools"))
         if manifest is not None:
             if manifest.description is None and manifest.extends is None:
                 problems.append(
                     Problem(
-                        str(path), "description is required (unless the manifest extends another)", None, "description"
+                        path=str(path),
+                        message="description is required (unless the manifest extends another)",
+                        line=None,
+                        key="description",
                     )
                 )
             if not manifest.prompt.strip() and manifest.extends is None:
                 problems.append(
                     Problem(
-                        str(path),
-                        "prompt is empty: say what this specialist does and how",
-                        lines.line_of(("prompt",)),
-                        "prompt",
+                        path=str(path),
+                        message="prompt is empty: say what this specialist does and how",
+                        line=lines.line_of(("prompt",)),
+                        key="prompt",
                     )
                 )
         if manifest is None or problems:

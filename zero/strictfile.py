@@ -48,7 +48,7 @@ M = TypeVar("M", bound=BaseModel)
 Loc = tuple[str | int, ...]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Problem:
     """One thing wrong with a file: where (file, line, key, what it is about) and what."""
 
@@ -79,12 +79,16 @@ def read_data(path: Path, raw: bytes | None = None) -> tuple[dict[str, Any], str
     ``FileError`` saying what is wrong."""
     raw = _read_file(path) if raw is None else raw
     if len(raw) > MAX_FILE:
-        raise FileError([Problem(str(path), f"is over {MAX_FILE // 1024:,} kB: not a config, manifest or team file")])
+        raise FileError(
+            [Problem(path=str(path), message=f"is over {MAX_FILE // 1024:,} kB: not a config, manifest or team file")]
+        )
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as e:
         line = raw[: e.start].count(b"\n") + 1
-        raise FileError([Problem(str(path), f"is not UTF-8 text (byte {raw[e.start]:#04x})", line)]) from None
+        raise FileError(
+            [Problem(path=str(path), message=f"is not UTF-8 text (byte {raw[e.start]:#04x})", line=line)]
+        ) from None
     return parse_data(text, path), text
 
 
@@ -123,11 +127,11 @@ def _read_file(path: Path) -> bytes:
     try:
         return read_file(path, MAX_FILE + 1)
     except IsADirectoryError:
-        raise FileError([Problem(str(path), "is a folder, not a file")]) from None
+        raise FileError([Problem(path=str(path), message="is a folder, not a file")]) from None
     except NotAFile as e:
-        raise FileError([Problem(str(path), str(e.strerror))]) from None
+        raise FileError([Problem(path=str(path), message=str(e.strerror))]) from None
     except OSError as e:
-        raise FileError([Problem(str(path), f"cannot read: {e.strerror or e}")]) from e
+        raise FileError([Problem(path=str(path), message=f"cannot read: {e.strerror or e}")]) from e
 
 
 def parse_data(text: str, path: Path) -> dict[str, Any]:
@@ -136,13 +140,15 @@ def parse_data(text: str, path: Path) -> dict[str, Any]:
         data = json.loads(text) if path.suffix == ".json" else tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
         found = re.search(r"line (\d+)", str(e))
-        raise FileError([Problem(str(path), f"not valid TOML: {e}", int(found.group(1)) if found else None)]) from None
+        raise FileError(
+            [Problem(path=str(path), message=f"not valid TOML: {e}", line=int(found.group(1)) if found else None)]
+        ) from None
     except json.JSONDecodeError as e:
-        raise FileError([Problem(str(path), f"not valid JSON: {e.msg}", e.lineno)]) from None
+        raise FileError([Problem(path=str(path), message=f"not valid JSON: {e.msg}", line=e.lineno)]) from None
     except RecursionError:
-        raise FileError([Problem(str(path), "is nested too deeply to read")]) from None
+        raise FileError([Problem(path=str(path), message="is nested too deeply to read")]) from None
     if not isinstance(data, dict):
-        raise FileError([Problem(str(path), "must hold a table of keys, not a list or a value")])
+        raise FileError([Problem(path=str(path), message="must hold a table of keys, not a list or a value")])
     return data
 
 
@@ -213,12 +219,18 @@ def _problem(
     kind = err["type"]
     if kind == "extra_forbidden":
         hint = did_you_mean(str(loc[-1]), _fields_at(model, loc[:-1]))
-        return Problem(str(path), f"unknown key {key!r}{hint}", line, key, about)
+        return Problem(path=str(path), message=f"unknown key {key!r}{hint}", line=line, key=key, subject=about)
     if kind == "string_pattern_mismatch" and err.get("ctx", {}).get("pattern") == NAME_PATTERN:
-        return Problem(str(path), f"{key} {err['input']!r} is not a valid name: {NAME_RULE}", line, key, about)
+        return Problem(
+            path=str(path),
+            message=f"{key} {err['input']!r} is not a valid name: {NAME_RULE}",
+            line=line,
+            key=key,
+            subject=about,
+        )
     if kind == "missing":
-        return Problem(str(path), f"{key} is required", line, key, about)
-    return Problem(str(path), f"{key}: {err['msg']}", line, key, about)
+        return Problem(path=str(path), message=f"{key} is required", line=line, key=key, subject=about)
+    return Problem(path=str(path), message=f"{key}: {err['msg']}", line=line, key=key, subject=about)
 
 
 def _fields_at(model: type[BaseModel], loc: Loc) -> list[str]:
