@@ -8,6 +8,7 @@ the content of the ``Task`` call that started it (a grandchild's in its ancestor
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, assert_never, get_args
@@ -51,11 +52,11 @@ from zero.agent import (
     WarningRaised,
     format_cost,
 )
-from zero.cli.approvals import Preview, SessionRule, preview_of
+from zero.cli.approvals import Preview, SessionRule, call_text, preview_of
 from zero.tools import PermissionMode, SideEffect, Workspace, decide, redact
 from zero.tools.describe import describe_call
 
-__all__ = ["Shown", "options", "prompt_text", "replayed"]
+__all__ = ["Shown", "options", "prompt_text", "replayed", "shown"]
 
 _KINDS = {
     "read_file": "read",
@@ -112,12 +113,14 @@ class Shown:
             case Reasoning():
                 return update_agent_thought_text(event.delta)
             case ToolCallStarted():
+                asks = self._asks(event.side_effect)
+                edit = preview_of(event.name, event.arguments, self.workspace, self.redact)
                 return start_tool_call(
                     event.id,
                     describe_call(event.name, event.arguments, width=100),
                     kind=_kind(event.name),  # type: ignore[arg-type]
-                    status="pending" if self._asks(event.side_effect) else "in_progress",
-                    content=diff(preview_of(event.name, event.arguments, self.workspace, self.redact)),
+                    status="pending" if asks else "in_progress",
+                    content=shown(event.name, event.arguments, edit) if asks or event.name == "bash" else diff(edit),
                     raw_input=event.arguments,
                 )
             case PermissionDecided() if event.granted:
@@ -230,6 +233,17 @@ def prompt_text(blocks: list[Any]) -> str:
         elif kind in ("image", "audio"):
             parts.append(f"[{kind} attached: {getattr(block, 'mime_type', '')}, not shown to this model]")
     return "\n\n".join(parts)
+
+
+def shown(name: str, arguments: dict[str, Any], edit: Preview | None) -> list[Any]:
+    """A call as the editor shows it for approval, whole (its title is cut): an edit as its diff, a command as
+    it runs and any other call's arguments, escaped as the shell shows them, in a Markdown code block (its
+    fence longer than any run of backticks in it, so nothing in it is read as Markdown)."""
+    if edit is not None:
+        return diff(edit) or []
+    text = call_text(name, arguments)
+    fence = "`" * max(3, 1 + max(map(len, re.findall("`+", text)), default=0))
+    return [tool_content(text_block(f"{fence}{'sh' if name == 'bash' else 'json'}\n{text}\n{fence}"))]
 
 
 def diff(edit: Preview | None) -> list[Any] | None:

@@ -67,7 +67,7 @@ from zero.agent import (
 from zero.agent.mcpconfig import HOST_ENDING
 from zero.agent.prompts import default_system_prompt
 from zero.cli._acp_sessions import Checked, history, listable, recorded, requested
-from zero.cli._acp_updates import Shown, diff, options, prompt_text, replayed
+from zero.cli._acp_updates import Shown, options, prompt_text, replayed, shown
 from zero.cli.approvals import judge, visible
 from zero.cli.common import Streams, open_context, print_warnings, session_store, settings_from
 from zero.cli.options import AcpOptions
@@ -353,7 +353,7 @@ class ZeroAcpAgent:
                     title=title,
                     status="pending",
                     raw_input=request.arguments,
-                    content=diff(judged.preview),
+                    content=shown(request.name, request.arguments, judged.preview),
                 ),
                 options=options(rule),
             )

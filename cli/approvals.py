@@ -41,6 +41,7 @@ __all__ = [
     "Judgement",
     "Preview",
     "SessionRule",
+    "call_text",
     "judge",
     "preview_of",
 ]
@@ -131,8 +132,8 @@ def judge(request: ApprovalRequest, workspace: Workspace, redact: Callable[[str]
         rule = _command_rule(request)
         unseen = _unseen(request.arguments.get("command"))
         once += [UNSEEN_WARNING.format(unseen)] if unseen else []
-    else:
-        rule = SessionRule(f"tool: {request.shown.name}", request.shown.name)
+    else:  # another tool (an MCP server's): the allow covers the tool, whatever its arguments, and says so
+        rule = SessionRule(f"tool: {request.shown.name}", f"`{request.shown.name}` calls with any arguments")
     pin = None if plan is None else plan.pin
     return Judgement(rule=None if once else rule, once=tuple(once), preview=preview, pin=pin)
 
@@ -143,6 +144,15 @@ def preview_of(
     """What a write or edit with ``arguments`` would change now (None: ``name`` is not a write tool)."""
     plan = plan_edit(workspace, name, arguments)
     return None if plan is None else _preview(plan, workspace, redact)
+
+
+def call_text(name: str, arguments: dict[str, Any]) -> str:
+    """A call that is not an edit as the user judges it, whole: a command as it runs (escaped as ``visible``
+    escapes it), any other call's arguments as JSON (every character outside printable ASCII escaped)."""
+    command = arguments.get("command")
+    if name == "bash" and isinstance(command, str):
+        return visible(command)
+    return json.dumps(arguments, indent=2, ensure_ascii=True, default=str)
 
 
 # -- shell commands -------------------------------------------------------------------------------------

@@ -34,7 +34,7 @@ from rich.text import Text
 from zero.agent import Approval, ApprovalRequest, PermissionRequested, ToolCall, Usage, format_cost
 from zero.agent.prompts import default_system_prompt
 from zero.agent.providers import LazyProvider
-from zero.cli.approvals import Judgement, Preview, judge, visible
+from zero.cli.approvals import Judgement, Preview, call_text, judge
 from zero.cli.common import (
     Streams,
     open_context,
@@ -87,7 +87,6 @@ PICK = ""  # --resume with no id: pick from a list
 RECAP_TURNS, RECAP_LINES = 3, 12  # of a reopened session: its last exchanges, each answer's first lines
 PICKER_ROWS = 10
 ATTACH_BYTES = 200_000  # of a file attached with @path
-PREVIEW_LINES = 80  # of a diff shown for approval at a time
 INIT_PROMPT = (
     "Draft an AGENTS.md at the workspace root for coding agents working in this repository: what the project "
     "is, how it is laid out, how to build and test it (the exact commands), and the conventions its code "
@@ -451,25 +450,30 @@ class Shell:
         assert self.session is not None
         shown, rule = request.shown, judged.rule
         who = "" if shown.session_id == self.session.session_id else f" ({self._child_name(shown.session_id)})"
-        self.console.print(Text(f"? {shown.name}{who} needs approval: {shown.reason}", style="bold yellow"))
-        for why in judged.once:
-            self.console.print(Text(f"! {why}", style="bold red"))
-        preview = _preview(shown, judged.preview)
-        shown_lines = min(len(preview), PREVIEW_LINES)
-        for line in preview[:shown_lines]:
+        head = [Text(f"? {shown.name}{who} needs approval: {shown.reason}", style="bold yellow")]
+        head += [Text(f"! {why}", style="bold red") for why in judged.once]
+        for line in head:
             self.console.print(line)
         always = f"  [a] always for {printable(rule.label)} this session" if rule is not None else ""
+        rows = _rows(self.console, _preview(shown, judged.preview))
+        # A page is what fits between the question's head and the note and question under it: nothing is
+        # passed over unseen (nor pushed off the screen by what follows it).
+        question = Text(f"allow? [y] once{always}  [n] no  [m] more: ")
+        page = max(3, self.console.size.height - len(_rows(self.console, [*head, question])) - 1)
+        shown_rows = min(len(rows), page)
+        for row in rows[:shown_rows]:
+            self.console.print(row)
         while True:
-            more = len(preview) - shown_lines
+            more = len(rows) - shown_rows
             if more:
                 self.console.print(Text(f"  ... {more:,} more lines not shown: [m] shows the next", style="dim"))
             question = f"allow? [y] once{always}  [n] no{'  [m] more' if more else ''}: "
             keys = "yn" + ("a" if rule is not None else "") + ("m" if more else "")
             answer = await _choose(question, keys)
             if answer in ("m", "more") and more:
-                for line in preview[shown_lines : shown_lines + PREVIEW_LINES]:
-                    self.console.print(line)
-                shown_lines = min(len(preview), shown_lines + PREVIEW_LINES)
+                for row in rows[shown_rows : shown_rows + page]:
+                    self.console.print(row)
+                shown_rows = min(len(rows), shown_rows + page)
             elif answer in ("y", "yes"):
                 return Approval(True, pin=judged.pin)
             elif answer in ("a", "always") and rule is not None:
@@ -631,9 +635,30 @@ def _preview(request: PermissionRequested, edit: Preview | None) -> list[Text]:
             if at > 1 and line[:1] in "+- " and not line.endswith("\n"):  # past the two file lines
                 shown.append(Text("\\ no newline at end of file", style="dim"))
         return via + (shown or [Text(f"  {path}: (no change shows)")])
-    if request.name == "bash":
-        return [Text(f"  $ {printable(visible(str(args.get('command', ''))))}")]
-    return [Text(f"  {printable(str(args))[:400]}", style="dim")]
+    text = call_text(request.name, args)
+    return _folded(text, "  $ " if request.name == "bash" else "  ", "    " if request.name == "bash" else "  ")
+
+
+def _folded(text: str, first: str, rest: str) -> list[Text]:
+    """``text``'s lines (the first after ``first``, the others after ``rest``), each run of two or more blank
+    lines one line saying how many: a run of them cannot push what comes before off the screen."""
+    lines: list[Text] = []
+    blank = 0
+    for at, line in enumerate([*text.split("\n"), None]):
+        if line is not None and not line.strip() and at:
+            blank += 1
+            continue
+        if blank:
+            lines += [Text(rest)] if blank == 1 else [Text(f"{rest}({blank:,} blank lines)", style="dim")]
+            blank = 0
+        if line is not None:
+            lines.append(Text(f"{first if not at else rest}{printable(line)}"))
+    return lines
+
+
+def _rows(console: Console, lines: list[Text]) -> list[Text]:
+    """``lines`` as the screen rows they take (a long line wraps)."""
+    return [row for line in lines for row in line.wrap(console, console.width)]
 
 
 def _lines(text: str) -> list[str]:
