@@ -281,17 +281,22 @@ def test_a_write_through_a_link_says_where_it_lands(workspace: Path) -> None:
 CALLS = [call for pair in PAIRS for call in pair] + [c for c, _ in ONCE] + [c for c, _, _ in PREVIEWS] + [SWAPPED, BIG]
 
 
+def calls_script(path: Path, *calls: Call, user: str = "Go") -> Path:
+    """A model that makes ``calls``, one a turn, in one turn of the user's (who says ``user``)."""
+    turns: list[dict[str, Any]] = [
+        {"match": {"user": user, "turn": i + 1}, "tool_calls": [{"name": name, "arguments": args}]}
+        for i, (name, args) in enumerate(calls)
+    ]
+    turns.append({"match": {"user": user, "turn": len(calls) + 1}, "text": "All asked."})
+    return write_script(path, json.dumps({"turns": turns}))
+
+
 def pairs_script(path: Path) -> Path:
     """A model that makes every call above, one a turn, in one turn of the user's."""
-    turns: list[dict[str, Any]] = [
-        {"match": {"user": "Ask them all", "turn": i + 1}, "tool_calls": [{"name": name, "arguments": args}]}
-        for i, (name, args) in enumerate(CALLS)
-    ]
-    turns.append({"match": {"user": "Ask them all", "turn": len(CALLS) + 1}, "text": "All asked."})
     config = Path(os.environ["XDG_CONFIG_HOME"]) / "zero" / "config.toml"
     config.parent.mkdir(parents=True, exist_ok=True)
-    config.write_text(f"max_turns = {len(turns)}\n")
-    return write_script(path.with_suffix(".json"), json.dumps({"turns": turns}))
+    config.write_text(f"max_turns = {len(CALLS) + 1}\n")
+    return calls_script(path.with_suffix(".json"), *CALLS, user="Ask them all")
 
 
 def decisions(session_id: str) -> list[tuple[str, bool]]:
@@ -472,13 +477,13 @@ TWO_LINES = "make docs  # build the documentation\necho PAYLOAD-ON-LINE-2 > proo
 FENCED = "echo ```; rm -rf src"  # a fence of its own would end the code block
 
 
-def calls_script(path: Path, *calls: Call, user: str = "Go") -> Path:
-    turns: list[dict[str, Any]] = [
-        {"match": {"user": user, "turn": i + 1}, "tool_calls": [{"name": name, "arguments": args}]}
-        for i, (name, args) in enumerate(calls)
-    ]
-    turns.append({"match": {"user": user, "turn": len(calls) + 1}, "text": "All asked."})
-    return write_script(path, json.dumps({"turns": turns}))
+def first_question(term: Terminal, head: str) -> list[str]:
+    """Send "Go" and wait for the first question: the screen's rows under its ``head``."""
+    term.wait_prompt()
+    term.type("Go")
+    asked(term, 1)
+    rows = term.screen().splitlines()
+    return rows[rows.index(head) + 1 :]
 
 
 def test_a_long_command_is_paged_in_the_shell_and_blank_lines_cannot_push_it_off_the_screen(
@@ -490,12 +495,8 @@ def test_a_long_command_is_paged_in_the_shell_and_blank_lines_cannot_push_it_off
     term = Terminal("--provider", "scripted", "--script", str(script), "--permission-mode", "ask", cwd=workspace,
                     rows=30, cols=100)  # fmt: skip
     try:
-        term.wait_prompt()
-        term.type("Go")
-        asked(term, 1)
-        rows = term.screen().splitlines()
-        at = rows.index("? bash needs approval: Runs a shell command.")
-        assert rows[at + 1 : at + 4] == ["  $ echo PAYLOAD-RAN > proof.txt", "    (59 blank lines)", "    echo hello"]
+        rows = first_question(term, "? bash needs approval: Runs a shell command.")
+        assert rows[:3] == ["  $ echo PAYLOAD-RAN > proof.txt", "    (59 blank lines)", "    echo hello"]
         reject(term)
         # 60 lines on 30 rows: the head, 27 of them, the note and the question; the rest a page at a time
         asked(term, 2)
@@ -528,12 +529,8 @@ def test_an_mcp_tools_arguments_are_shown_whole_and_its_session_allow_says_it_ta
     )
     term = Terminal("--provider", "scripted", "--script", str(script), cwd=workspace, rows=30, cols=120)
     try:
-        term.wait_prompt()
-        term.type("Go")
-        asked(term, 1)
-        rows = term.screen().splitlines()
-        at = rows.index("? mcp__ops__echo needs approval: Reaches the network.")
-        assert rows[at + 1 : at + 4] == ["  {", '    "text":', '"' + "x" * 119]  # 30 rows: 27 of its 29
+        rows = first_question(term, "? mcp__ops__echo needs approval: Reaches the network.")
+        assert rows[:3] == ["  {", '    "text":', '"' + "x" * 119]  # 30 rows: 27 of its 29
         assert rows[-2] == "  ... 2 more lines not shown: [m] shows the next"
         assert rows[-1] == (
             "allow? [y] once  [a] always for `mcp__ops__echo` calls with any arguments this session  [n] no  [m] more:"
