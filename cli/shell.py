@@ -458,8 +458,8 @@ class Shell:
         rows = _rows(self.console, _preview(shown, judged.preview))
         # A page is what fits between the question's head and the note and question under it: nothing is
         # passed over unseen (nor pushed off the screen by what follows it).
-        question = Text(f"allow? [y] once{always}  [n] no  [m] more: ")
-        page = max(3, self.console.size.height - len(_rows(self.console, [*head, question])) - 1)
+        longest = Text(f"allow? [y] once{always}  [n] no  [m] more: ")
+        page = max(3, self.console.size.height - len(_rows(self.console, [*head, longest])) - 1)
         shown_rows = min(len(rows), page)
         for row in rows[:shown_rows]:
             self.console.print(row)
