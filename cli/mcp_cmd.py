@@ -149,16 +149,16 @@ def _trust(args: McpOptions, workspace: Path, streams: Streams) -> int:
             raise UsageError(f"{args.name} cannot be approved: {_too_much(args.name, code)}")
         now = fingerprint(entry, code)  # what was shown is what the approval covers
         if approved("mcp", workspace).get(args.name) == now:
-            streams.stdout.write(f"approved already, as it is now: it starts in runs in {workspace}\n")
+            streams.stdout.write(f"approved already, as it is now: it starts with every run in {workspace}\n")
             return 0
-        question = f"Start {args.name} in runs in {workspace}, its tools running without asking?"
+        question = f"Start {args.name} with every run in {workspace}, its tools running without asking?"
         if not confirm(question, streams, yes=args.yes, needs=f"trusting {args.name}"):
             streams.stderr.write(f"{args.name} is not approved\n")
             return 1
         approve("mcp", workspace, args.name, now)
         streams.stdout.write(
-            f"approved the project's MCP server {args.name}: it starts in runs in {workspace} and its tools run "
-            "without asking, until its entry or its files change\n"
+            f"approved the project's MCP server {args.name}: it starts with every run in {workspace} and its tools "
+            "run without asking, until its entry or the code it runs changes\n"
         )
         return 0
     if not confirm(
@@ -193,10 +193,15 @@ def _described(name: str, entry: McpServerEntry, where: str, workspace: Path) ->
 
 def _too_much(name: str, code: RepositoryCode) -> str:
     """Why a project's server whose code is too much cannot be approved, and what to do."""
+    where = (
+        "run it from a virtual environment outside the repository (its python as the command)"
+        if code.environments
+        else "move the server into a folder of its own"
+    )
     return (
         f"the code it runs from the repository is {code.described()}, more than an approval covers "
-        f"({MAX_CODE_FILES:,} files, {MAX_CODE_BYTES:,} bytes); move the server into a folder of its own, or "
-        f"add it to your own config (zero mcp add {name} -- COMMAND...), which trusts it as yours"
+        f"({MAX_CODE_FILES:,} files, {MAX_CODE_BYTES:,} bytes); {where}, or add it to your own config "
+        f"(zero mcp add {name} -- COMMAND...), which trusts it as yours"
     )
 
 

@@ -3,13 +3,21 @@
 A project's config comes with a repository, so its servers are code someone else wrote: each starts only
 after the user approved it (``zero mcp trust NAME``, which shows what it runs), and then its tools run as
 a trusted server's do. The approval is remembered per workspace in ``$ZERO_HOME/mcp-approved.json`` with
-a fingerprint of the entry and of the code it runs from the repository: every file in the folder of each
-file it names (or each folder it names, or its ``cwd`` for ``-m``), beneath it all the way down, since
-what a script imports sits beside it (a ``json.py`` put next to a server shadows Python's own). So an
-edited entry, or any file added, edited or removed there, asks again; the entry cannot say how far it is
-trusted. The walk skips ``.git``, which no server runs, but not ``__pycache__`` (Python runs a planted
-``.pyc`` whose header matches its source); a project's server runs in the workspace (or its ``cwd``
-there) with ``PYTHONDONTWRITEBYTECODE``, so its own start changes nothing there. ``add``, ``remove`` and
+a fingerprint of the entry and of the code it runs from the repository: every file beneath each folder it
+runs from, all the way down, since what a script imports sits beside it (a ``json.py`` put next to a
+server shadows Python's own). Those folders are the folder of each file or link its entry names (its
+command, the interpreter of its command's ``#!`` line, its arguments and their words, the parts of its
+``env`` values such as ``PYTHONPATH = "vendor"`` or ``NODE_OPTIONS = "--require ./hook.js"``), each folder
+it names, and its ``cwd`` for ``-m`` (and Python's ``-c``); one inside a virtual environment (a folder
+with a ``pyvenv.cfg``, whose ``site-packages`` runs any ``.pth`` at start) stands for that whole
+environment, and ``uv run``, ``poetry run``, ``pipenv run`` and ``pdm run`` add the project's ``.venv``
+(in its ``cwd`` or a folder above, in the workspace). So an edited entry, or any file added, edited or
+removed there, asks again; the entry cannot say how far it is trusted. The walk skips ``.git``, which no
+server runs, but not ``__pycache__`` (Python runs a planted ``.pyc`` whose header matches its source); a
+project's server runs in the workspace (or its ``cwd`` there) with ``PYTHONDONTWRITEBYTECODE``, so its own
+start changes nothing there. What the approval does not cover: code outside the workspace (a system
+interpreter, a virtual environment elsewhere, what ``npx`` or ``uvx`` download), and what the server
+reads or runs by a path that its entry does not name (a script it opens itself). ``add``, ``remove`` and
 ``trust`` edit a config file's text table by table, so the rest of the file, comments included, stays as
 it was.
 """
@@ -23,6 +31,7 @@ import json
 import os
 import posixpath
 import re
+import shlex
 import stat
 from dataclasses import dataclass
 from pathlib import Path
@@ -65,12 +74,20 @@ class RepositoryCode:
     files: dict[str, str]
     size: int = 0
     too_much: str = ""
+    environments: tuple[str, ...] = ()  # those of the folders that are virtual environments
 
     def described(self) -> str:
         """The folders as ``zero mcp trust`` shows them, with how much they hold."""
         if not self.folders:
             return "none"
-        named = ", ".join("the whole workspace" if f == "." else f"{f}/" for f in self.folders)
+        named = ", ".join(
+            "the whole workspace"
+            if f == "."
+            else f"the virtual environment {f}/"
+            if f in self.environments
+            else f"{f}/"
+            for f in self.folders
+        )
         if self.too_much:
             return f"{named} ({self.too_much})"
         count = len(self.files)
@@ -98,35 +115,136 @@ def server_cwd(entry: McpServerEntry, workspace: Path) -> Path:
 
 
 def repository_code(entry: McpServerEntry, workspace: Path) -> RepositoryCode:
-    """The code of ``workspace`` a server runs: the folder of its command if that is a file there, of each
-    argument that names a file there, each argument that names a folder there, and its ``cwd`` if it runs a
-    module (``-m``), each walked to the bottom (links followed only inside the workspace); at most
-    ``MAX_CODE_FILES`` entries and ``MAX_CODE_BYTES`` bytes."""
+    """The code of ``workspace`` a server runs (see the module's docstring): each folder it runs from, each
+    walked to the bottom (links followed only inside the workspace); at most ``MAX_CODE_FILES`` entries and
+    ``MAX_CODE_BYTES`` bytes."""
     here, cwd = Workspace([workspace]), server_cwd(entry, workspace)
-    folders: set[str] = set()
-    for item in ([entry.command] if entry.command and "/" in entry.command else []) + entry.args:
-        path = str(cwd / item) if item != "-m" else str(cwd)  # an absolute item stays itself
-        try:
-            fd = here.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
-        except ToolError:  # not a file, or not the repository's
-            continue
-        kind = os.fstat(fd).st_mode
-        os.close(fd)
-        shown = here.shown(path)
-        if stat.S_ISDIR(kind):
-            folders.add(shown)
-        elif stat.S_ISREG(kind):
-            folders.add(posixpath.dirname(shown) or ".")
+    named = {found for path in _named(entry, here, cwd) if (found := _folder_of(here, path)) is not None}
+    environments = {env for folder in named if (env := _environment(here, folder)) is not None}
+    if _runner(entry):  # it runs the project's environment: the .venv where it starts, or above
+        starts = named | {f for f in [_folder_of(here, str(cwd))] if f is not None}
+        for start in starts:
+            environments.update(env for up in _upwards(start) if _is_environment(here, env := _join(up, ".venv")))
+    folders = named | environments
     # a folder inside another is walked with it
     top = tuple(sorted(f for f in folders if not any(_within(f, g) for g in folders if g != f)))
+    kept = tuple(f for f in top if f in environments)
     files: dict[str, str] = {}
     walk = _Walk(here, files)
     try:
         for folder in top:
             walk.folder(folder)
     except _TooMuch as e:
-        return RepositoryCode(top, {}, walk.size, str(e))
-    return RepositoryCode(top, files, walk.size)
+        return RepositoryCode(top, {}, walk.size, str(e), kept)
+    return RepositoryCode(top, files, walk.size, environments=kept)
+
+
+def _named(entry: McpServerEntry, here: Workspace, cwd: Path) -> list[str]:
+    """Every path a server's entry names (as run in ``cwd``): its command if that is a path, and the
+    interpreter its first line names; its arguments, and each word of one (``sh -c "..."``); the parts of
+    each value of its environment (a list like ``PYTHONPATH``, where an empty part is the folder it runs in,
+    or options like ``NODE_OPTIONS``' ``--require X``); its ``cwd`` if it runs a module or code (``-m``,
+    Python's ``-c``)."""
+    items = [entry.command, *_shebang(here, str(cwd / entry.command))] if entry.command and "/" in entry.command else []
+    python = bool(entry.command and _PYTHON.fullmatch(posixpath.basename(entry.command)))
+    for arg in entry.args:
+        items += ["."] if arg == "-m" or (arg == "-c" and python) else [arg, *_words(arg)]
+    for value in entry.env.values():
+        expanded = os.path.expandvars(value)  # as the server gets it
+        parts = expanded.split(os.pathsep)
+        items += [part or "." for part in parts] if len(parts) > 1 else parts  # in a list, '' is the folder
+        items += _words(expanded)
+    return [str(cwd / item) for item in items if item]  # an absolute item stays itself
+
+
+def _words(text: str) -> list[str]:
+    """The paths a command line or option list may name: its words, without an option's ``--name=``, split
+    into the parts of a path list."""
+    try:
+        words = shlex.split(text)
+    except ValueError:  # an unmatched quote: its words as the shell would roughly see them
+        words = text.split()
+    if len(words) < 2 and os.pathsep not in text:
+        return []
+    return [part for word in words for part in _OPTION.sub("", word).split(os.pathsep) if part]
+
+
+_OPTION = re.compile(r"^--?[A-Za-z][\w-]*=")
+_PYTHON = re.compile(r"python[0-9.]*")
+# Who run a project's own environment (its .venv): ``uv run``, ``poetry run``, ``pipenv run``, ``pdm run``.
+_RUNNERS = frozenset({"uv", "poetry", "pipenv", "pdm"})
+
+
+def _runner(entry: McpServerEntry) -> bool:
+    return posixpath.basename(entry.command or "") in _RUNNERS and "run" in entry.args
+
+
+def _shebang(here: Workspace, path: str) -> list[str]:
+    """The words of the ``#!`` line of ``path`` if it is the repository's: the interpreter it runs."""
+    try:
+        head = here.read_regular(path, 256)[:256]
+    except ToolError:
+        return []
+    first = head.split(b"\n", 1)[0]
+    return first[2:].decode(errors="replace").split() if first.startswith(b"#!") else []
+
+
+def _folder_of(here: Workspace, path: str) -> str | None:
+    """The folder of the workspace ``path`` makes a server run from: itself if a folder, else the folder it
+    is in, if it is a file there or a link there (even one leading out, which could be replaced); None if it
+    is not the workspace's."""
+    if "\x00" in path:
+        return None
+    try:
+        fd = here.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
+    except ToolError:  # not there, not the repository's, or a link leading out
+        return _folder_of_link(here, path)
+    kind = os.fstat(fd).st_mode
+    os.close(fd)
+    shown = here.shown(path)
+    if stat.S_ISDIR(kind):
+        return shown
+    return posixpath.dirname(shown) or "." if stat.S_ISREG(kind) else None
+
+
+def _folder_of_link(here: Workspace, path: str) -> str | None:
+    parent, name = posixpath.split(posixpath.normpath(path))
+    try:
+        fd = here.open(parent, os.O_RDONLY | os.O_DIRECTORY)
+    except ToolError:
+        return None
+    try:
+        is_link = stat.S_ISLNK(os.stat(name, dir_fd=fd, follow_symlinks=False).st_mode)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    return here.shown(parent) if is_link else None
+
+
+def _environment(here: Workspace, folder: str) -> str | None:
+    """The virtual environment (a folder with a ``pyvenv.cfg``) ``folder`` is in, if there is one."""
+    return next((up for up in _upwards(folder) if _is_environment(here, up)), None)
+
+
+def _is_environment(here: Workspace, folder: str) -> bool:
+    try:
+        here.read_regular(_join(folder, "pyvenv.cfg"), 0)
+    except ToolError:
+        return False
+    return True
+
+
+def _upwards(folder: str) -> list[str]:
+    """``folder`` (as the workspace names it) and each folder above it, up to the workspace."""
+    found = [folder]
+    while found[-1] != ".":
+        found.append(posixpath.dirname(found[-1]) or ".")
+    return found
+
+
+def _join(folder: str, name: str) -> str:
+    return name if folder == "." else f"{folder}/{name}"
 
 
 def _within(folder: str, other: str) -> bool:

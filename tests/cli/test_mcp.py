@@ -293,7 +293,7 @@ def test_a_projects_server_shows_what_it_runs_and_asks_again_when_its_code_chang
         ) in done.stderr and "changed since you approved it; zero mcp trust repo shows what it runs and asks" in (
             done.stderr
         )
-        assert not (workspace / "PWNED").exists()
+        assert not (workspace.parent / "PWNED").exists()
         assert zero("mcp", "trust", "repo", "--yes", *here, env=key).returncode == 0
     code.write_text(REPO_SERVER + "\n# a second change\n")
     done = zero(*run, env=key)
@@ -363,6 +363,13 @@ def test_the_code_a_projects_server_runs_is_each_folder_it_runs_from_to_the_bott
     assert code_of(workspace, "srv/server.py").files["srv/server.py"].endswith(" executable")
 
 
+def refused_trust(name: str, workspace: Path) -> str:
+    """What ``zero mcp trust NAME --yes`` says as it refuses (exit 2)."""
+    done = zero("mcp", "trust", name, "--yes", "--cwd", str(workspace))
+    assert done.returncode == 2
+    return done.stderr
+
+
 def test_a_projects_server_with_more_code_than_an_approval_covers_is_not_approved(workspace: Path) -> None:
     project = workspace / ".zero" / "config.toml"
     project.parent.mkdir()
@@ -374,9 +381,7 @@ def test_a_projects_server_with_more_code_than_an_approval_covers_is_not_approve
     for i in range(MAX_CODE_FILES):
         (workspace / "big" / f"m{i}.py").touch()
     assert code_of(workspace, "big/server.py").described() == "big/ (more than 2,000 files)"
-    refused = zero("mcp", "trust", "big", "--yes", *here)
-    assert refused.returncode == 2
-    assert refused.stderr == (
+    assert refused_trust("big", workspace) == (
         "zero: error: big cannot be approved: the code it runs from the repository is big/ (more than 2,000 files), "
         "more than an approval covers (2,000 files, 20,000,000 bytes); move the server into a folder of its own, or "
         "add it to your own config (zero mcp add big -- COMMAND...), which trusts it as yours\n"
@@ -390,6 +395,116 @@ def test_a_projects_server_with_more_code_than_an_approval_covers_is_not_approve
     with (workspace / "fat" / "data.bin").open("wb") as f:
         f.truncate(MAX_CODE_BYTES + 1)  # sparse: its size is what counts
     assert code_of(workspace, "fat/data.bin").too_much == "more than 20,000,000 bytes"
+
+
+def planted(mark: Path) -> str:
+    """Python that leaves ``mark`` once it runs: the proof that a file planted in the repository ran."""
+    return f"import os; open({str(mark)!r}, 'w').write('ran')\n"
+
+
+def test_a_projects_server_asks_again_when_a_folder_its_env_names_changes(workspace: Path, tmp_path: Path) -> None:
+    project = workspace / ".zero" / "config.toml"
+    project.parent.mkdir()
+    project.write_text(
+        '[mcp.servers.tools]\ncommand = "python3"\nargs = ["srv/server.py"]\nenv = { PYTHONPATH = "vendor:$LIB", '
+        'NODE_OPTIONS = "--require ./hooks/pre.js --import=./esm/x.mjs", MODE = "fast", EMPTY = "" }\n'
+    )
+    for folder in ("srv", "vendor", "lib", "hooks", "esm"):
+        (workspace / folder).mkdir()
+    (workspace / "srv" / "server.py").write_text("import json\n")  # were it started, it would exit at once
+    (workspace / "hooks" / "pre.js").write_text("")
+    (workspace / "esm" / "x.mjs").write_text("")
+    here, lib = ["--cwd", str(workspace)], {"LIB": "lib"}
+    shown = zero("mcp", "trust", "tools", *here, env=lib)
+    assert shown.stdout.endswith(
+        "  its code in the repository (any change there asks again): esm/, hooks/, lib/, srv/, vendor/ (3 files, "
+        "12 bytes)\n"
+    )
+    done = zero("mcp", "trust", "tools", "--yes", *here, env=lib)
+    assert done.stdout.endswith(
+        f"approved the project's MCP server tools: it starts with every run in {workspace} and its tools run "
+        "without asking, until its entry or the code it runs changes\n"
+    )
+    again = zero("mcp", "trust", "tools", "--yes", *here, env=lib)
+    assert again.stdout.endswith(f"approved already, as it is now: it starts with every run in {workspace}\n")
+    mark = tmp_path / "PWNED"
+    changes: list[Callable[[], object]] = [
+        lambda: (workspace / "vendor" / "json.py").write_text(planted(mark)),  # first on its PYTHONPATH
+        lambda: (workspace / "lib" / "json.py").write_text(planted(mark)),  # through $LIB
+        lambda: (workspace / "hooks" / "pre.js").write_text("require('child_process')"),  # NODE_OPTIONS'
+    ]
+    run = ["exec", "hi", *scripted(write_script(tmp_path / "s.toml", HI), workspace)]
+    for change in changes:
+        change()
+        done = zero(*run, env=lib)
+        assert (
+            f"MCP server 'tools' of {project} not started: the code it runs from the repository (esm/, hooks/, lib/, "
+            "srv/, vendor/ ("
+        ) in done.stderr and "changed since you approved it; zero mcp trust tools shows what it runs" in done.stderr
+        assert not mark.exists()
+        assert zero("mcp", "trust", "tools", "--yes", *here, env=lib).returncode == 0
+
+
+def test_a_projects_server_run_by_the_repositorys_virtual_environment_covers_all_of_it(
+    workspace: Path, tmp_path: Path
+) -> None:
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(workspace / ".venv")], check=True)
+    project = workspace / ".zero" / "config.toml"
+    project.parent.mkdir()
+    project.write_text('[mcp.servers.tools]\ncommand = ".venv/bin/python"\nargs = ["srv/server.py"]\n')
+    (workspace / "srv").mkdir()
+    (workspace / "srv" / "server.py").write_text("")  # were it started, it would exit at once
+    here = ["--cwd", str(workspace)]
+    shown = zero("mcp", "trust", "tools", "--yes", *here)
+    covered = "its code in the repository (any change there asks again): the virtual environment .venv/, srv/ ("
+    assert shown.returncode == 0 and covered in shown.stdout
+    site = next((workspace / ".venv" / "lib").glob("python3*/site-packages"))
+    mark = tmp_path / "PWNED"
+    (site / "zz.pth").write_text(planted(mark))  # Python runs it at every start
+    done = zero("exec", "hi", *scripted(write_script(tmp_path / "s.toml", HI), workspace))
+    assert (
+        f"MCP server 'tools' of {project} not started: the code it runs from the repository (the virtual environment "
+        ".venv/, srv/ ("
+    ) in done.stderr and "changed since you approved it" in done.stderr
+    assert not mark.exists()
+    with (site / "big.bin").open("wb") as f:
+        f.truncate(MAX_CODE_BYTES + 1)  # sparse: its size is what counts
+    assert refused_trust("tools", workspace) == (
+        "zero: error: tools cannot be approved: the code it runs from the repository is the virtual environment "
+        ".venv/, srv/ (more than 20,000,000 bytes), more than an approval covers (2,000 files, 20,000,000 bytes); "
+        "run it from a virtual environment outside the repository (its python as the command), or add it to your "
+        "own config (zero mcp add tools -- COMMAND...), which trusts it as yours\n"
+    )
+
+
+def test_a_projects_server_runs_from_its_links_words_interpreter_and_projects_environment(workspace: Path) -> None:
+    (workspace / "srv").mkdir()
+    (workspace / "srv" / "server.py").write_text("")
+    (workspace / "bin").mkdir()
+    (workspace / "bin" / "python").symlink_to(sys.executable)  # leads out, yet a sandboxed command can replace it
+    assert code_of(workspace, "srv/server.py", command="bin/python").folders == ("bin", "srv")
+    env = workspace / "env"
+    (env / "bin").mkdir(parents=True)
+    (env / "lib").mkdir()
+    (env / "pyvenv.cfg").write_text("home = /usr/bin\n")
+    (env / "bin" / "python").symlink_to(sys.executable)
+    code = code_of(workspace, "srv/server.py", command="env/bin/python")  # the whole environment, said so
+    assert (code.folders, code.environments) == (("env", "srv"), ("env",))
+    assert code.described().startswith("the virtual environment env/, srv/ (")
+    (workspace / "srv" / "run").write_text(f"#!{env}/bin/python -I\n")  # the interpreter its #! line names
+    assert code_of(workspace, command="srv/run").folders == ("env", "srv")
+    assert code_of(workspace, "-c", "exec env/bin/python srv/server.py", command="sh").folders == ("env", "srv")
+    assert code_of(workspace, "-c", "import server", cwd="srv").folders == ("srv",)  # Python's -c, as -m
+    entry = McpServerEntry(command="python3", args=["srv/server.py"], env={"PYTHONPATH": "env/lib"})
+    assert repository_code(entry, workspace).folders == ("env", "srv")
+    entry = McpServerEntry(command="python3", args=["-I"], env={"PYTHONPATH": "../lib:"}, cwd="srv")
+    assert repository_code(entry, workspace).folders == ("srv",)  # in a path list, an empty part is where it runs
+    assert code_of(workspace, "--port=:8000", "-y", "fast", "").folders == ()  # no part names a folder
+    (workspace / ".venv").mkdir()
+    (workspace / ".venv" / "pyvenv.cfg").write_text("home = /usr/bin\n")
+    for runner in ("uv", "/usr/local/bin/poetry", "pipenv", "pdm"):  # the project's .venv, where it starts or above
+        assert code_of(workspace, "run", "server.py", command=runner, cwd="srv").folders == (".venv", "srv")
+    assert code_of(workspace, "server.py", cwd="srv").folders == ("srv",)  # python3 does not run it
 
 
 SERVE_SCRIPT = """
