@@ -2,12 +2,13 @@
 
 The sandbox is Linux's own: new user, PID, mount and network namespaces, so the command has no
 network and everything it starts ends with it, even when Zero is killed; its own /tmp, /var/tmp and
-/dev/shm (a private folder of the run, removed with it), an empty /run and $XDG_RUNTIME_DIR and a
-minimal /dev, so it sees none of the host's sockets and devices; no capability; Landlock, so it
-may write only inside the workspace and those private folders; and a seccomp filter that refuses
-connecting to a unix socket outside them. Zero's data and config folders are never writable. Its
-first process is ``_sandbox_init`` (see there). Unconfined, that first process still ends
-everything the command started when the run ends; run by root, in a PID namespace of its own.
+/dev/shm (a private folder of the run outside the workspace, removed with it), an empty /run and
+$XDG_RUNTIME_DIR and a minimal /dev, so it sees none of the host's sockets and devices; every other
+mount read-only; no capability; Landlock, so it may write only inside the workspace and those
+private folders; and a seccomp filter that refuses connecting to a unix socket outside them. Zero's
+data and config folders are never writable. Its first process is ``_sandbox_init`` (see there).
+Unconfined, that first process still ends everything the command started when the run ends; run by
+root, in a PID namespace of its own.
 
 In every mode a command gets Zero's environment without its secrets: the variables the redaction
 rule calls secret (the provider keys among them) and those that lead to a socket of the host
@@ -124,8 +125,8 @@ class PrivateTemp:
     drops when the process dies), so that the folder of a run whose Zero was killed is removed by the next.
     ``left`` says what of those could not be removed (the run goes on, and the next tries again)."""
 
-    def __init__(self) -> None:
-        self.path = tempfile.mkdtemp(prefix=_PREFIX)
+    def __init__(self, roots: Sequence[str] = ()) -> None:
+        self.path = tempfile.mkdtemp(prefix=_PREFIX, dir=_temp_outside(roots))
         self.lease = os.open(os.path.join(self.path, _LEASE), os.O_CREAT | os.O_RDWR | os.O_CLOEXEC, 0o600)
         fcntl.flock(self.lease, fcntl.LOCK_EX)
         self.left = _remove_abandoned(os.path.dirname(self.path))
@@ -140,6 +141,19 @@ class PrivateTemp:
 
 _PREFIX, _LEASE = "zero-run-", "lease"
 _FOLDER = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
+
+
+def _temp_outside(roots: Sequence[str]) -> str:
+    """The first temp folder (``TMPDIR``, /tmp, /var/tmp, /dev/shm) outside every workspace root: a run's
+    private folder in one could be changed by its commands (its /tmp made a link to a folder outside)."""
+    real = [os.path.realpath(root) for root in roots]
+    tried = []
+    for folder in (tempfile.gettempdir(), "/tmp", "/var/tmp", "/dev/shm"):
+        place = os.path.realpath(folder)
+        if os.path.isdir(place) and not any(place == root or place.startswith(f"{root.rstrip('/')}/") for root in real):
+            return place
+        tried.append(folder)
+    raise OSError(f"every temp folder lies in the workspace ({', '.join(tried)}): set TMPDIR outside it")
 
 
 def _remove(path: str) -> str | None:

@@ -1,15 +1,18 @@
 """What confines a shell command (see ``_sandbox_run``): its view of the system, its capabilities, Landlock.
 
-- ``private_view``, in the new mount namespace: its own /proc; ``/tmp``, ``/var/tmp`` and
-  ``/dev/shm`` are the run's private folders (subfolders of a host folder Zero made for the run);
-  ``/run``, ``/var/run`` and ``$XDG_RUNTIME_DIR`` are empty; ``/dev`` is minimal, as bubblewrap's
-  ``--dev``: null, zero, full, random, urandom, tty, a new devpts (ptmx), the private shm and the
-  fd/stdin/stdout/stderr links. A workspace root beneath one of those is bound back at its own path;
-  a protected folder (Zero's data and config folders) that is still visible is bound read-only, and
-  every folder or link a lookup of its path passes in a workspace root is *pinned*, bound onto
-  itself: a mount point cannot be renamed, removed or replaced (EBUSY), so the path goes on leading
-  to the folder made read-only (else moving its parent away would move the read-only folder with
-  it, and a new one could be made in its place).
+- ``private_view``, in the new mount namespace: its own /proc; ``/tmp``, ``/var/tmp`` and ``/dev/shm``
+  are the run's private folders (subfolders of a host folder Zero made for the run); ``/run``,
+  ``/var/run`` and ``$XDG_RUNTIME_DIR`` are empty; ``/dev`` is minimal, as bubblewrap's ``--dev``: null,
+  zero, full, random, urandom, tty, a new devpts (ptmx), the private shm and the fd/stdin/stdout/stderr
+  links. Every mount is read-only (Landlock does not cover chmod, chown, utimes or xattrs, and the
+  command's root owns root's files) but copies of the workspace roots and the private folders, taken
+  before, and the ``/dev/null`` node (a read-only mount refuses writing a device too); the private
+  folders are opened without following a link and refused unless Zero made them. A workspace root
+  beneath a covered folder is bound back at its own path; a protected folder (Zero's data and config
+  folders) that is still visible is bound read-only, and every folder or link a lookup of its path
+  passes in a workspace root is *pinned*, bound onto itself: a mount point cannot be renamed, removed or
+  replaced (EBUSY), so the path goes on leading to the folder made read-only (else moving its parent
+  away would move the read-only folder with it, and a new one could be made in its place).
 - ``drop_privileges``, in the command's process: the command is root in its user namespace by uid
   only, with no capability and none to regain (securebits locked, bounding and ambient sets empty,
   no_new_privs), so it cannot unmount what covers the host's folders.
@@ -132,22 +135,38 @@ def _mount(source: str | None, target: str, fstype: str | None, flags: int, data
         raise _fail(f"mount {target}")
 
 
-def _bind(source: int, target: int, *, read_only: bool = False) -> None:
-    """Bind the tree at ``source`` (a descriptor opened before anything was covered) onto ``target`` (the
-    descriptor of its mount point), read-only if asked."""
+def _clone(source: int) -> int:
+    """A detached copy of the tree at ``source`` (a descriptor opened before anything was covered), each mount
+    in it as it is now (read-only or not)."""
     tree = libc.syscall(_SYS_OPEN_TREE, source, b"", _OPEN_TREE_CLONE | os.O_CLOEXEC | _AT_EMPTY_PATH | _AT_RECURSIVE)
     if tree < 0:
         raise _fail("open_tree")
+    return int(tree)
+
+
+def _read_only(tree: int) -> None:
+    """Make every mount of ``tree`` (a descriptor of a mount) read-only."""
+    attr = _MountAttr(_MOUNT_ATTR_RDONLY, 0, 0, 0)
+    if libc.syscall(_SYS_MOUNT_SETATTR, tree, b"", _AT_EMPTY_PATH | _AT_RECURSIVE, ctypes.byref(attr), 32) < 0:
+        raise _fail("mount_setattr")
+
+
+def _attach(tree: int, target: int, *, read_only: bool = False) -> None:
+    """Mount the detached ``tree`` (``_clone``; closed here) onto ``target`` (the descriptor of its mount point),
+    read-only if asked."""
     try:
-        attr = _MountAttr(_MOUNT_ATTR_RDONLY, 0, 0, 0)
-        everything = _AT_EMPTY_PATH | _AT_RECURSIVE
-        if read_only and libc.syscall(_SYS_MOUNT_SETATTR, tree, b"", everything, ctypes.byref(attr), 32) < 0:
-            raise _fail("mount_setattr")
+        if read_only:
+            _read_only(tree)
         onto = _MOVE_MOUNT_F_EMPTY_PATH | _MOVE_MOUNT_T_EMPTY_PATH
         if libc.syscall(_SYS_MOVE_MOUNT, tree, b"", target, b"", onto) < 0:
             raise _fail("move_mount")
     finally:
         os.close(tree)
+
+
+def _bind(source: int, target: int, *, read_only: bool = False) -> None:
+    """Bind the tree at ``source`` onto ``target``, read-only if asked."""
+    _attach(_clone(source), target, read_only=read_only)
 
 
 def _open(path: str, flags: int = 0) -> int | None:
@@ -227,27 +246,60 @@ def _pin(entries: list[tuple[str, int]]) -> list[int]:
     return opened + [fd for _, fd in entries]
 
 
+def _private_folders(private: str) -> dict[str, int]:
+    """The run's private folders (``PRIVATE``: made where missing, mode 1777), each opened without following a
+    link; refused where one is not what Zero made (a link, a mount, another user's): the folder lies outside
+    every workspace root, yet an earlier Zero may have put it in one, where a command could change it."""
+    top = os.open(private, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        mine = os.fstat(top)
+        if mine.st_uid != os.getuid() or mine.st_mode & 0o077:
+            raise OSError(errno.EPERM, f"{private}: not the run's temp folder Zero made (owner or mode changed)")
+        found = {}
+        for inside, name in PRIVATE.items():
+            try:
+                os.mkdir(name, 0o700, dir_fd=top)
+            except FileExistsError:
+                pass
+            try:
+                fd = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=top)
+            except OSError as e:
+                raise OSError(e.errno, f"{private}/{name}: not a folder Zero made (a link?)") from e
+            sub = os.fstat(fd)
+            if sub.st_uid != os.getuid() or sub.st_dev != mine.st_dev:
+                os.close(fd)
+                raise OSError(errno.EPERM, f"{private}/{name}: not a folder Zero made (another owner or file system)")
+            os.chmod(fd, 0o1777)
+            found[inside] = fd
+        return found
+    finally:
+        os.close(top)
+
+
 def private_view(private: str, roots: list[str], protected: list[str], empty: list[str]) -> list[str]:
-    """Cover the host's temp folders, runtime folders and /dev (see the module docstring), then bring back
-    the workspace roots they covered, pin the way to each protected folder and make those still visible
-    read-only. The real paths of the protected folders."""
+    """Cover the host's temp folders, runtime folders and /dev (see the module docstring), make every mount
+    read-only but the workspace roots and the private folders, then pin the way to each protected folder and
+    make those still visible read-only. The real paths of the protected folders."""
     _mount(None, "/", None, _MS_REC | _MS_PRIVATE)
     _mount("proc", "/proc", "proc", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC)
     ways = [_lookup(path, roots) for path in protected]
     entries = [entry for way, _ in ways for entry in way]
     protected = list(dict.fromkeys(real for _, real in ways if real is not None))
     kept = {path: fd for path in roots + protected if (fd := _open(path, os.O_DIRECTORY)) is not None}
-    temp = {}
-    for inside, name in PRIVATE.items():
-        host = os.path.join(private, name)
-        os.makedirs(host, exist_ok=True)
-        os.chmod(host, 0o1777)
-        temp[inside] = os.open(host, os.O_PATH | os.O_CLOEXEC)
+    temp = _private_folders(private)
     devices = {name: fd for name in DEVICES if (fd := _open(f"/dev/{name}")) is not None}
     opened = [*kept.values(), *temp.values(), *devices.values()]
+    # Copies, taken while they are as the host has them, of what stays writable: the rest is made read-only
+    # (Landlock does not cover chmod, chown, utimes and xattrs, and the command's root owns root's files)
+    writable = {path: _clone(kept[path]) for path in sorted(roots, key=len) if path in kept}
+    temps = {inside: _clone(fd) for inside, fd in temp.items()}
+    nodes = {name: _clone(fd) for name, fd in devices.items()}
+    everything = os.open("/", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+    _read_only(everything)
+    os.close(everything)
     for inside in ("/tmp", "/var/tmp"):
         opened.append(os.open(inside, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC))
-        _bind(temp[inside], opened[-1])
+        _attach(temps[inside], opened[-1])
     covered: list[str] = []
     for path in sorted(empty):  # parents first: $XDG_RUNTIME_DIR may lie in /run
         if not os.path.isdir(path) and not any(path.startswith(f"{c}/") for c in covered):
@@ -256,24 +308,26 @@ def private_view(private: str, roots: list[str], protected: list[str], empty: li
         _mount("tmpfs", path, "tmpfs", _MS_NOSUID | _MS_NODEV, "mode=0755")
         covered.append(path)
     _mount("tmpfs", "/dev", "tmpfs", _MS_NOSUID | _MS_NODEV, "mode=0755")
-    for name, fd in devices.items():
+    for name, tree in nodes.items():
         os.close(os.open(f"/dev/{name}", os.O_CREAT | os.O_WRONLY | os.O_CLOEXEC, 0o666))
         opened.append(os.open(f"/dev/{name}", os.O_PATH | os.O_CLOEXEC))
-        _bind(fd, opened[-1])
+        # the host's nodes, not to be chmodded; but a read-only mount refuses writing a device too
+        _attach(tree, opened[-1], read_only=name != "null")
     os.mkdir("/dev/pts")
     _mount("devpts", "/dev/pts", "devpts", _MS_NOSUID | _MS_NOEXEC, "newinstance,ptmxmode=0666,mode=620")
     os.symlink("pts/ptmx", "/dev/ptmx")
     os.mkdir("/dev/shm")
     opened.append(os.open("/dev/shm", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC))
-    _bind(temp["/dev/shm"], opened[-1])
+    _attach(temps["/dev/shm"], opened[-1])
     for name, target in DEV_LINKS.items():
         os.symlink(target, f"/dev/{name}")
-    for path in roots:
+    for path, tree in writable.items():  # parents first
         seen = _open(path, os.O_DIRECTORY)
-        if path in kept and (seen is None or not _same(seen, kept[path])):
-            opened.append(_mount_point(path))  # in the private folder that covers it
-            _bind(kept[path], opened[-1])
-        opened += [seen] if seen is not None else []
+        if seen is None or not _same(seen, kept[path]):
+            opened += [seen] if seen is not None else []
+            seen = _mount_point(path)  # in the private folder that covers it
+        opened.append(seen)
+        _attach(tree, seen)
     opened += _pin(entries)
     for path in protected:
         seen = _open(path, os.O_DIRECTORY)

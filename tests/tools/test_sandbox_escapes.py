@@ -17,12 +17,14 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import anyio
 import pytest
 from support.cli import ZERO, lines, scripted, write_script, zero
 from support.sandbox import bash, in_a_container, needs_root, needs_sandbox, running
 
 from zero.agent.providers import PROVIDER_INFO
-from zero.tools import ShellSettings, _sandbox
+from zero.tools import ShellSettings, ToolContext, Workspace, _sandbox
+from zero.tools.builtin import Bash
 
 pytestmark = needs_sandbox
 
@@ -611,6 +613,80 @@ def test_a_sandboxed_command_has_no_capability_and_cannot_uncover_the_host(works
     assert [line.split()[1] for line in out.splitlines()[:5]] == ["0000000000000000"] * 5
     assert not any(word in out for word in ("UNCOVERED", "MOUNTED", "PEEKED"))
     assert f"cat: {marker}: No such file or directory\ncat: {relative}: No such file or directory" in out
+
+
+XATTR = """
+import os, sys
+try:
+    os.setxattr(sys.argv[1], "user.planted", b"sandbox")
+except OSError as e:
+    print("setxattr:", e.strerror)
+"""
+
+
+def metadata(path: Path) -> tuple[int, int, int, int, list[str]]:
+    seen = path.stat()
+    return seen.st_mode, seen.st_uid, seen.st_gid, seen.st_mtime_ns, os.listxattr(path)
+
+
+def test_a_command_changes_no_mode_owner_time_or_xattr_outside_the_workspace(workspace: Path, outside: Path) -> None:
+    victim, program = outside / "victim", outside / "true"  # root's files, as the command's root owns them
+    victim.write_text("x")
+    victim.chmod(0o644)
+    shutil.copy("/bin/true", program)
+    (workspace / "xattr.py").write_text(XATTR)
+    files = (victim, program, Path("/dev/full"), Path("/dev/zero"))
+    before = [metadata(f) for f in files]
+    [out] = bash(
+        workspace,
+        f"chmod 777 {victim}; chmod 4755 {program}; touch -d 2001-01-01 {victim}; chown 1:1 {victim}; "
+        f"python3 xattr.py {victim}; chmod 600 /dev/full /dev/zero; "
+        "echo ok > /dev/null && head -c 3 /dev/zero | wc -c; "
+        "echo f > mine && chmod 700 mine && touch -d 2001-01-01 mine && python3 xattr.py mine && echo WORKSPACE-OK; "
+        "echo t > /tmp/t && chmod 700 /tmp/t && echo TMP-OK",
+    )
+    assert [metadata(f) for f in files] == before
+    assert out == (
+        f"chmod: changing permissions of '{victim}': Read-only file system\n"
+        f"chmod: changing permissions of '{program}': Read-only file system\n"
+        f"touch: cannot touch '{victim}': Read-only file system\n"
+        f"chown: changing ownership of '{victim}': Read-only file system\n"
+        "setxattr: Read-only file system\n"
+        "chmod: changing permissions of '/dev/full': Read-only file system\n"
+        "chmod: changing permissions of '/dev/zero': Read-only file system\n"
+        "3\nWORKSPACE-OK\nTMP-OK\n\n[exit code 0]"  # /dev/null written; the workspace and /tmp as before
+    )
+    assert (workspace / "mine").stat().st_mode & 0o777 == 0o700 and os.getxattr(workspace / "mine", "user.planted")
+
+
+def test_the_runs_temp_folder_is_never_made_in_the_workspace(workspace: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    inside = workspace / "tmp"
+    inside.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(inside))  # TMPDIR in the workspace
+    first, second = bash(workspace, "ls -A tmp; echo kept > /tmp/mine && echo MADE", "cat /tmp/mine")
+    assert first == "MADE\n\n[exit code 0]"  # no folder of the run for a command to change
+    assert second.startswith("kept\n")
+
+
+def test_a_link_in_place_of_a_private_folder_is_refused(workspace: Path, outside: Path) -> None:
+    outside.chmod(0o755)
+    private = _sandbox.PrivateTemp([str(workspace)])
+    tmp = Path(private.path) / "tmp"
+    tmp.symlink_to(outside)  # as a command could once leave where the private folder lay in the workspace
+
+    async def run() -> str:
+        ctx = ToolContext(Workspace([workspace]), permission_mode="auto")
+        ctx.background.append(private)
+        try:
+            return (await Bash().call({"command": "echo RAN"}, ctx)).text
+        finally:
+            await ctx.end_background()
+
+    out = anyio.run(run)
+    assert (
+        out == f"zero: the sandbox did not start: [Errno 20] {tmp}: not a folder Zero made (a link?)\n\n[exit code 126]"
+    )
+    assert outside.stat().st_mode & 0o7777 == 0o755 and list(outside.iterdir()) == []
 
 
 def test_a_link_a_command_leaves_where_the_next_puts_the_workspace_is_not_followed(

@@ -148,12 +148,13 @@ class Bash(BuiltinTool[BashArgs]):
 
 
 def _private_temp(ctx: ToolContext) -> _sandbox.PrivateTemp:
-    """The run's private temp folder, made by its first confined command and removed when the run ends."""
+    """The run's private temp folder (outside the workspace), made by its first confined command and
+    removed when the run ends."""
     for job in ctx.background:
         if isinstance(job, _sandbox.PrivateTemp):
             return job
     try:
-        private = _sandbox.PrivateTemp()
+        private = _sandbox.PrivateTemp([str(root) for root in ctx.workspace.roots])
     except OSError as e:
         raise ToolError(f"cannot make the sandbox's temp folder: {e}") from e
     ctx.background.append(private)
