@@ -625,7 +625,10 @@ except OSError as e:
 
 
 def metadata(path: Path) -> tuple[int, int, int, int, list[str]]:
+    """Mode, owner, time and xattrs (of a device, its mode and owner: other programs use it meanwhile)."""
     seen = path.stat()
+    if path.parent == Path("/dev"):
+        return seen.st_mode, seen.st_uid, seen.st_gid, 0, []
     return seen.st_mode, seen.st_uid, seen.st_gid, seen.st_mtime_ns, os.listxattr(path)
 
 
