@@ -643,9 +643,9 @@ def test_a_command_changes_no_mode_owner_time_or_xattr_outside_the_workspace(wor
     [out] = bash(
         workspace,
         f"chmod 777 {victim}; chmod 4755 {program}; touch -d 2001-01-01 {victim}; chown 1:1 {victim}; "
-        f"python3 xattr.py {victim}; chmod 600 /dev/full /dev/zero; "
+        f"python3 -S xattr.py {victim}; chmod 600 /dev/full /dev/zero; "
         "echo ok > /dev/null && head -c 3 /dev/zero | wc -c; "
-        "echo f > mine && chmod 700 mine && touch -d 2001-01-01 mine && python3 xattr.py mine && echo WORKSPACE-OK; "
+        "echo f > mine && chmod 700 mine && touch -d 2001-01-01 mine && python3 -S xattr.py mine && echo WORKSPACE-OK; "
         "echo t > /tmp/t && chmod 700 /tmp/t && echo TMP-OK",
     )
     assert [metadata(f) for f in files] == before
