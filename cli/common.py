@@ -193,7 +193,19 @@ def _zero_folders() -> tuple[Path, ...]:
         folders.append(Path(sys.prefix))
     elif site.ENABLE_USER_SITE:  # Python runs its .pth files at start
         folders.append(Path(site.getusersitepackages()))
+    folders.append(Path(sys.base_prefix))  # the standard library the sandbox's first process imports
+    folders += _source_folders()
     return tuple(dict.fromkeys(folders))
+
+
+def _source_folders() -> list[Path]:
+    """Where Zero's own code is read from: in an editable install that is a checkout (working on Zero with
+    Zero), whose next command would otherwise run a sandbox a command edited."""
+    import zero
+
+    names = ("agent", "cli", "orchestrator", "sessions", "specialists", "tools")
+    packages = [zero, *(sys.modules.get(f"zero.{name}") for name in names)]
+    return [Path(p.__file__).parent for p in packages if p is not None and p.__file__]
 
 
 def _mcp(servers: list[McpServer], streams: Streams) -> AbstractAsyncContextManager[dict[str, list[Tool]]]:

@@ -40,6 +40,7 @@ libc = ctypes.CDLL(None, use_errno=True)
 _PR_SET_PDEATHSIG, _PR_SET_DUMPABLE, _PR_SET_CHILD_SUBREAPER = 1, 4, 36
 _MS_NOSUID, _MS_NODEV, _MS_NOEXEC, _MS_REC, _MS_SLAVE, _MNT_DETACH = 0x2, 0x4, 0x8, 0x4000, 0x80000, 2
 _CLONE_NEWNS, _CLONE_NEWUSER, _CLONE_NEWPID, _CLONE_NEWNET = 0x00020000, 0x10000000, 0x20000000, 0x40000000
+_CLONE_NEWIPC = 0x08000000  # SysV shared memory, semaphores and message queues, POSIX queues: its own
 
 
 def _fail(what: str) -> OSError:
@@ -100,7 +101,7 @@ def main(argv: list[str]) -> int:
             from zero.tools import _sandbox_confine as confinement
             from zero.tools import _sandbox_seccomp as seccomp
 
-            enter_namespaces(_CLONE_NEWUSER | _CLONE_NEWNS | _CLONE_NEWPID | _CLONE_NEWNET)
+            enter_namespaces(_CLONE_NEWUSER | _CLONE_NEWNS | _CLONE_NEWPID | _CLONE_NEWNET | _CLONE_NEWIPC)
             protected = confinement.private_view(values("--private")[0], roots, values("--protect"), values("--empty"))
             sockets = seccomp.Supervisor(roots, list(confinement.PRIVATE), protected)
         else:

@@ -62,6 +62,8 @@ _ARCHES = {
     "aarch64": (0xC00000B7, 277, {"connect": 203, "sendto": 206, "sendmsg": 211, "sendmmsg": 269}, 0),
 }
 _IO_URING = (425, 426, 427)  # setup, enter, register: the same numbers everywhere
+# add_key, request_key, keyctl: the session keyring a login gives is the host's (Kerberos tickets, secrets)
+_KEYRING = {"x86_64": (248, 249, 250), "aarch64": (217, 218, 219)}
 _SYS_PIDFD_GETFD = 438
 _LD, _JEQ, _JGE, _RET = 0x20, 0x15, 0x35, 0x06
 _RET_ALLOW, _RET_NOTIFY, _RET_KILL, _RET_ERRNO = 0x7FFF0000, 0x7FC00000, 0x80000000, 0x00050000
@@ -116,12 +118,19 @@ class _MMsgHdr(ctypes.Structure):
 def program(machine: str) -> list[tuple[int, int, int, int]]:
     """The filter for ``machine``, as (code, jump if true, jump if false, k) instructions."""
     arch, _, calls, x32 = _ARCHES[machine]
-    returns = {"allow": _RET_ALLOW, "notify": _RET_NOTIFY, "enosys": _RET_ERRNO | errno.ENOSYS, "kill": _RET_KILL}
+    returns = {
+        "allow": _RET_ALLOW,
+        "notify": _RET_NOTIFY,
+        "enosys": _RET_ERRNO | errno.ENOSYS,
+        "eperm": _RET_ERRNO | errno.EPERM,
+        "kill": _RET_KILL,
+    }
     destination = 16 + 8 * 4  # sendto's fifth argument: its low half, then its high half
     body: list[tuple[int, str, str, int]] = [(_LD, "", "", 4), (_JEQ, "", "kill", arch), (_LD, "", "", 0)]
     if x32:
         body.append((_JGE, "enosys", "", x32))
     body += [(_JEQ, "enosys", "", nr) for nr in _IO_URING]
+    body += [(_JEQ, "eperm", "", nr) for nr in _KEYRING[machine]]
     body += [(_JEQ, "notify", "", calls[name]) for name in ("connect", "sendmsg", "sendmmsg")]
     body += [(_JEQ, "", "allow", calls["sendto"]), (_LD, "", "", destination), (_JEQ, "", "notify", 0)]
     body += [(_LD, "", "", destination + 4), (_JEQ, "allow", "notify", 0)]

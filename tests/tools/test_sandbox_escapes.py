@@ -6,6 +6,7 @@ process (as root, and as root in a default container)."""
 from __future__ import annotations
 
 import base64
+import ctypes
 import json
 import os
 import shutil
@@ -897,3 +898,47 @@ text = "Done."
         assert result.startswith("ancestor 1: environ no key, memory no key\nenvironments")
     else:
         assert f"ancestor {proc.pid}: environ no key, memory Permission denied\n" in result
+
+
+HOST_IPC = r"""
+import ctypes, sys
+libc = ctypes.CDLL(None, use_errno=True)
+segment = libc.shmget(int(sys.argv[1]), 0, 0)  # the host's SysV segment, by its key
+print("shm", segment if segment >= 0 else ctypes.get_errno())
+keyring = libc.syscall({"x86_64": 250, "aarch64": 219}[__import__("os").uname().machine], 0, -3, 0)  # keyctl: session
+print("keyring", "found" if keyring >= 0 else ctypes.get_errno())
+"""
+
+
+def test_the_hosts_ipc_objects_and_keyrings_are_out_of_reach(workspace: Path) -> None:
+    """A sandboxed command read and wrote a host SysV segment and queue, and read the login's session keyring."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    key = 0x5A7A0000 + os.getpid() % 0xFFFF
+    segment = libc.shmget(key, 1024, 0o1600)  # IPC_CREAT | 0600
+    assert segment >= 0, ctypes.get_errno()
+    try:
+        (workspace / "ipc.py").write_text(HOST_IPC)
+        [unconfined] = bash(workspace, f"python3 ipc.py {key}", mode="unsafe")
+        [out] = bash(workspace, f"python3 ipc.py {key}")
+    finally:
+        libc.shmctl(segment, 0, None)  # IPC_RMID
+    assert unconfined.startswith(f"shm {segment}\nkeyring found\n")  # the test can tell
+    assert out.startswith("shm 2\nkeyring 1\n")  # ENOENT: an IPC namespace of its own; EPERM: no keyring calls
+
+
+def test_zeros_own_code_is_never_writable_when_the_workspace_holds_it(tmp_path: Path) -> None:
+    """Working on Zero with Zero (an editable install, its checkout the workspace): a command edited
+    tools/_sandbox_run.py and the next one ran unconfined."""
+    source = Path(_sandbox.__file__).parent  # (zero.tools)
+    probe = source / f".zero-probe-{os.getpid()}"
+    script = write_script(
+        tmp_path / "s.toml",
+        f'[[turns]]\nmatch = {{ turn = 1 }}\ntool_calls = [{{ name = "bash", arguments = {{ command = "touch {probe}" }} }}]'
+        '\n[[turns]]\nmatch = { turn = 2 }\ntext = "Done."\n',
+    )
+    try:
+        done = zero("exec", "go", *scripted(script, source.parent), "--output-format", "stream-json")
+        [result] = [e["output"] for e in lines(done.stdout) if e["type"] == "tool_result"]
+        assert not probe.exists() and "Read-only file system" in result, result
+    finally:
+        probe.unlink(missing_ok=True)
