@@ -933,8 +933,9 @@ def test_zeros_own_code_is_never_writable_when_the_workspace_holds_it(tmp_path: 
     probe = source / f".zero-probe-{os.getpid()}"
     script = write_script(
         tmp_path / "s.toml",
-        f'[[turns]]\nmatch = {{ turn = 1 }}\ntool_calls = [{{ name = "bash", arguments = {{ command = "touch {probe}" }} }}]'
-        '\n[[turns]]\nmatch = { turn = 2 }\ntext = "Done."\n',
+        "[[turns]]\nmatch = { turn = 1 }\n"
+        f'tool_calls = [{{ name = "bash", arguments = {{ command = "touch {probe}" }} }}]\n'
+        '[[turns]]\nmatch = { turn = 2 }\ntext = "Done."\n',
     )
     try:
         done = zero("exec", "go", *scripted(script, source.parent), "--output-format", "stream-json")
