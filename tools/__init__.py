@@ -1,4 +1,5 @@
-"""Tools: the protocol, the registry, built-in tools, permissions, confinement, redaction."""
+"""Tools: the protocol, the registry, built-in tools, permissions, confinement, redaction; and the git
+worktrees writers work in (snapshots, member worktrees)."""
 
 from __future__ import annotations
 
@@ -6,10 +7,13 @@ from zero.tools._sandbox import hide_own_secrets
 from zero.tools.base import ArgsModel, BuiltinTool, ShellSettings, SideEffect, Tool, ToolContext, ToolOutput
 from zero.tools.budget import budget_output
 from zero.tools.builtin import PREVIEW_BYTES, EditPlan, Pin, builtin_tools, pinned, plan_edit
+from zero.tools.git import GitError, NotARepository
 from zero.tools.permissions import PERMISSION_MODES, Decision, PermissionMode, decide, narrower, within
 from zero.tools.redact import Redactor, StreamRedactor, hides_syntax, redact, redact_values, secret_name
 from zero.tools.registry import CATEGORIES, ToolRegistry, expand_tools
+from zero.tools.snapshot import Snapshot, take_snapshot
 from zero.tools.workspace import NotFound, OutsideWorkspace, Workspace
+from zero.tools.worktrees import DiffStat, Finished, MemberWorktree, Worktrees
 
 __all__ = [
     "CATEGORIES",
@@ -18,7 +22,12 @@ __all__ = [
     "ArgsModel",
     "BuiltinTool",
     "Decision",
+    "DiffStat",
     "EditPlan",
+    "Finished",
+    "GitError",
+    "MemberWorktree",
+    "NotARepository",
     "NotFound",
     "OutsideWorkspace",
     "PermissionMode",
@@ -26,12 +35,14 @@ __all__ = [
     "Redactor",
     "ShellSettings",
     "SideEffect",
+    "Snapshot",
     "StreamRedactor",
     "Tool",
     "ToolContext",
     "ToolOutput",
     "ToolRegistry",
     "Workspace",
+    "Worktrees",
     "budget_output",
     "builtin_tools",
     "decide",
@@ -44,5 +55,6 @@ __all__ = [
     "redact",
     "redact_values",
     "secret_name",
+    "take_snapshot",
     "within",
 ]

@@ -8,9 +8,10 @@ in brackets, the package that exports it. ``tests/test_errors.py`` holds the dra
     ├── UserError                         the user can fix it: usage or configuration (exit 2)
     │   ├── UsageError                    bad arguments or input
     │   └── ConfigError                   a bad or missing setting, file or manifest
-    │       └── FileError                 a file with mistakes, each named by path, line and key [zero.strictfile]
-    │           ├── ManifestError         a specialist manifest [zero.specialists]
-    │           └── TeamError             a team file [zero.orchestrator]
+    │       ├── FileError                 a file with mistakes, each named by path, line and key [zero.strictfile]
+    │       │   ├── ManifestError         a specialist manifest [zero.specialists]
+    │       │   └── TeamError             a team file [zero.orchestrator]
+    │       └── NotARepository            worktrees asked for in a folder outside any git repository [zero.tools]
     └── RunError                          something failed while running (exit 1)
         ├── ProviderError                 the model API failed (exit 3)
         │   ├── AuthError                 the API key was refused
@@ -29,6 +30,7 @@ in brackets, the package that exports it. ``tests/test_errors.py`` holds the dra
         ├── ToolError                     a tool call could not be carried out; the model reads why
         │   ├── NotFound                  the path does not exist (yet) [zero.tools]
         │   └── OutsideWorkspace          the path, or a link on the way, leads outside the workspace [zero.tools]
+        ├── GitError                      a git command Zero ran (a snapshot, a worktree, landing) failed [zero.tools]
         ├── SessionError                  the session store is missing or damaged
         │   └── SessionWriteError         a session's files could not be written (disk full, ...)
         └── InternalError                 a bug in Zero: it ends that agent's run, not the others'
