@@ -1,5 +1,5 @@
 """Tools: the protocol, the registry, built-in tools, permissions, confinement, redaction; and the git
-worktrees writers work in (snapshots, member worktrees)."""
+worktrees writers work in (snapshots, member worktrees, ownership globs)."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from zero.tools.base import ArgsModel, BuiltinTool, ShellSettings, SideEffect, T
 from zero.tools.budget import budget_output
 from zero.tools.builtin import PREVIEW_BYTES, EditPlan, Pin, builtin_tools, pinned, plan_edit
 from zero.tools.git import GitError, NotARepository
+from zero.tools.owns import Owns, overlaps
 from zero.tools.permissions import PERMISSION_MODES, Decision, PermissionMode, decide, narrower, within
 from zero.tools.redact import Redactor, StreamRedactor, hides_syntax, redact, redact_values, secret_name
 from zero.tools.registry import CATEGORIES, ToolRegistry, expand_tools
@@ -30,6 +31,7 @@ __all__ = [
     "NotARepository",
     "NotFound",
     "OutsideWorkspace",
+    "Owns",
     "PermissionMode",
     "Pin",
     "Redactor",
@@ -50,6 +52,7 @@ __all__ = [
     "hide_own_secrets",
     "hides_syntax",
     "narrower",
+    "overlaps",
     "pinned",
     "plan_edit",
     "redact",
