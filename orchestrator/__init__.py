@@ -1,4 +1,5 @@
-"""Orchestration of teams: the team file, dependency graph, scheduler, executors, budget ledger, mailbox, views."""
+"""Orchestration of teams: the team file, dependency graph, scheduler, executors, budget ledger, mailbox,
+land queue, views."""
 
 from __future__ import annotations
 
@@ -10,6 +11,21 @@ from zero.orchestrator.executor import (
     MemberTask,
     open_member,
 )
+from zero.orchestrator.land import (
+    Check,
+    CheckFailed,
+    CheckResult,
+    CommandRunner,
+    Conflict,
+    ConflictFile,
+    Landed,
+    LandOutcome,
+    LandQueue,
+    NothingToLand,
+    Skipped,
+    command_check,
+    run_command,
+)
 from zero.orchestrator.ledger import BudgetGuard, Ledger, Trip
 from zero.orchestrator.mailbox import Mailbox, ReadInbox, SendMessage
 from zero.orchestrator.plan import MemberPlan, TeamPlan, build_plan, render_prompt
@@ -18,7 +34,16 @@ from zero.orchestrator.team import TeamBudget, TeamError, TeamFile, TeamProblem,
 
 __all__ = [
     "BudgetGuard",
+    "Check",
+    "CheckFailed",
+    "CheckResult",
+    "CommandRunner",
+    "Conflict",
+    "ConflictFile",
     "InProcessExecutor",
+    "LandOutcome",
+    "LandQueue",
+    "Landed",
     "Ledger",
     "Mailbox",
     "MemberExecutor",
@@ -27,8 +52,10 @@ __all__ = [
     "MemberRun",
     "MemberState",
     "MemberTask",
+    "NothingToLand",
     "ReadInbox",
     "SendMessage",
+    "Skipped",
     "TeamBudget",
     "TeamError",
     "TeamFile",
@@ -38,7 +65,9 @@ __all__ = [
     "TeamRunner",
     "Trip",
     "build_plan",
+    "command_check",
     "load_team",
     "open_member",
     "render_prompt",
+    "run_command",
 ]
