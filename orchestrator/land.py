@@ -136,6 +136,7 @@ async def run_command(command: str, cwd: Path, seconds: float) -> CheckResult:
     """Run ``command`` with ``sh -c`` in ``cwd``, unconfined, ended with everything it started when
     it runs out of ``seconds`` (or is cancelled)."""
     chunks: list[bytes] = []
+    timed_out = True
     process = await anyio.open_process(
         ["sh", "-c", command],
         cwd=cwd,
@@ -144,19 +145,17 @@ async def run_command(command: str, cwd: Path, seconds: float) -> CheckResult:
         stderr=subprocess.STDOUT,
         start_new_session=True,
     )
-    timed_out = True
-    try:
-        with anyio.move_on_after(seconds):
-            assert process.stdout is not None
-            async for chunk in process.stdout:
-                chunks.append(chunk)
-            await process.wait()
-            timed_out = False
-    finally:
-        if process.returncode is None:
-            _kill_group(process)
-            with anyio.CancelScope(shield=True):
+    async with process:  # its pipes closed, and it waited for, however this ends
+        try:
+            with anyio.move_on_after(seconds):
+                assert process.stdout is not None
+                async for chunk in process.stdout:
+                    chunks.append(chunk)
                 await process.wait()
+                timed_out = False
+        finally:
+            if process.returncode is None:
+                _kill_group(process)
     output = b"".join(chunks).decode(errors="replace")
     return CheckResult(passed=not timed_out and process.returncode == 0, output=output, timed_out=timed_out)
 

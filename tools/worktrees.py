@@ -14,12 +14,15 @@ recorded worktrees whose folder is gone (``git worktree prune`` would clear the 
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import re
 import secrets
 import shutil
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -142,32 +145,17 @@ class Worktrees:
         """The worktree of ``member``: re-opened as it is if it exists (a resumed member), made again on
         its branch if only the branch is left, else made on a new branch from ``base`` (a commit or
         branch; by default the snapshot)."""
-        branch, path = self.branch_of(member), self.path_of(member)
-        repo = self.snapshot.repo
-        entry = self._entries().get(str(path))
-        reopened = True
-        if entry is not None and not entry.prunable:
-            if f"refs/heads/{branch}" not in (entry.branch, _rebasing(path)):
-                raise ConfigError(f"the worktree {path} is on {entry.branch or 'no branch'}, not on {branch}")
-        else:
-            if entry is not None:  # its folder was deleted: clear the stale entry before making it again
-                git("worktree", "remove", "--force", str(path), cwd=repo)
-            if path.exists():
-                raise ConfigError(f"{path} exists but is not a worktree of {repo}: move it away and run again")
-            path.parent.mkdir(parents=True, exist_ok=True)
-            if git_ok("rev-parse", "-q", "--verify", f"refs/heads/{branch}", cwd=repo):
-                git(*_CHECKOUT, "worktree", "add", "-q", str(path), branch, cwd=repo)
-            else:
-                start = git("rev-parse", "-q", "--verify", f"{base or self.snapshot.commit}^{{commit}}", cwd=repo)
-                git(*_CHECKOUT, "worktree", "add", "-q", "--no-track", "-b", branch, str(path), start, cwd=repo)
-                reopened = False
-                with self._lock:
-                    self._members[member] = {"base": start, "landed": None}
-                    self._write()
+        branch, path, pending = self.branch_of(member), self.path_of(member), self._pending(member)
+        # git reads every worktree's entry while it adds or removes one: two at once see each other's
+        # half-made entry ("failed to read .git/worktrees/x/commondir"), so only the registration is
+        # done under the repository's lock, and the slow part (writing the files) outside it.
+        with self._repository_lock():
+            reopened = self._register(member, branch, path, base)
+        if pending.exists():
+            git(*_CHECKOUT, "reset", "-q", "--hard", cwd=path)
+            pending.unlink()
         if member not in self._members:  # a branch left by a run whose record was lost: its base is unknown
-            with self._lock:
-                self._members[member] = {"base": self.snapshot.commit, "landed": None}
-                self._write()
+            self._note(member, {"base": self.snapshot.commit, "landed": None})
         return MemberWorktree(
             member=member,
             path=path,
@@ -177,19 +165,42 @@ class Worktrees:
             reopened=reopened,
         )
 
+    def _register(self, member: str, branch: str, path: Path, base: str | None) -> bool:
+        """Register ``member``'s worktree, its files not written yet, unless it is there; whether it was."""
+        repo = self.snapshot.repo
+        entry = self._entries().get(str(path))
+        if entry is not None and not entry.prunable:
+            if f"refs/heads/{branch}" not in (entry.branch, _rebasing(path)):
+                raise ConfigError(f"the worktree {path} is on {entry.branch or 'no branch'}, not on {branch}")
+            return True
+        if entry is not None:  # its folder was deleted: clear the stale entry before making it again
+            git("worktree", "remove", "--force", str(path), cwd=repo)
+        if path.exists():
+            raise ConfigError(f"{path} exists but is not a worktree of {repo}: move it away and run again")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._pending(member).touch()  # until its files are written: a worktree cut short is no member's work
+        if git_ok("rev-parse", "-q", "--verify", f"refs/heads/{branch}", cwd=repo):
+            git("worktree", "add", "-q", "--no-checkout", str(path), branch, cwd=repo)
+            return True
+        start = git("rev-parse", "-q", "--verify", f"{base or self.snapshot.commit}^{{commit}}", cwd=repo)
+        git("worktree", "add", "-q", "--no-checkout", "--no-track", "-b", branch, str(path), start, cwd=repo)
+        self._note(member, {"base": start, "landed": None})
+        return False
+
     def finish(self, member: str, session_id: str, status: str) -> Finished:
         """Commit on ``member``'s branch whatever it left uncommitted (any status: an interrupted
         member's edits are work too), with a message naming the member and the session."""
         path = self.path_of(member)
         if not (path / ".git").exists():
             raise GitError(("add", "-A"), path, 128, f"the worktree {path} is gone")
-        git("add", "-A", cwd=path)
         commit = None
-        if not git_ok("diff", "--cached", "--quiet", cwd=path):
-            subject = f"{member}: what session {session_id} changed (it ended {status})"
-            trailers = f"Zero-Member: {member}\nZero-Session: {session_id}"
-            git("commit", "-q", "--no-verify", "-m", subject, "-m", trailers, cwd=path, env=identity_env(path))
-            commit = git("rev-parse", "HEAD", cwd=path)
+        if not self._pending(member).exists():  # else its files were never all written: nothing is the member's
+            git("add", "-A", cwd=path)
+            if not git_ok("diff", "--cached", "--quiet", cwd=path):
+                subject = f"{member}: what session {session_id} changed (it ended {status})"
+                trailers = f"Zero-Member: {member}\nZero-Session: {session_id}"
+                git("commit", "-q", "--no-verify", "-m", subject, "-m", trailers, cwd=path, env=identity_env(path))
+                commit = git("rev-parse", "HEAD", cwd=path)
         return Finished(commit=commit, stat=self.diff_stat(member))
 
     def release(self, member: str) -> bool:
@@ -198,8 +209,10 @@ class Worktrees:
         trash (``sweep`` empties it): renaming is instant, deleting 20,000 files is not."""
         path, ref = self.path_of(member), f"refs/heads/{self.branch_of(member)}"
         repo = self.snapshot.repo
-        entry = self._entries().get(str(path))
-        if entry is not None and not entry.prunable and git("status", "--porcelain", cwd=path):
+        with self._repository_lock():
+            entry = self._entries().get(str(path))
+        pending = self._pending(member).exists()
+        if entry is not None and not entry.prunable and not pending and git("status", "--porcelain", cwd=path):
             return False
         tip = _resolve(repo, ref)
         # Asked of git, not of the record: a member resumed after landing may have added work since.
@@ -211,7 +224,9 @@ class Worktrees:
                 trash = self.folder / ".trash"
                 trash.mkdir(exist_ok=True)
                 path.rename(trash / f"{member}-{secrets.token_hex(4)}")
-            git("worktree", "remove", "--force", str(path), cwd=repo)
+            with self._repository_lock():
+                git("worktree", "remove", "--force", str(path), cwd=repo)
+        self._pending(member).unlink(missing_ok=True)
         if tip is not None:
             git("update-ref", "-d", ref, tip, cwd=repo)
         return True
@@ -219,11 +234,12 @@ class Worktrees:
     def prune(self) -> list[str]:
         """Clear the stale entries of this set's worktrees (their folder is gone) and release each member
         that can be; the members kept (their branch holds work not landed), for ``zero swarm diff``."""
-        entries = self._entries()
-        for member in self.members:
-            entry = entries.get(str(self.path_of(member)))
-            if entry is not None and entry.prunable:
-                git("worktree", "remove", "--force", str(self.path_of(member)), cwd=self.snapshot.repo)
+        with self._repository_lock():
+            entries = self._entries()
+            for member in self.members:
+                entry = entries.get(str(self.path_of(member)))
+                if entry is not None and entry.prunable:
+                    git("worktree", "remove", "--force", str(self.path_of(member)), cwd=self.snapshot.repo)
         return [member for member in self.members if not self.release(member)]
 
     def sweep(self) -> None:
@@ -286,8 +302,29 @@ class Worktrees:
         spare.write_text(data)
         os.replace(spare, self._record_path)  # a reader sees the old record or the new one, never half
 
+    def _note(self, member: str, facts: dict[str, Any]) -> None:
+        with self._lock:
+            self._members[member] = facts
+            self._write()
+
+    def _pending(self, member: str) -> Path:
+        """The mark of a worktree registered whose files are not all written yet (no member name starts
+        with a dot)."""
+        return self.folder / f".checkout-{member}"
+
+    @contextmanager
+    def _repository_lock(self) -> Iterator[None]:
+        """Hold the repository's lock (``flock`` of its git folder: threads and processes alike wait)."""
+        common = Path(self.snapshot.repo, git("rev-parse", "--git-common-dir", cwd=self.snapshot.repo))
+        fd = os.open(common, os.O_RDONLY)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)
+
     def _entries(self) -> dict[str, _Entry]:
-        """The repository's worktrees (``git worktree list``) by path."""
+        """The repository's worktrees (``git worktree list``) by path (ask under the repository's lock)."""
         found: dict[str, _Entry] = {}
         out = git("worktree", "list", "--porcelain", "-z", cwd=self.snapshot.repo)
         for block in out.split("\0\0"):

@@ -148,12 +148,36 @@ async def test_a_failing_check_reports_its_tail_keeps_the_branch_and_skips_its_d
     assert run_git(repo, "ls-tree", "--name-only", "zero/run1/land").split() == ["README.md", "app.txt", "fine.txt"]
 
 
+async def test_what_a_passing_check_writes_is_not_landed_and_leaves_no_worktree_behind(repo: Path) -> None:
+    wt = team(repo)
+    edit(wt, "one", {"a.txt": "a\n"})
+    check = command_check("echo report > report.xml && echo changed >> README.md", timeout=30)
+
+    outcome = await LandQueue(wt, check=check).land("one")
+
+    assert isinstance(outcome, Landed)
+    assert run_git(repo, "ls-tree", "--name-only", wt.land_branch).split() == ["README.md", "a.txt", "app.txt"]
+    assert run_git(repo, "show", f"{wt.land_branch}:README.md") == "# Demo"
+    assert worktree_list(repo) == [f"{repo} branch refs/heads/main"]
+
+
 async def test_a_check_that_runs_out_of_time_is_ended_with_what_it_started(repo: Path, tmp_path: Path) -> None:
     marker = tmp_path / "child.pid"
     result = await run_command(f"sleep 60 & echo $! > {marker}; echo started; wait", tmp_path, 0.5)
     assert (result.passed, result.timed_out, result.output) == (False, True, "started\n")
-    stat = Path(f"/proc/{int(marker.read_text())}/stat")
-    assert not stat.exists() or stat.read_text().split(") ")[1].startswith("Z")  # gone, or dead and not reaped
+    child = int(marker.read_text())
+    with anyio.fail_after(10):  # SIGKILL was sent to its group: wait for the kernel to carry it out
+        while alive(child):
+            await anyio.sleep(0.01)
+
+
+def alive(pid: int) -> bool:
+    """Whether ``pid`` is a process still running (a dead one nobody reaped yet is not)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(") ", 1)[1][0]
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    return state not in "ZX"
 
 
 async def test_a_member_with_no_change_has_nothing_to_land_and_leaves_no_worktree(repo: Path) -> None:

@@ -206,3 +206,19 @@ def test_a_member_can_start_from_another_commit_than_the_snapshot(repo: Path) ->
     later = commit_all(repo, "Later")
     tree = wt.open("second", base=later)
     assert tree.base == later and (tree.path / "later.txt").is_file()
+
+
+def test_a_worktree_whose_files_were_never_all_written_is_no_members_work(repo: Path) -> None:
+    """Zero killed between registering a worktree and writing its files (the slow part, done outside the
+    repository's lock) leaves an empty worktree with its mark: finishing it commits nothing (not the
+    deletion of every file), and opening it again writes the files."""
+    wt = worktrees(repo)
+    path = wt.path_of("cut")
+    (wt.folder / ".checkout-cut").touch()
+    run_git(repo, "worktree", "add", "-q", "--no-checkout", "-b", "zero/a1b2c3d4/cut", str(path), "main")
+
+    assert wt.finish("cut", "s1", "interrupted").commit is None
+    assert run_git(repo, "rev-parse", "zero/a1b2c3d4/cut") == run_git(repo, "rev-parse", "main")
+    tree = wt.open("cut")
+    assert tree.reopened and (tree.path / "src" / "app.py").is_file()
+    assert run_git(tree.path, "status", "--porcelain") == ""
