@@ -79,9 +79,17 @@ def _environ(extra: Mapping[str, str] | None) -> dict[str, str]:
 
 
 def _run(args: Sequence[str], cwd: Path, env: Mapping[str, str] | None) -> subprocess.CompletedProcess[bytes]:
-    return subprocess.run(
-        ["git", *_GUARDS, *args], cwd=cwd, env=_environ(env), stdin=subprocess.DEVNULL, capture_output=True
-    )
+    try:
+        return subprocess.run(
+            ["git", *_GUARDS, *args], cwd=cwd, env=_environ(env), stdin=subprocess.DEVNULL, capture_output=True
+        )
+    except FileNotFoundError as e:
+        if not cwd.is_dir():
+            raise GitError(args, cwd, 128, f"the folder {cwd} is gone") from e
+        raise ConfigError(
+            'isolation = "worktree" needs git, which is not installed here (no git on PATH): install it, '
+            'or set isolation = "none"'
+        ) from e
 
 
 def git(*args: str, cwd: Path, env: Mapping[str, str] | None = None) -> str:

@@ -165,19 +165,15 @@ async def test_a_check_that_runs_out_of_time_is_ended_with_what_it_started(repo:
     marker = tmp_path / "child.pid"
     result = await run_command(f"sleep 60 & echo $! > {marker}; echo started; wait", tmp_path, 0.5)
     assert (result.passed, result.timed_out, result.output) == (False, True, "started\n")
-    child = int(marker.read_text())
-    with anyio.fail_after(10):  # SIGKILL was sent to its group: wait for the kernel to carry it out
-        while alive(child):
-            await anyio.sleep(0.01)
-
-
-def alive(pid: int) -> bool:
-    """Whether ``pid`` is a process still running (a dead one nobody reaped yet is not)."""
     try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(") ", 1)[1][0]
-    except (FileNotFoundError, ProcessLookupError):
-        return False
-    return state not in "ZX"
+        pidfd = os.pidfd_open(int(marker.read_text()))
+    except ProcessLookupError:
+        return  # already gone
+    try:
+        with anyio.fail_after(10):  # readable once it has ended (SIGKILL is carried out by the kernel, soon)
+            await anyio.wait_readable(pidfd)
+    finally:
+        os.close(pidfd)
 
 
 async def test_a_member_with_no_change_has_nothing_to_land_and_leaves_no_worktree(repo: Path) -> None:

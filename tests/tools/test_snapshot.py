@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from support.git import hermetic_git, make_repo, run_git
 
+from zero.errors import ConfigError
 from zero.tools import NotARepository, take_snapshot
 
 
@@ -155,3 +156,14 @@ def test_a_bare_repository_is_refused(tmp_path: Path) -> None:
     run_git(tmp_path, "init", "-q", "--bare", str(bare))
     with pytest.raises(NotARepository, match="is not in a git working tree, and this needs isolation"):
         take_snapshot(bare)
+
+
+def test_without_git_installed_the_error_says_what_to_do(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    repo = make_repo(tmp_path / "repo")
+    monkeypatch.setenv("PATH", str(tmp_path / "no-programs-here"))
+    with pytest.raises(ConfigError) as caught:
+        take_snapshot(repo)
+    assert str(caught.value) == (
+        'isolation = "worktree" needs git, which is not installed here (no git on PATH): install it, or set '
+        'isolation = "none"'
+    )
