@@ -187,13 +187,9 @@ def _mount_point(path: str) -> int:
     fd = os.open("/", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
     for part in path.strip("/").split("/"):
         try:
-            os.mkdir(part, 0o755, dir_fd=fd)
-        except FileExistsError:
-            pass
-        try:
-            step = os.open(part, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd)
-        except OSError as e:
-            raise OSError(e.errno, f"{path}: not a folder in the run's temp folders (a command left a link?)") from e
+            step = _made(
+                part, fd, 0o755, os.O_PATH, f"{path}: not a folder in the run's temp folders (a command left a link?)"
+            )
         finally:
             os.close(fd)
         fd = step
@@ -257,14 +253,7 @@ def _private_folders(private: str) -> dict[str, int]:
             raise OSError(errno.EPERM, f"{private}: not the run's temp folder Zero made (owner or mode changed)")
         found = {}
         for inside, name in PRIVATE.items():
-            try:
-                os.mkdir(name, 0o700, dir_fd=top)
-            except FileExistsError:
-                pass
-            try:
-                fd = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=top)
-            except OSError as e:
-                raise OSError(e.errno, f"{private}/{name}: not a folder Zero made (a link?)") from e
+            fd = _made(name, top, 0o700, os.O_RDONLY, f"{private}/{name}: not a folder Zero made (a link?)")
             sub = os.fstat(fd)
             if sub.st_uid != os.getuid() or sub.st_dev != mine.st_dev:
                 os.close(fd)
@@ -347,3 +336,16 @@ def writable_inside(roots: list[str]) -> list[str]:
     """What a confined command may write, once its view is built: the workspace roots, the private folders,
     the new devpts and the device nodes."""
     return [*roots, *PRIVATE, "/dev/pts", *(f"/dev/{name}" for name in DEVICES)]
+
+
+def _made(name: str, dir_fd: int, mode: int, how: int, why: str) -> int:
+    """The folder ``name`` in ``dir_fd``, made (``mode``) where it is missing, opened (``how``) without
+    following a link: else ``why``."""
+    try:
+        os.mkdir(name, mode, dir_fd=dir_fd)
+    except FileExistsError:
+        pass
+    try:
+        return os.open(name, how | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dir_fd)
+    except OSError as e:
+        raise OSError(e.errno, why) from e
