@@ -239,6 +239,7 @@ class Shell:
         self.console = Console(file=self.streams.stdout, highlight=False)
         self.mode = self.settings.permission_mode
         self._asking = anyio.Lock()
+        self.choosers: dict[str, PromptSession[str]] = {}
         history = default_data_dir() / "history"
         history.parent.mkdir(parents=True, exist_ok=True)
         self.prompt: PromptSession[str] = PromptSession(
@@ -469,7 +470,7 @@ class Shell:
                 self.console.print(Text(f"  ... {more:,} more lines not shown: [m] shows the next", style="dim"))
             question = f"allow? [y] once{always}  [n] no{'  [m] more' if more else ''}: "
             keys = "yn" + ("a" if rule is not None else "") + ("m" if more else "")
-            answer = await _choose(question, keys)
+            answer = await _choose(self.choosers, question, keys)
             if answer in ("m", "more") and more:
                 for row in rows[shown_rows : shown_rows + page]:
                     self.console.print(row)
@@ -667,19 +668,25 @@ def _lines(text: str) -> list[str]:
     return re.findall(r"[^\n]*\n|[^\n]+\Z", text)
 
 
-async def _choose(question: str, keys: str) -> str:
+async def _choose(choosers: dict[str, PromptSession[str]], question: str, keys: str) -> str:
     """One of ``keys``, answered with a single key press (a word and Enter works too); Ctrl-C or Ctrl-D is
-    "n"."""
+    "n". The prompt for a set of keys is made once and kept in ``choosers``: making one loads every key
+    binding it has, which costs more than the question it asks."""
+    if keys not in choosers:
+        choosers[keys] = _chooser(keys)
+    try:
+        return (await choosers[keys].prompt_async(question)).strip().lower()
+    except (KeyboardInterrupt, EOFError):
+        return "n"
+
+
+def _chooser(keys: str) -> PromptSession[str]:
     bindings = KeyBindings()
     for key in keys:
         bindings.add(key)(lambda event, key=key: event.app.exit(result=key))
     for key in ("c-c", "c-d"):
         bindings.add(key)(lambda event: event.app.exit(result="n"))
-    session: PromptSession[str] = PromptSession(key_bindings=bindings)
-    try:
-        return (await session.prompt_async(question)).strip().lower()
-    except (KeyboardInterrupt, EOFError):
-        return "n"
+    return PromptSession(key_bindings=bindings)
 
 
 def _typing_command(text: str) -> bool:

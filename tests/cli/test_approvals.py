@@ -344,7 +344,7 @@ def asked(term: Terminal, n: int) -> str:
     deadline = time.monotonic() + 10
     while (text := term.text()).count("needs approval") < n or not term.cursor_line().startswith("allow?"):
         assert time.monotonic() < deadline, term.screen()
-        term.pump(0.01)
+        term.read()
     return text.split("needs approval")[n]
 
 

@@ -17,7 +17,7 @@ from zero.sessions import FileSessionStore, messages_from_events, short_id
 SCRIPT = """
 [[turns]]
 match = { system = "You are the tester", turn = 1 }
-tool_calls = [{ name = "bash", arguments = { command = "sleep 2.2" } }]
+tool_calls = [{ name = "bash", arguments = { command = "sleep 1.2" } }]
 [[turns]]
 match = { system = "You are the tester", turn = 2 }
 text = "Sessions are written by sessions/_writer.py."

@@ -34,6 +34,9 @@ class Terminal:
         self.screen_.set_mode(pyte.modes.LNM)
         self.stream = pyte.ByteStream(self.screen_)
         self.log = b""  # everything it wrote, to read what scrolled away
+        self._read = 0  # how much of the log ``_lines`` holds: the log up to its last newline
+        self._lines: list[str] = []
+        self._screen: str | None = None  # the screen's text, until more is written
         environ = {**os.environ, "TERM": "xterm-256color", "COLUMNS": str(cols), "LINES": str(rows), **(env or {})}
         self.child = pexpect.spawn(ZERO, list(args), cwd=str(cwd), env=environ, dimensions=(rows, cols))
         self.child.delaybeforesend = None  # pexpect waits 50 ms before every send by default
@@ -52,21 +55,37 @@ class Terminal:
             if time.monotonic() >= deadline:
                 return
 
+    def read(self, timeout: float = 0.05) -> None:
+        """Read what comes within ``timeout`` seconds, returning as soon as something has: a wait goes on the
+        moment the screen changes."""
+        try:
+            self._feed(self.child.read_nonblocking(65536, timeout=timeout))
+        except (pexpect.TIMEOUT, pexpect.EOF):
+            return
+        while self._pending():
+            pass
+
     def _feed(self, data: bytes) -> None:
         self.log += data
+        self._screen = None
         self.stream.feed(data)
         for _ in range(data.count(b"\x1b[6n")):  # a cursor position request: answer as a terminal does
             cursor = self.screen_.cursor
             self.child.send(f"\x1b[{cursor.y + 1};{cursor.x + 1}R")
 
     def screen(self) -> str:
-        return "\n".join(line.rstrip() for line in self.screen_.display)
+        if self._screen is None:
+            self._screen = "\n".join(line.rstrip() for line in self.screen_.display)
+        return self._screen
 
     def text(self) -> str:
         """All it wrote, control sequences removed (what scrolled off the screen too; a redrawn line
         may show more than once)."""
-        plain = _CONTROL.sub("", self.log.decode("utf-8", errors="replace")).replace("\r\n", "\n")
-        return "\n".join(line.rstrip() for line in plain.replace("\r", "\n").splitlines() if line.strip())
+        end = self.log.rfind(b"\n") + 1  # a line the log ends is read again until it is whole
+        if end > self._read:
+            self._lines += _plain(self.log[self._read : end])
+            self._read = end
+        return "\n".join([*self._lines, *_plain(self.log[self._read :])])
 
     def wait_for(self, needle: str, timeout: float = TIMEOUT, *, everything: bool = False) -> str:
         """Wait until ``needle`` is on the screen (or anywhere in the output, with ``everything``)."""
@@ -79,7 +98,7 @@ class Terminal:
         only bounds a failure: a test goes on the moment the screen says so, however slow the machine."""
         deadline = time.monotonic() + timeout
         while True:
-            self.pump()
+            self.read()
             seen = self.text() if everything else self.screen()
             if shown(seen):
                 return seen
@@ -88,14 +107,14 @@ class Terminal:
 
     def cursor_line(self) -> str:
         """The line the cursor is on (where the shell waits for an answer)."""
-        return str(self.screen_.display[self.screen_.cursor.y])
+        return _row(self.screen_, self.screen_.cursor.y)
 
     def wait_prompt(self, timeout: float = TIMEOUT) -> str:
         """Wait until the cursor sits on an empty prompt: the shell is ready for a message."""
         deadline = time.monotonic() + timeout
         while True:
-            self.pump()
-            line = self.screen_.display[self.screen_.cursor.y]
+            self.read()
+            line = _row(self.screen_, self.screen_.cursor.y)
             if line.startswith("› ") and not line[2:].strip():
                 return self.screen()
             if time.monotonic() > deadline:
@@ -128,9 +147,21 @@ class Terminal:
     def wait_exit(self, timeout: float = TIMEOUT) -> int:
         deadline = time.monotonic() + timeout
         while self.child.isalive():
-            self.pump()
+            self.read()
             if time.monotonic() > deadline:
                 raise AssertionError(f"zero did not exit; the screen:\n{self.screen()}")
         self.pump()
         self.child.close()
         return int(self.child.exitstatus if self.child.exitstatus is not None else 128 + (self.child.signalstatus or 0))
+
+
+def _plain(data: bytes) -> list[str]:
+    """The lines of ``data`` that hold text, control sequences removed."""
+    plain = _CONTROL.sub("", data.decode("utf-8", errors="replace")).replace("\r\n", "\n")
+    return [line.rstrip() for line in plain.replace("\r", "\n").splitlines() if line.strip()]
+
+
+def _row(screen: pyte.Screen, y: int) -> str:
+    """Row ``y`` of the screen as ``screen.display`` shows it, without drawing the other rows."""
+    line = screen.buffer[y]
+    return "".join(line[x].data for x in range(screen.columns))
