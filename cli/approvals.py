@@ -10,12 +10,12 @@ character outside printable ASCII, space and tab (a letter of another alphabet, 
 ours), which bash and a shell-words parser may read differently; a command holding a character a terminal
 does not print (a carriage return, a form feed, a no-break space, a zero-width or bidirectional mark), which
 can hide what it says, is shown with it escaped and is never covered; a sandboxed approval never covers a
-run outside the sandbox. A file write covers the file it lands in (its real path, links
-followed as the tool follows them), never one in ``.git``, ``.zero``, ``.husky`` or ``.vscode`` (what
-git, Zero or an editor runs by itself). An edit is shown as the write tool computes it (``plan_edit``), and
-the approval pins what was shown, so the tool writes nothing else. A request whose shown form hides shell
-syntax behind a mask, or whose change a mask hides, or whose change cannot be shown, is never covered by a
-session allow.
+run outside the sandbox. A file write covers the file it lands in (its real path, links followed as the tool
+follows them), never one in ``.git``, ``.zero``, ``.husky``, ``.vscode``, ``.github``, ``.envrc`` ...
+(``PROTECTED``: what git, Zero, an editor, direnv or CI runs by itself). An edit is shown as the write tool
+computes it (``plan_edit``), and the approval pins what was shown, so the tool writes nothing else. A request
+whose shown form hides shell syntax behind a mask, or whose change a mask hides, or whose change cannot be
+shown, is never covered by a session allow.
 """
 
 from __future__ import annotations
@@ -58,9 +58,13 @@ CHANGE_HIDDEN = (
     "a change in this edit is inside a secret, so the diff, masked, does not show it; "
     "it can be allowed once, never for the session"
 )
-# Folders whose files something runs without being asked (git its hooks and config, Zero a project's
-# config, husky's hooks, an editor's tasks): a write there is asked about every time.
-PROTECTED = (".git", ".zero", ".husky", ".vscode")
+# Folders and files that something runs without being asked (git its hooks and config, Zero a project's
+# config, husky's hooks, an editor's tasks, direnv an .envrc, CI its workflows with the repository's
+# secrets, pre-commit its hooks): a write there is asked about every time.
+PROTECTED = (
+    *(".git", ".zero", ".husky", ".vscode", ".idea", ".devcontainer", ".github", ".direnv"),
+    *(".envrc", ".gitlab-ci.yml", ".pre-commit-config.yaml"),
+)
 # What makes more than one simple command of a shell line, lets the shell rewrite its words, or starts a
 # comment (which a shell-words parser reads as a word).
 _COMPOUND = re.compile(r"[;&|<>`$()\n\\#]")
@@ -229,9 +233,10 @@ def _edit_rule(plan: EditPlan, preview: Preview | None, workspace: Workspace) ->
         return None, "a change that cannot be shown can be allowed once, never for the session"
     shown = _shown(plan.real, workspace)
     parts = Path(shown).parts if not Path(shown).is_absolute() else Path(plan.real).parts
-    place = next((p for p in parts if p.casefold() in PROTECTED), None)
-    if place is not None:
-        return None, f"a write in {place.casefold()}/ is asked about every time (what is there runs by itself)"
+    at = next((i for i, p in enumerate(parts) if p.casefold() in PROTECTED), None)
+    if at is not None:
+        place = parts[at].casefold() + ("/" if at < len(parts) - 1 else "")
+        return None, f"a write in {place} is asked about every time (what is there runs by itself)"
     return SessionRule(f"edit: {plan.real}", f"edits of {visible(shown)}"), ""
 
 

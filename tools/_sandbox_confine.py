@@ -1,18 +1,18 @@
 """What confines a shell command (see ``_sandbox_run``): its view of the system, its capabilities, Landlock.
 
-- ``private_view``, in the new mount namespace: its own /proc; ``/tmp``, ``/var/tmp`` and ``/dev/shm``
-  are the run's private folders (subfolders of a host folder Zero made for the run); ``/run``,
-  ``/var/run`` and ``$XDG_RUNTIME_DIR`` are empty; ``/dev`` is minimal, as bubblewrap's ``--dev``: null,
-  zero, full, random, urandom, tty, a new devpts (ptmx), the private shm and the fd/stdin/stdout/stderr
-  links. Every mount is read-only (Landlock does not cover chmod, chown, utimes or xattrs, and the
-  command's root owns root's files) but copies of the workspace roots and the private folders, taken
-  before, and the ``/dev/null`` node (a read-only mount refuses writing a device too); the private
-  folders are opened without following a link and refused unless Zero made them. A workspace root
-  beneath a covered folder is bound back at its own path; a protected folder (Zero's data and config
-  folders) that is still visible is bound read-only, and every folder or link a lookup of its path
-  passes in a workspace root is *pinned*, bound onto itself: a mount point cannot be renamed, removed or
-  replaced (EBUSY), so the path goes on leading to the folder made read-only (else moving its parent
-  away would move the read-only folder with it, and a new one could be made in its place).
+- ``private_view``, in the new mount namespace: its own /proc; ``/tmp``, ``/var/tmp`` and ``/dev/shm`` are the
+  run's private folders (subfolders of a host folder Zero made for the run); ``/run``, ``/var/run`` and
+  ``$XDG_RUNTIME_DIR`` are empty; ``/dev`` is minimal, as bubblewrap's ``--dev``: null, zero, full, random,
+  urandom, tty (as root, nodes of its own: ``own_devices``), a new devpts (ptmx), the private shm and the
+  fd/stdin/stdout/stderr links. Every mount is read-only (Landlock does not cover chmod, chown, utimes or
+  xattrs, and the command's root owns root's files) but copies of the workspace roots and the private folders,
+  taken before, and the ``/dev/null`` node (a read-only mount refuses writing a device too); the private folders
+  are opened without following a link and refused unless Zero made them. A workspace root beneath a covered
+  folder is bound back at its own path; a protected folder (Zero's data and config folders) that is still
+  visible is bound read-only, and every folder or link a lookup of its path passes in a workspace root is
+  *pinned*, bound onto itself: a mount point cannot be renamed, removed or replaced (EBUSY), so the path goes on
+  leading to the folder made read-only (else moving its parent away would move the read-only folder with it, and
+  a new one could be made in its place).
 - ``drop_privileges``, in the command's process: the command is root in its user namespace by uid
   only, with no capability and none to regain (securebits locked, bounding and ambient sets empty,
   no_new_privs), so it cannot unmount what covers the host's folders.
@@ -29,7 +29,7 @@ import errno
 import os
 import stat
 
-__all__ = ["confine", "drop_privileges", "private_view", "writable_inside"]
+__all__ = ["confine", "drop_privileges", "own_devices", "private_view", "writable_inside"]
 
 libc = ctypes.CDLL(None, use_errno=True)
 
@@ -53,7 +53,8 @@ _OPEN_TREE_CLONE, _AT_EMPTY_PATH, _AT_RECURSIVE, _MOUNT_ATTR_RDONLY = 1, 0x1000,
 _MOVE_MOUNT_F_EMPTY_PATH, _MOVE_MOUNT_T_EMPTY_PATH = 0x4, 0x40
 
 PRIVATE = {"/tmp": "tmp", "/var/tmp": "var-tmp", "/dev/shm": "shm"}  # inside -> subfolder of --private
-DEVICES = ("null", "zero", "full", "random", "urandom", "tty")
+DEVICES = {"null": (1, 3), "zero": (1, 5), "full": (1, 7), "random": (1, 8), "urandom": (1, 9), "tty": (5, 0)}
+_CLONE_NEWNS, _MNT_DETACH = 0x00020000, 2
 DEV_LINKS = {
     "fd": "/proc/self/fd",
     "stdin": "/proc/self/fd/0",
@@ -265,7 +266,37 @@ def _private_folders(private: str) -> dict[str, int]:
         os.close(top)
 
 
-def private_view(private: str, roots: list[str], protected: list[str], empty: list[str]) -> list[str]:
+def own_devices(private: str) -> str:
+    """As root, where the kernel lets it, the nodes of the minimal /dev made anew on a tmpfs in a mount
+    namespace of their own, before the command's user namespace (where no node can be made): the /dev/null a
+    command may write is then not the host's, whose mode, owner and times the command's root could change.
+    The folder the nodes are in: ``dev`` in the run's private folder ``private``, or the host's /dev (a
+    command of another user cannot change the host's nodes)."""
+    if os.getuid() != 0 or libc.unshare(_CLONE_NEWNS) < 0:
+        return "/dev"
+    _mount(None, "/", None, _MS_REC | _MS_PRIVATE)
+    top = os.open(private, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        folder = _made("dev", top, 0o700, os.O_PATH, f"{private}/dev: not a folder Zero made (a link?)")
+    finally:
+        os.close(top)
+    try:
+        _mount("tmpfs", f"/proc/self/fd/{folder}", "tmpfs", _MS_NOSUID | _MS_NOEXEC, "mode=0700")
+    finally:
+        os.close(folder)
+    nodes = f"{private}/dev"
+    try:
+        for name, (major, minor) in DEVICES.items():
+            os.mknod(f"{nodes}/{name}", stat.S_IFCHR | 0o666, os.makedev(major, minor))
+            os.chmod(f"{nodes}/{name}", 0o666)
+    except PermissionError:  # no CAP_MKNOD (a container may drop it): the host's nodes, then
+        if libc.umount2(nodes.encode(), _MNT_DETACH) < 0:
+            raise _fail(f"umount {nodes}") from None
+        return "/dev"
+    return nodes
+
+
+def private_view(private: str, roots: list[str], protected: list[str], empty: list[str], nodes: str) -> list[str]:
     """Cover the host's temp folders, runtime folders and /dev (see the module docstring), make every mount
     read-only but the workspace roots and the private folders, then pin the way to each protected folder and
     make those still visible read-only. The real paths of the protected folders."""
@@ -276,7 +307,7 @@ def private_view(private: str, roots: list[str], protected: list[str], empty: li
     protected = list(dict.fromkeys(real for _, real in ways if real is not None))
     kept = {path: fd for path in roots + protected if (fd := _open(path, os.O_DIRECTORY)) is not None}
     temp = _private_folders(private)
-    devices = {name: fd for name in DEVICES if (fd := _open(f"/dev/{name}")) is not None}
+    devices = {name: fd for name in DEVICES if (fd := _open(f"{nodes}/{name}", os.O_NOFOLLOW)) is not None}
     opened = [*kept.values(), *temp.values(), *devices.values()]
     # Copies, taken while they are as the host has them, of what stays writable: the rest is made read-only
     # (Landlock does not cover chmod, chown, utimes and xattrs, and the command's root owns root's files)
@@ -300,7 +331,8 @@ def private_view(private: str, roots: list[str], protected: list[str], empty: li
     for name, tree in nodes.items():
         os.close(os.open(f"/dev/{name}", os.O_CREAT | os.O_WRONLY | os.O_CLOEXEC, 0o666))
         opened.append(os.open(f"/dev/{name}", os.O_PATH | os.O_CLOEXEC))
-        # the host's nodes, not to be chmodded; but a read-only mount refuses writing a device too
+        # not to be chmodded (the host's, where ``nodes`` is /dev); but a read-only mount refuses writing a device
+        # (opened to truncate, as ``>`` does) too
         _attach(tree, opened[-1], read_only=name != "null")
     os.mkdir("/dev/pts")
     _mount("devpts", "/dev/pts", "devpts", _MS_NOSUID | _MS_NOEXEC, "newinstance,ptmxmode=0666,mode=620")

@@ -101,8 +101,10 @@ def main(argv: list[str]) -> int:
             from zero.tools import _sandbox_confine as confinement
             from zero.tools import _sandbox_seccomp as seccomp
 
+            private = values("--private")[0]
+            nodes = confinement.own_devices(private)
             enter_namespaces(_CLONE_NEWUSER | _CLONE_NEWNS | _CLONE_NEWPID | _CLONE_NEWNET | _CLONE_NEWIPC)
-            protected = confinement.private_view(values("--private")[0], roots, values("--protect"), values("--empty"))
+            protected = confinement.private_view(private, roots, values("--protect"), values("--empty"), nodes)
             sockets = seccomp.Supervisor(roots, list(confinement.PRIVATE), protected)
         else:
             namespaced = _own_pid_namespace()

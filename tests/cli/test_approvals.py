@@ -139,6 +139,8 @@ ONCE: list[tuple[Call, str]] = [
     (write(".zero/config.toml"), "a write in .zero/ is asked about every time"),
     (write(".husky/pre-commit"), "a write in .husky/ is asked about every time"),
     (write(".vscode/tasks.json"), "a write in .vscode/ is asked about every time"),
+    (write(".github/workflows/ci.yml"), "a write in .github/ is asked about every time"),
+    (write("sub/.envrc"), "a write in .envrc is asked about every time"),  # direnv runs it on cd
     (write("blob.bin"), "a change that cannot be shown can be allowed once, never for the session"),
     (edit("huge.txt", "a", "b"), "a change that cannot be shown can be allowed once, never for the session"),
     (edit("token.txt", GHP, GHP2), CHANGE_HIDDEN),

@@ -639,12 +639,13 @@ def test_a_command_changes_no_mode_owner_time_or_xattr_outside_the_workspace(wor
     victim.chmod(0o644)
     shutil.copy("/bin/true", program)
     (workspace / "xattr.py").write_text(XATTR)
-    files = (victim, program, Path("/dev/full"), Path("/dev/zero"))
+    files = (victim, program, Path("/dev/full"), Path("/dev/zero"), Path("/dev/null"))
     before = [metadata(f) for f in files]
     [out] = bash(
         workspace,
         f"chmod 777 {victim}; chmod 4755 {program}; touch -d 2001-01-01 {victim}; chown 1:1 {victim}; "
         f"python3 -S xattr.py {victim}; chmod 600 /dev/full /dev/zero; "
+        "chmod 600 /dev/null && touch -d 2001-01-01 /dev/null && chown 1 /dev/null; "  # its own /dev/null
         "echo ok > /dev/null && head -c 3 /dev/zero | wc -c; "
         "echo f > mine && chmod 700 mine && touch -d 2001-01-01 mine && python3 -S xattr.py mine && echo WORKSPACE-OK; "
         "echo t > /tmp/t && chmod 700 /tmp/t && echo TMP-OK",
@@ -658,6 +659,7 @@ def test_a_command_changes_no_mode_owner_time_or_xattr_outside_the_workspace(wor
         "setxattr: Read-only file system\n"
         "chmod: changing permissions of '/dev/full': Read-only file system\n"
         "chmod: changing permissions of '/dev/zero': Read-only file system\n"
+        "chown: changing ownership of '/dev/null': Invalid argument\n"
         "3\nWORKSPACE-OK\nTMP-OK\n\n[exit code 0]"  # /dev/null written; the workspace and /tmp as before
     )
     assert (workspace / "mine").stat().st_mode & 0o777 == 0o700 and os.getxattr(workspace / "mine", "user.planted")
