@@ -84,7 +84,7 @@ class MessageAdded:
 
     @property
     def message(self) -> Message:
-        return Message(self.role, self.content, self.tool_calls)
+        return Message(role=self.role, content=self.content, tool_calls=self.tool_calls)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -133,7 +133,7 @@ class ToolCallStarted:
 
     @property
     def call(self) -> ToolCall:
-        return ToolCall(self.id, self.name, self.arguments)
+        return ToolCall(id=self.id, name=self.name, arguments=self.arguments)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -207,11 +207,11 @@ class UsageUpdated:
     @property
     def usage(self) -> Usage:
         return Usage(
-            self.prompt_tokens,
-            self.completion_tokens,
-            self.cached_tokens,
-            self.cost_usd,
-            self.calls,
+            prompt_tokens=self.prompt_tokens,
+            completion_tokens=self.completion_tokens,
+            cached_tokens=self.cached_tokens,
+            cost_usd=self.cost_usd,
+            calls=self.calls,
             estimated=self.estimated,
         )
 
@@ -245,7 +245,7 @@ COMPACTED_PREFIX = "[The conversation so far, summarized to fit the context wind
 
 def compact_history(messages: Sequence[Message], summary: str) -> list[Message]:
     """The conversation after a compaction: its system prompt, then the summary of everything else."""
-    return [*(m for m in messages[:1] if m.role == "system"), Message("user", COMPACTED_PREFIX + summary)]
+    return [*(m for m in messages[:1] if m.role == "system"), Message(role="user", content=COMPACTED_PREFIX + summary)]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -494,7 +494,7 @@ def decode_event(kind: str, session_id: str, payload: dict[str, Any]) -> Event |
         raise ValueError(f"{kind!r} event: {where}: {problem['msg']}") from None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class RunResult:
     """How a run ended: its status, its (possibly partial) output, usage and error."""
 

@@ -127,7 +127,7 @@ def _within(request: ModelRequest, permits: Permits) -> ModelRequest:
     return replace(request, max_output_tokens=min(caps))
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Approval:
     """A user's answer to a permission request; ``note`` reaches the model with it. ``pin``: what the user saw
     of a write (where it lands, the bytes there), which the tool then holds the file to."""
@@ -255,7 +255,7 @@ class AgentRun:
     def _visible_specs(self) -> tuple[ToolSpec, ...]:
         # A tool the mode always refuses is not shown, so the model does not plan around it.
         return tuple(
-            ToolSpec(t.name, t.description, t.parameters)
+            ToolSpec(name=t.name, description=t.description, parameters=t.parameters)
             for t in self.config.tools
             if decide(self.config.permission_mode, t.side_effect) != "deny"
         )
@@ -287,7 +287,7 @@ class AgentRun:
             self.emit(MessageAdded(session_id=self.session_id, role=message.role, content=message.content))
         self._recorded = len(self.messages)
         if prompt is not None:
-            self._add(Message("user", prompt))
+            self._add(Message(role="user", content=prompt))
         error: ZeroError | None = None
         turn = _Turn()
         empty = 0  # answers in a row with nothing in them
@@ -366,13 +366,13 @@ class AgentRun:
         self.status = status
         message = self.config.redactor(str(error)) if error else None
         result = RunResult(
-            status,
-            self.output,
-            self.usage,
-            self.turns,
-            int((time.monotonic() - started) * 1000),
-            error.code if error else None,
-            message,
+            status=status,
+            output=self.output,
+            usage=self.usage,
+            turns=self.turns,
+            duration_ms=int((time.monotonic() - started) * 1000),
+            error_code=error.code if error else None,
+            error=message,
         )
         self.result = result
         if error is not None and message is not None:
@@ -398,10 +398,16 @@ class AgentRun:
         text = self.config.redactor("".join(turn.text))
         if text.strip():
             self.output = text
-        self.messages.append(Message("assistant", text, tuple(turn.calls)))
+        self.messages.append(Message(role="assistant", content=text, tool_calls=tuple(turn.calls)))
         self._recorded = len(self.messages)
         shown = tuple(
-            ToolCall(c.id, c.name, redact_values(self.config.redactor, c.arguments), c.parse_error) for c in turn.calls
+            ToolCall(
+                id=c.id,
+                name=c.name,
+                arguments=redact_values(self.config.redactor, c.arguments),
+                parse_error=c.parse_error,
+            )
+            for c in turn.calls
         )
         self.emit(MessageAdded(session_id=self.session_id, role="assistant", content=text, tool_calls=shown))
 
@@ -415,7 +421,7 @@ class AgentRun:
             result = turn.results.get(call.id)
             if result is None:
                 text = "cancelled before it finished"
-                result = Message("tool", text, tool_call_id=call.id, name=call.name, is_error=True)
+                result = Message(role="tool", content=text, tool_call_id=call.id, name=call.name, is_error=True)
                 self.emit(
                     ToolFinished(
                         session_id=self.session_id, tool_call_id=call.id, name=call.name, status="error", output=text
@@ -430,7 +436,7 @@ class AgentRun:
         turn.permits = await self._permits(request)
         notes = [permit.note for _, permit in turn.permits if permit is not None and permit.note]
         for note in notes:
-            self._add(Message("user", note))
+            self._add(Message(role="user", content=note))
         request = _within(self._request() if notes else request, turn.permits)
         turn.cap = request.max_output_tokens
         return request
@@ -463,7 +469,7 @@ class AgentRun:
             return False
         request = ModelRequest(
             model=self.config.model,
-            messages=(*self.messages, Message("user", SUMMARIZE)),
+            messages=(*self.messages, Message(role="user", content=SUMMARIZE)),
             max_output_tokens=self._output_cap,
             metadata={"session_id": self.session_id},
         )
@@ -624,9 +630,9 @@ class AgentRun:
         """Count the call into the run: the usage the server reported, else an estimate, said to be one, of
         the request and of the answer so far (no more than the output cap: the server stopped there)."""
         if usage is None:
-            answer = Message("assistant", "".join(turn.text), tuple(turn.calls))
+            answer = Message(role="assistant", content="".join(turn.text), tool_calls=tuple(turn.calls))
             completion = min(answer.tokens, request.max_output_tokens or answer.tokens)
-            usage = Usage(request.estimated_prompt_tokens(), completion, estimated=True)
+            usage = Usage(prompt_tokens=request.estimated_prompt_tokens(), completion_tokens=completion, estimated=True)
         priced = self.config.prices.priced(self.config.model, replace(usage, calls=1))
         self.usage = self.usage + priced
         turn.usage = priced
@@ -698,24 +704,24 @@ class AgentRun:
                 duration_ms=int((time.monotonic() - started) * 1000),
             )
         )
-        return Message("tool", text, tool_call_id=call.id, name=call.name, is_error=status != "ok")
+        return Message(role="tool", content=text, tool_call_id=call.id, name=call.name, is_error=status != "ok")
 
     async def _execute(self, call: ToolCall, tool: Tool | None) -> tuple[ToolStatus, ToolOutput]:
         if tool is None and call.name in self.config.unavailable:
             return "error", ToolOutput(
-                f"Error: {call.name} is not available here: {self.config.unavailable[call.name]}"
+                text=f"Error: {call.name} is not available here: {self.config.unavailable[call.name]}"
             )
         if tool is None:
             names = ", ".join(self.config.tools.names()) or "none"
-            return "error", ToolOutput(f"Error: there is no tool named {call.name!r}. Available tools: {names}")
+            return "error", ToolOutput(text=f"Error: there is no tool named {call.name!r}. Available tools: {names}")
         if call.parse_error:
-            return "error", ToolOutput(f"Error: {call.name}: {call.parse_error}")
+            return "error", ToolOutput(text=f"Error: {call.name}: {call.parse_error}")
         mode = self.config.permission_mode
         side_effect = side_effect_of(tool, call.arguments)
         decision = decide(mode, side_effect)
         approved: Pin | None = None
         if decision == "deny":
-            return "denied", ToolOutput(f"Permission denied: {call.name} is not allowed in {mode} mode.")
+            return "denied", ToolOutput(text=f"Permission denied: {call.name} is not allowed in {mode} mode.")
         if decision == "prompt":
             request = PermissionRequested(
                 session_id=self.session_id,
@@ -730,7 +736,7 @@ class AgentRun:
             if self.config.approver is None:
                 hint = getattr(tool, "approval_hint", "")
                 return "denied", ToolOutput(
-                    f"Permission denied: {call.name} needs approval in {mode} mode and this run has "
+                    text=f"Permission denied: {call.name} needs approval in {mode} mode and this run has "
                     "no one to approve it. Continue without it, or say what you would have done."
                     + (f" {hint}" if hint else "")
                 )
@@ -751,17 +757,17 @@ class AgentRun:
             )
             if not approval.granted:
                 note = f" The user said: {approval.note}" if approval.note else ""
-                return "denied", ToolOutput(f"Permission denied: the user refused {call.name}.{note}")
+                return "denied", ToolOutput(text=f"Permission denied: the user refused {call.name}.{note}")
             approved = approval.pin
         held = pinned.set(approved)  # a write tool holds the file to what the approval showed
         try:
             output = await tool.call(call.arguments, self.ctx)
         except ToolError as e:
-            return "error", ToolOutput(f"Error: {e}")
+            return "error", ToolOutput(text=f"Error: {e}")
         except anyio.get_cancelled_exc_class():
             raise
         except Exception as e:  # a broken tool must not end the run; the model hears about it
-            return "error", ToolOutput(f"Error: {call.name} failed unexpectedly: {type(e).__name__}: {e}")
+            return "error", ToolOutput(text=f"Error: {call.name} failed unexpectedly: {type(e).__name__}: {e}")
         finally:
             pinned.reset(held)
         return ("error" if output.is_error else "ok"), output

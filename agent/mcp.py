@@ -74,7 +74,7 @@ class McpTool:
             raise
         except Exception as e:  # a protocol error, or the server died: the model reads what happened
             raise ToolError(f"the MCP server {self.server.name!r} failed: {type(e).__name__}: {e}") from e
-        return ToolOutput(_text_of(result), is_error=bool(result.is_error))
+        return ToolOutput(text=_text_of(result), is_error=bool(result.is_error))
 
 
 def _text_of(result: mcp_types.CallToolResult) -> str:

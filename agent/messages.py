@@ -28,7 +28,7 @@ CAMEL = ConfigDict(alias_generator=to_camel, validate_by_name=True, validate_by_
 Role = Literal["system", "user", "assistant", "tool"]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ToolCall:
     """A tool call the model asked for; ``arguments`` is the decoded JSON object."""
 
@@ -51,7 +51,7 @@ def estimate_tokens(text: str) -> int:
     return (plain + 2) // 3 + len(text) - plain
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Message:
     """One message of the conversation.
 
@@ -75,7 +75,7 @@ class Message:
         object.__setattr__(self, "tokens", size)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ToolSpec:
     """What the model sees of a tool: its name, purpose and JSON-schema parameters."""
 
@@ -90,7 +90,7 @@ class ToolSpec:
         object.__setattr__(self, "tokens", size + estimate_tokens(json.dumps(self.parameters, ensure_ascii=False)))
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Usage:
     """Tokens of one or more model calls, and their cost in US dollars.
 
@@ -129,13 +129,13 @@ class Usage:
         unpriced = self.partly_unpriced or other.partly_unpriced
         known = (self.cost_usd or 0.0) + sign * (other.cost_usd or 0.0)
         return Usage(
-            self.prompt_tokens + sign * other.prompt_tokens,
-            self.completion_tokens + sign * other.completion_tokens,
-            self.cached_tokens + sign * other.cached_tokens,
-            None if unpriced and not known else known,
-            self.calls + sign * other.calls,
-            unpriced,
-            self.estimated or other.estimated,
+            prompt_tokens=self.prompt_tokens + sign * other.prompt_tokens,
+            completion_tokens=self.completion_tokens + sign * other.completion_tokens,
+            cached_tokens=self.cached_tokens + sign * other.cached_tokens,
+            cost_usd=None if unpriced and not known else known,
+            calls=self.calls + sign * other.calls,
+            unpriced=unpriced,
+            estimated=self.estimated or other.estimated,
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -157,13 +157,13 @@ class Usage:
     def from_json(cls, data: dict[str, Any]) -> Usage:
         cost = data.get("costUsd", 0.0)
         return cls(
-            int(data.get("promptTokens", 0)),
-            int(data.get("completionTokens", 0)),
-            int(data.get("cachedTokens", 0)),
-            None if cost is None else float(cost),
-            int(data.get("calls", 0)),
-            bool(data.get("unpriced", False)),
-            bool(data.get("estimated", False)),
+            prompt_tokens=int(data.get("promptTokens", 0)),
+            completion_tokens=int(data.get("completionTokens", 0)),
+            cached_tokens=int(data.get("cachedTokens", 0)),
+            cost_usd=None if cost is None else float(cost),
+            calls=int(data.get("calls", 0)),
+            unpriced=bool(data.get("unpriced", False)),
+            estimated=bool(data.get("estimated", False)),
         )
 
 
@@ -179,7 +179,7 @@ def format_cost(usage: Usage) -> str:
     return ("≥ " if usage.unpriced else "") + f"${usage.cost_usd:.4f}"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ModelRequest:
     """One call to a model: the conversation so far and the tools it may call."""
 

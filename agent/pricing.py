@@ -26,7 +26,7 @@ def smallest_cap(*caps: int | None) -> int | None:
     return min((c for c in caps if c is not None), default=None)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Price:
     """US dollars per million tokens."""
 

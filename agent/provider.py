@@ -57,7 +57,11 @@ def decode_call(call_id: str, name: str, fragments: list[str]) -> ToolCall:
     try:
         arguments = json.loads(raw)
     except json.JSONDecodeError as e:
-        return ToolCall(call_id, name, {}, parse_error=f"arguments are not valid JSON ({e.msg}): {raw[:200]}")
+        return ToolCall(
+            id=call_id, name=name, arguments={}, parse_error=f"arguments are not valid JSON ({e.msg}): {raw[:200]}"
+        )
     if not isinstance(arguments, dict):
-        return ToolCall(call_id, name, {}, parse_error=f"arguments must be a JSON object, got: {raw[:200]}")
-    return ToolCall(call_id, name, arguments)
+        return ToolCall(
+            id=call_id, name=name, arguments={}, parse_error=f"arguments must be a JSON object, got: {raw[:200]}"
+        )
+    return ToolCall(id=call_id, name=name, arguments=arguments)

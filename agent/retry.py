@@ -10,7 +10,7 @@ from zero.errors import ProviderError
 __all__ = ["RetryPolicy"]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class RetryPolicy:
     """``retries`` further attempts after the first, for retryable provider errors only."""
 

@@ -48,7 +48,7 @@ def member_events(sid: str) -> list[object]:
         MessageAdded(session_id=sid, role="user", content="Map the src folder."),
     ]
     for turn in range(4):
-        call = ToolCall(f"call_{turn}", "read_file", {"path": f"src/module_{turn}.py"})
+        call = ToolCall(id=f"call_{turn}", name="read_file", arguments={"path": f"src/module_{turn}.py"})
         events += [
             MessageAdded(session_id=sid, role="assistant", content=f"Reading module {turn}.", tool_calls=(call,)),
             UsageUpdated(session_id=sid, model="gpt-4.1-mini", prompt_tokens=1200, completion_tokens=40),
@@ -56,7 +56,8 @@ def member_events(sid: str) -> list[object]:
             ToolFinished(session_id=sid, tool_call_id=call.id, name=call.name, status="ok", output="x = 1\n" * 40),
         ]
     events.append(MessageAdded(session_id=sid, role="assistant", content="src holds four modules."))
-    events.append(RunFinished(session_id=sid, status="completed", turns=5, usage=Usage(6000, 200, calls=5)))
+    usage = Usage(prompt_tokens=6000, completion_tokens=200, calls=5)
+    events.append(RunFinished(session_id=sid, status="completed", turns=5, usage=usage))
     return events
 
 

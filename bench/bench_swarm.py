@@ -129,7 +129,7 @@ def zero_worker(n: int, url: str, live: bool) -> dict[str, float]:
             from zero.orchestrator.live import draw_live
             from zero.orchestrator.view import TeamTree, TreeNode
 
-            tree = TeamTree(TreeNode(runner.session_id, plan.name, "team", status="running"))
+            tree = TeamTree(TreeNode(session_id=runner.session_id, name=plan.name, kind="team", status="running"))
             console = Console(file=devnull, force_terminal=True, width=120)
             async with anyio.create_task_group() as tg:
                 tg.start_soon(draw_live, tree, runner.events(), console)

@@ -17,7 +17,7 @@ import gc
 import signal
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, TypeVar, assert_never
 
@@ -330,11 +330,11 @@ class ZeroAcpAgent:
             (v for v in self.sessions.values() if request.session_id in (v.shown.root, *v.shown.task_calls)), None
         )
         if live is None:
-            return Approval(False, "no editor session to ask")
+            return Approval(granted=False, note="no editor session to ask")
         judged = await anyio.to_thread.run_sync(judge, approval, live.shown.workspace, live.shown.redact)
         rule = judged.rule
         if rule is not None and rule.key in live.allowed:
-            return Approval(True, "allowed for this session", judged.pin)
+            return Approval(granted=True, note="allowed for this session", pin=judged.pin)
         gate = live.asked.get((request.session_id, request.id))
         if gate is not None:
             await gate.wait()
@@ -360,16 +360,16 @@ class ZeroAcpAgent:
         except ConnectionError:  # the editor is gone: the turn ends with it, not without the call
             live.session.cancel("interrupted")
             await anyio.lowlevel.checkpoint()
-            return Approval(False, "the editor is gone")
+            return Approval(granted=False, note="the editor is gone")
         except RequestError as e:
-            return Approval(False, f"the editor did not answer: {e}")
+            return Approval(granted=False, note=f"the editor did not answer: {e}")
         outcome = answer.outcome
         if isinstance(outcome, AllowedOutcome) and outcome.option_id == "allow_always" and rule is not None:
             live.allowed.add(rule.key)
-            return Approval(True, "allowed for this session", judged.pin)
+            return Approval(granted=True, note="allowed for this session", pin=judged.pin)
         if isinstance(outcome, AllowedOutcome) and outcome.option_id == "allow_once":
-            return Approval(True, pin=judged.pin)
-        return Approval(False, "rejected in the editor")
+            return Approval(granted=True, pin=judged.pin)
+        return Approval(granted=False, note="rejected in the editor")
 
     # -- ending ------------------------------------------------------------------------
 
@@ -417,8 +417,10 @@ class ZeroAcpAgent:
 
             @asynccontextmanager
             async def opened() -> AsyncIterator[AgentContext]:
-                async with open_context(self.args.run, settings, workspace, self.streams) as ctx:
-                    yield replace(ctx, approver=self._approve)
+                async with open_context(
+                    self.args.run, settings, workspace, self.streams, approver=self._approve
+                ) as ctx:
+                    yield ctx
 
             kept = anyio.Event()
             ctx = await self._keep(opened, lambda ctx: self.closing.wait(), kept)

@@ -15,7 +15,7 @@ from typing import TextIO, TypeVar
 import anyio
 import anyio.to_thread
 
-from zero.agent import PriceTable, Provider
+from zero.agent import Approver, PriceTable, Provider
 from zero.agent.mcpconfig import McpServer
 from zero.agent.prompts import read_instructions
 from zero.agent.providers import ProviderPool, create_provider
@@ -133,8 +133,10 @@ async def open_context(
     workspace: Path,
     streams: Streams,
     registry: SpecialistRegistry | None = None,
+    approver: Approver | None = None,
 ) -> AsyncIterator[AgentContext]:
-    """What the agents of one command share: the session store, the specialists, the providers.
+    """What the agents of one command share: the session store, the specialists, the providers, and who
+    answers a call that asks for approval (``approver``: the front end's user; None: nobody, so it is denied).
 
     On the way out the providers are closed and every session's last writes are on disk.
     """
@@ -171,6 +173,7 @@ async def open_context(
                 max_output_tokens=settings.max_output_tokens,
                 retry=settings.retry,
                 mcp=mcp,
+                approver=approver,
                 tree=RunTree(),  # the command's run: every session it runs is a node of it
                 shell=ShellSettings(
                     protected=_zero_folders(),

@@ -347,15 +347,20 @@ def resolve_settings(
         raise ConfigError(f"the {name} provider has no default model: pass --model NAME (or set ZERO_MODEL)")
     ceiling = permission_ceiling(permission_mode, configs)
     mode, note = within(ceiling, configs.project.permission_mode, "the project's .zero/config.toml")
-    prices = {m: Price(p.input, p.output, p.cached_input, p.max_output, p.context) for m, p in config.prices.items()}
+    prices = {
+        m: Price(
+            input=p.input, output=p.output, cached_input=p.cached_input, max_output=p.max_output, context=p.context
+        )
+        for m, p in config.prices.items()
+    }
     flags = network or Network()
     default_retry, default_options = RetryPolicy(), ProviderOptions()
     servers = {key.rstrip("/"): entry for key, entry in config.servers.items()}  # with or without its last /
     server = servers.get(url.rstrip("/"), ServerEntry()) if url else ServerEntry()
     retry = RetryPolicy(
-        _first(flags.retries, config.retries, default_retry.retries),
-        default_retry.base_delay,
-        _first(flags.retry_max_delay, config.retry_max_delay, default_retry.max_delay),
+        retries=_first(flags.retries, config.retries, default_retry.retries),
+        base_delay=default_retry.base_delay,
+        max_delay=_first(flags.retry_max_delay, config.retry_max_delay, default_retry.max_delay),
     )
     options = ProviderOptions(
         connect_timeout=_first(flags.connect_timeout, config.connect_timeout, default_options.connect_timeout),

@@ -64,7 +64,7 @@ _SKIPPED = ".git"  # git's own store, which no server runs
 _NO_BYTECODE = {"PYTHONDONTWRITEBYTECODE": "1"}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class RepositoryCode:
     """What a project's server runs from the repository: the folders it runs from (as the workspace names
     them), every entry beneath them with a hash of its content (a link: where it leads, and what it leads to
@@ -130,13 +130,13 @@ def repository_code(entry: McpServerEntry, workspace: Path) -> RepositoryCode:
     top = tuple(sorted(f for f in folders if not any(_within(f, g) for g in folders if g != f)))
     kept = tuple(f for f in top if f in environments)
     files: dict[str, str] = {}
-    walk = _Walk(here, files)
+    walk = _Walk(here=here, files=files)
     try:
         for folder in top:
             walk.folder(folder)
     except _TooMuch as e:
-        return RepositoryCode(top, {}, walk.size, str(e), kept)
-    return RepositoryCode(top, files, walk.size, environments=kept)
+        return RepositoryCode(folders=top, files={}, size=walk.size, too_much=str(e), environments=kept)
+    return RepositoryCode(folders=top, files=files, size=walk.size, environments=kept)
 
 
 def _named(entry: McpServerEntry, here: Workspace, cwd: Path) -> list[str]:
@@ -251,7 +251,7 @@ def _within(folder: str, other: str) -> bool:
     return other == "." or folder.startswith(other + "/")
 
 
-@dataclass
+@dataclass(kw_only=True)
 class _Walk:
     """A walk of folders beneath the workspace, hashing each entry into ``files``."""
 

@@ -254,8 +254,10 @@ class Shell:
     # -- the loop --------------------------------------------------------------
 
     async def main(self) -> int:
-        async with open_context(self.args.run, self.settings, self.workspace, self.streams) as ctx:
-            self.ctx = replace(ctx, approver=self._approve)
+        async with open_context(
+            self.args.run, self.settings, self.workspace, self.streams, approver=self._approve
+        ) as ctx:
+            self.ctx = ctx
             async with anyio.create_task_group() as tg:
                 await self._open(self.resume_id)
                 tg.start_soon(self._warm)
@@ -313,7 +315,7 @@ class Shell:
                 self.console.print("[red]this session cannot delegate (no specialists, or max_depth is 0)[/red]")
                 return
             arguments = {"name": specialist, "prompt": task, "description": task[:60]}
-            call = ToolCall(f"user_{secrets.token_hex(6)}", "Task", arguments)
+            call = ToolCall(id=f"user_{secrets.token_hex(6)}", name="Task", arguments=arguments)
         self.view = view = TurnView(self.console, session.session_id)
         async with anyio.create_task_group() as tg:
             tg.start_soon(view.consume, session.events())
@@ -436,7 +438,7 @@ class Shell:
     async def _approve(self, request: ApprovalRequest) -> Approval:
         judged = await anyio.to_thread.run_sync(judge, request, self.ctx.workspace, self.ctx.redactor)
         if judged.rule is not None and judged.rule.key in self.allowed:
-            return Approval(True, "allowed for this session", judged.pin)
+            return Approval(granted=True, note="allowed for this session", pin=judged.pin)
         async with self._asking:  # children ask one at a time
             view = self.view
             if view is not None:
@@ -476,16 +478,16 @@ class Shell:
                     self.console.print(row)
                 shown_rows = min(len(rows), shown_rows + page)
             elif answer in ("y", "yes"):
-                return Approval(True, pin=judged.pin)
+                return Approval(granted=True, pin=judged.pin)
             elif answer in ("a", "always") and rule is not None:
                 self.allowed.add(rule.key)
-                return Approval(True, "allowed for this session", judged.pin)
+                return Approval(granted=True, note="allowed for this session", pin=judged.pin)
             elif answer in ("n", "no"):
                 try:
                     note = await self.prompt.prompt_async("a note for the model (Enter for none): ")
                 except (KeyboardInterrupt, EOFError):
                     note = ""
-                return Approval(False, note.strip())
+                return Approval(granted=False, note=note.strip())
 
     def _child_name(self, session_id: str) -> str:
         if self.view is not None and session_id in self.view.names:

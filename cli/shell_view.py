@@ -59,7 +59,7 @@ class TurnView:
         self.session_id = session_id
         self.text = ""
         self.names: dict[str, str] = {}  # child session id -> its specialist's name
-        self.tree = TeamTree(TreeNode(session_id, "delegated", "root", status="running"))
+        self.tree = TeamTree(TreeNode(session_id=session_id, name="delegated", kind="root", status="running"))
         self.live = self._live()
         self.done = anyio.Event()  # the turn's last event is shown
         self.errors = 0  # errors shown (the shell does not say them again)

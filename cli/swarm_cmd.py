@@ -274,7 +274,7 @@ async def _run(
                     f"zero swarm watch {runner.session_id}",
                     highlight=False,
                 )
-                tree = TeamTree(TreeNode(runner.session_id, plan.name, "team", status="running"))
+                tree = TeamTree(TreeNode(session_id=runner.session_id, name=plan.name, kind="team", status="running"))
                 if recorded is not None:  # a resumed run goes on from what its sessions hold
                     seed = functools.partial(tree_from_store, ctx.store, runner.session_id, clock=time.time)
                     tree = await anyio.to_thread.run_sync(seed)

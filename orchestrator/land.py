@@ -181,7 +181,7 @@ def tail(text: str, lines: int = TAIL_LINES) -> str:
     return "\n".join(text.rstrip("\n").splitlines()[-lines:])
 
 
-@dataclass
+@dataclass(kw_only=True)
 class LandQueue:
     """Lands the members of ``worktrees`` one at a time (``land`` may be called as each member ends;
     calls wait for each other). ``depends_on`` maps a member to those it needs landed first;

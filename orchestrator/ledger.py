@@ -327,7 +327,7 @@ class BudgetGuard:
         price = self.prices.price(request.model)
         cost: float | None
         if price is not None:
-            cost = price.cost(Usage(prompt, output))
+            cost = price.cost(Usage(prompt_tokens=prompt, completion_tokens=output))
         else:  # unknown price: nothing to hold, unless a cost limit must be checked (then refuse)
             cost = None if self._needs_price() else 0.0
         shrink = Shrink(

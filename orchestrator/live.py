@@ -84,7 +84,9 @@ def node_of(meta: SessionMetadata, *, parent: str | None = None) -> TreeNode:
     )
     name = meta.team_name if kind == "team" else ""
     name = name or meta.member_name or meta.specialist or meta.agent_name or meta.title or meta.session_id
-    return TreeNode(meta.session_id, name, kind, specialist=meta.specialist, model=meta.model_id, parent=parent)
+    return TreeNode(
+        session_id=meta.session_id, name=name, kind=kind, specialist=meta.specialist, model=meta.model_id, parent=parent
+    )
 
 
 class Follower:

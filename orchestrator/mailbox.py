@@ -87,7 +87,7 @@ class SendMessage(BuiltinTool[SendArgs]):
         self.member = member
 
     async def run(self, args: SendArgs, ctx: ToolContext) -> ToolOutput:
-        return ToolOutput(await self.mailbox.send(self.member, args.to, args.body))
+        return ToolOutput(text=await self.mailbox.send(self.member, args.to, args.body))
 
 
 class InboxArgs(ArgsModel):
@@ -105,4 +105,4 @@ class ReadInbox(BuiltinTool[InboxArgs]):
         self.member = member
 
     async def run(self, args: InboxArgs, ctx: ToolContext) -> ToolOutput:
-        return ToolOutput(self.mailbox.read(self.member))
+        return ToolOutput(text=self.mailbox.read(self.member))

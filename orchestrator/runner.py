@@ -54,7 +54,7 @@ from zero.specialists import AgentContext
 __all__ = ["MemberState", "TeamResult", "TeamRunner"]
 
 
-@dataclass
+@dataclass(kw_only=True)
 class MemberState:
     plan: MemberPlan
     session_id: str
@@ -85,7 +85,7 @@ class MemberState:
 TEAMMATES_NAMED = 20  # in a member's prompt; the rest are counted
 
 
-@dataclass
+@dataclass(kw_only=True)
 class TeamResult:
     session_id: str
     status: Status
@@ -193,7 +193,9 @@ class TeamRunner:
         self.tree.attach(self.node, SessionRecorder(self.store, self.session_id))  # the recorder first
         self.executor = executor or InProcessExecutor(self.ctx)
         self.ledger = Ledger(plan.budget, name="team", on_trip=self._tripped)
-        self.members = {name: MemberState(m, new_session_id("member")) for name, m in plan.members.items()}
+        self.members = {
+            name: MemberState(plan=m, session_id=new_session_id("member")) for name, m in plan.members.items()
+        }
         if resume is not None:
             charge(self.ledger, resume)
             for name, state in self.members.items():
@@ -505,14 +507,14 @@ class TeamRunner:
         usage = await anyio.to_thread.run_sync(self._totals)
         trip = self.ledger.trip
         result = TeamResult(
-            self.session_id,
-            status,
-            list(self.members.values()),
-            trip,
-            usage,
-            time.monotonic() - started,
-            self.ledger,
-            code,
+            session_id=self.session_id,
+            status=status,
+            members=list(self.members.values()),
+            trip=trip,
+            usage=usage,
+            duration=time.monotonic() - started,
+            ledger=self.ledger,
+            error_code=code,
         )
         self.tree.emit(
             TeamFinished(

@@ -67,7 +67,7 @@ STALLED = ("⚠", "bold yellow")  # a running agent silent for STALL_SECONDS: th
 NodeKind = Literal["team", "member", "child", "root"]
 
 
-@dataclass
+@dataclass(kw_only=True)
 class TreeNode:
     session_id: str
     name: str
@@ -89,7 +89,7 @@ class TreeNode:
     waiting_for: list[str] = field(default_factory=list)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class BudgetLine:
     """One limit of the footer: what is used of what is allowed."""
 
@@ -149,9 +149,9 @@ class TeamTree:
                     else:
                         self.add(
                             TreeNode(
-                                m.session_id,
-                                m.name,
-                                "member",
+                                session_id=m.session_id,
+                                name=m.name,
+                                kind="member",
                                 specialist=m.specialist,
                                 model=m.model,
                                 parent=event.session_id,
@@ -163,9 +163,9 @@ class TeamTree:
             case ChildStarted():
                 child = self.nodes.get(event.child_session_id) or self.add(
                     TreeNode(
-                        event.child_session_id,
-                        event.name,
-                        "member" if event.member else "child",
+                        session_id=event.child_session_id,
+                        name=event.name,
+                        kind="member" if event.member else "child",
                         specialist=event.specialist,
                         parent=event.session_id,
                     )
@@ -262,21 +262,36 @@ class TeamTree:
         lines = []
         if limits.get("tokens"):
             tokens = int(limits["tokens"])
-            lines.append(BudgetLine("tokens", used.total_tokens, tokens, f"{used.total_tokens:,} / {tokens:,}"))
+            lines.append(
+                BudgetLine(
+                    label="tokens", used=used.total_tokens, allowed=tokens, text=f"{used.total_tokens:,} / {tokens:,}"
+                )
+            )
         if limits.get("cost_usd") and used.cost_usd is not None:
             allowed = float(limits["cost_usd"])
             text = f"{format_cost(used)} / ${allowed:.4f}"
-            lines.append(BudgetLine("cost", used.cost_usd, allowed, text))
+            lines.append(BudgetLine(label="cost", used=used.cost_usd, allowed=allowed, text=text))
         if limits.get("turns"):
             allowed_turns = int(limits["turns"])
-            lines.append(BudgetLine("turns", turns, allowed_turns, f"{turns:,} / {allowed_turns:,} model calls"))
+            lines.append(
+                BudgetLine(
+                    label="turns", used=turns, allowed=allowed_turns, text=f"{turns:,} / {allowed_turns:,} model calls"
+                )
+            )
         if limits.get("retries") is not None:
             retries = sum(n.retries for n in self.nodes.values())
             allowed_retries = int(limits["retries"])
-            lines.append(BudgetLine("retries", retries, allowed_retries, f"{retries:,} / {allowed_retries:,} retries"))
+            lines.append(
+                BudgetLine(
+                    label="retries",
+                    used=retries,
+                    allowed=allowed_retries,
+                    text=f"{retries:,} / {allowed_retries:,} retries",
+                )
+            )
         if limits.get("wall_seconds"):
             wall = float(limits["wall_seconds"])
-            lines.append(BudgetLine("time", elapsed, wall, f"{elapsed:.0f}s / {wall:.0f}s"))
+            lines.append(BudgetLine(label="time", used=elapsed, allowed=wall, text=f"{elapsed:.0f}s / {wall:.0f}s"))
         return lines
 
 

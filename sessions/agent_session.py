@@ -121,7 +121,7 @@ class AgentSession:
             if config.prices.price(config.model) is None:
                 meta = meta.model_copy(update={"usage": UsageTotals.nothing(priced=False)})
             await anyio.to_thread.run_sync(store.create, meta)
-        history = [Message("system", system_prompt)]
+        history = [Message(role="system", content=system_prompt)]
         return cls(store, node, config, history, recorded=0, toolsets=toolsets, pending=True)
 
     @classmethod
@@ -246,7 +246,7 @@ class AgentSession:
     def end_unstarted(self, status: RunStatus | None = None) -> RunResult:
         """Give a session that never ran (stopped before it could start) its final status (None: the one the
         run tree says it stops with)."""
-        result = RunResult(status or self.tree.why(self.node), "", Usage(), 0, 0)
+        result = RunResult(status=status or self.tree.why(self.node), output="", usage=Usage(), turns=0, duration_ms=0)
         self.agent.result = result
         self.emit(StatusChanged(session_id=self.session_id, status=result.status))
         return result
@@ -302,4 +302,4 @@ def _history(store: SessionStore, session_id: str, system_prompt: str | None) ->
     never_ran = all(isinstance(e.event, StatusChanged) and e.event.status == "pending" for e in events)
     if system_prompt is None or not never_ran or len(events) < store.metadata(session_id).event_count:
         raise SessionError(f"session {session_id} has no conversation to resume")
-    return [Message("system", system_prompt)], 0  # its first run records the prompt
+    return [Message(role="system", content=system_prompt)], 0  # its first run records the prompt

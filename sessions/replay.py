@@ -25,7 +25,11 @@ def messages_from_events(events: Iterable[Event]) -> list[Message]:
             messages.append(
                 results.get(call.id)
                 or Message(
-                    "tool", "interrupted before it finished", tool_call_id=call.id, name=call.name, is_error=True
+                    role="tool",
+                    content="interrupted before it finished",
+                    tool_call_id=call.id,
+                    name=call.name,
+                    is_error=True,
                 )
             )
         open_calls.clear()
@@ -42,7 +46,7 @@ def messages_from_events(events: Iterable[Event]) -> list[Message]:
         elif event.kind == "tool_result" and any(c.id == event.tool_call_id for c in open_calls):
             call = next(c for c in open_calls if c.id == event.tool_call_id)
             results[call.id] = Message(
-                "tool", event.output, tool_call_id=call.id, name=call.name, is_error=event.status != "ok"
+                role="tool", content=event.output, tool_call_id=call.id, name=call.name, is_error=event.status != "ok"
             )
     close_open()
     return messages

@@ -17,7 +17,7 @@ __all__ = ["DELEGATE_TOOLS", "AgentContext", "InvocationBudget", "child_system_p
 DELEGATE_TOOLS = CATEGORIES["delegate"]
 
 
-@dataclass
+@dataclass(kw_only=True)
 class AgentContext:
     """What every agent of one run shares: where sessions go, how to reach models, limits, the run tree.
 

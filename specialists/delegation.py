@@ -41,7 +41,7 @@ class ChildFactory(Protocol):
         ...
 
 
-@dataclass
+@dataclass(kw_only=True)
 class _Child:
     session: AgentSession
     specialist: Specialist
@@ -82,7 +82,9 @@ class _Child:
             files_changed=self.files_changed,
             error=result.error,
         )
-        return ToolOutput(text, is_error=result.status != "completed", changed_files=tuple(sorted(self.files_changed)))
+        return ToolOutput(
+            text=text, is_error=result.status != "completed", changed_files=tuple(sorted(self.files_changed))
+        )
 
 
 class _RunJob:
@@ -180,7 +182,7 @@ class Delegator:
             if jobs is not None:
                 jobs.append(_RunJob(child))
             return ToolOutput(
-                f"task_id: {child.session_id}\nstatus: running\nspecialist: {child.specialist.name}\n"
+                text=f"task_id: {child.session_id}\nstatus: running\nspecialist: {child.specialist.name}\n"
                 f"description: {child.description}\n\n"
                 f'Use TaskOutput with task_id "{child.session_id}" to check on it or wait for it, '
                 f"and TaskStop to stop it."
@@ -198,7 +200,7 @@ class Delegator:
             )
         text = description or spec.description
         session = await self._open(spec, new_session_id("child"), text, resume=False)
-        return self._keep(_Child(session, spec, text, background=background))
+        return self._keep(_Child(session=session, specialist=spec, description=text, background=background))
 
     async def _resume(self, session_id: str, name: str | None) -> _Child:
         try:
@@ -229,7 +231,7 @@ class Delegator:
         if spec is None:
             raise ToolError(f"the specialist {meta.specialist!r} of session {session_id} no longer exists")
         session = await self._open(spec, session_id, meta.title, resume=True)
-        return self._keep(_Child(session, spec, meta.title))
+        return self._keep(_Child(session=session, specialist=spec, description=meta.title))
 
     async def _open(self, spec: Specialist, session_id: str, description: str, *, resume: bool) -> AgentSession:
         try:
@@ -297,7 +299,7 @@ class Delegator:
         partial = agent.output.strip() or "(nothing yet)"
         elapsed = time.monotonic() - child.started
         return ToolOutput(
-            f"task_id: {task_id}\nstatus: running\nspecialist: {child.specialist.name}\n"
+            text=f"task_id: {task_id}\nstatus: running\nspecialist: {child.specialist.name}\n"
             f"elapsed: {elapsed:.1f} s · turns: {agent.turns} · tokens: {agent.usage.total_tokens}\n"
             f"now: {child.activity}\ntools used: {', '.join(sorted(set(child.tools_used))) or 'none'}\n"
             f"---\nlatest output: {partial}"

@@ -296,7 +296,7 @@ def own_devices(private: str) -> str:
     return nodes
 
 
-def private_view(private: str, roots: list[str], protected: list[str], empty: list[str], nodes: str) -> list[str]:
+def private_view(private: str, roots: list[str], protected: list[str], empty: list[str], node_folder: str) -> list[str]:
     """Cover the host's temp folders, runtime folders and /dev (see the module docstring), make every mount
     read-only but the workspace roots and the private folders, then pin the way to each protected folder and
     make those still visible read-only. The real paths of the protected folders."""
@@ -307,7 +307,7 @@ def private_view(private: str, roots: list[str], protected: list[str], empty: li
     protected = list(dict.fromkeys(real for _, real in ways if real is not None))
     kept = {path: fd for path in roots + protected if (fd := _open(path, os.O_DIRECTORY)) is not None}
     temp = _private_folders(private)
-    devices = {name: fd for name in DEVICES if (fd := _open(f"{nodes}/{name}", os.O_NOFOLLOW)) is not None}
+    devices = {name: fd for name in DEVICES if (fd := _open(f"{node_folder}/{name}", os.O_NOFOLLOW)) is not None}
     opened = [*kept.values(), *temp.values(), *devices.values()]
     # Copies, taken while they are as the host has them, of what stays writable: the rest is made read-only
     # (Landlock does not cover chmod, chown, utimes and xattrs, and the command's root owns root's files)
@@ -331,7 +331,7 @@ def private_view(private: str, roots: list[str], protected: list[str], empty: li
     for name, tree in nodes.items():
         os.close(os.open(f"/dev/{name}", os.O_CREAT | os.O_WRONLY | os.O_CLOEXEC, 0o666))
         opened.append(os.open(f"/dev/{name}", os.O_PATH | os.O_CLOEXEC))
-        # not to be chmodded (the host's, where ``nodes`` is /dev); but a read-only mount refuses writing a device
+        # not to be chmodded (the host's, where ``node_folder`` is /dev); but a read-only mount refuses writing a device
         # (opened to truncate, as ``>`` does) too
         _attach(tree, opened[-1], read_only=name != "null")
     os.mkdir("/dev/pts")

@@ -34,7 +34,7 @@ current_call_id: ContextVar[str] = ContextVar("current_call_id", default="")
 """The id of the tool call being run, for tools that record it (e.g. Task)."""
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, kw_only=True)
 class ToolOutput:
     """What a tool returns: text for the model, the files it changed, and a warning for the user
     (``(code, message)``, said once per run)."""
@@ -60,7 +60,7 @@ class ShellSettings:
     env_passthrough: tuple[str, ...] = ()
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, kw_only=True)
 class ToolContext:
     """Where a tool call runs: the workspace, the session, the permission mode, and run-scoped state."""
 

@@ -138,7 +138,7 @@ def _name_regex(tokens: tuple[_Token, ...]) -> re.Pattern[str]:
     return re.compile("".join(parts))
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class _Glob:
     text: str
     names: tuple[tuple[_Token, ...] | None, ...]  # None: ``**``
@@ -154,7 +154,7 @@ class _Glob:
         parts = [part for part in clean.split("/") if part not in ("", ".")]
         names = tuple(None if part == _STAR else _tokens(part, text) for part in parts)
         regexes = tuple(None if name is None else _name_regex(name) for name in names)
-        return cls(text, names, regexes)
+        return cls(text=text, names=names, regexes=regexes)
 
     def owns(self, path: Sequence[str]) -> bool:
         @functools.cache

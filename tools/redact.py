@@ -38,7 +38,7 @@ _SYNTAX = re.compile(f"[{_SYNTAX_CHARS}]")
 _NOT_SYNTAX = re.compile(f"[^{_SYNTAX_CHARS}]+")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class _Format:
     """A token format: its pattern, the group holding the secret (0: all of it), and the lowercase
     strings one of which a text must hold for the pattern to have a chance (a quick check first)."""
@@ -65,7 +65,7 @@ def _f(
     exact: bool = False,
     valid: Callable[[str], bool] | None = None,
 ) -> _Format:
-    return _Format(name, re.compile(pattern), triggers, group, exact, valid)
+    return _Format(name=name, pattern=re.compile(pattern), triggers=triggers, group=group, exact=exact, valid=valid)
 
 
 def _basic_credentials(value: str) -> bool:

@@ -116,7 +116,7 @@ class AnthropicProvider:
             raise errors.StreamDroppedError("the anthropic stream ended before the model finished")
         for done in calls.finish():
             yield done
-        yield UsageReport(Usage(prompt, completion, cached))
+        yield UsageReport(Usage(prompt_tokens=prompt, completion_tokens=completion, cached_tokens=cached))
         yield Finish(finish)
 
 

@@ -202,7 +202,7 @@ class OpenAIProvider:
                 details = usage.get("prompt_tokens_details") or {}
                 cached = details.get("cached_tokens") or 0
                 prompt, completion = usage.get("prompt_tokens") or 0, usage.get("completion_tokens") or 0
-                yield UsageReport(Usage(prompt, completion, cached))
+                yield UsageReport(Usage(prompt_tokens=prompt, completion_tokens=completion, cached_tokens=cached))
             for choice in chunk.get("choices") or ():
                 delta = choice.get("delta") or {}
                 reasoning = delta.get("reasoning_content") or delta.get("reasoning")
@@ -244,7 +244,13 @@ class OpenAIProvider:
         if completion.usage is not None:
             details = completion.usage.prompt_tokens_details
             cached = (details.cached_tokens or 0) if details else 0
-            yield UsageReport(Usage(completion.usage.prompt_tokens, completion.usage.completion_tokens, cached))
+            yield UsageReport(
+                Usage(
+                    prompt_tokens=completion.usage.prompt_tokens,
+                    completion_tokens=completion.usage.completion_tokens,
+                    cached_tokens=cached,
+                )
+            )
         if not completion.choices:
             raise errors.EmptyResponseError("the server answered without a choice")
         choice = completion.choices[0]
@@ -292,7 +298,7 @@ class OpenAIProvider:
             events += [
                 ToolCallStart(index=index, id=call_id, name=name),
                 ToolCallDelta(index=index, arguments=json.dumps(arguments)),
-                ToolCallDone(index=index, call=ToolCall(call_id, name, arguments)),
+                ToolCallDone(index=index, call=ToolCall(id=call_id, name=name, arguments=arguments)),
             ]
         return events
 

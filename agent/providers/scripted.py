@@ -229,7 +229,7 @@ class ScriptedProvider:
             raw = json.dumps(arguments)
             yield ToolCallStart(index=index, id=call_id, name=call.name)
             yield ToolCallDelta(index=index, arguments=raw)
-            yield ToolCallDone(index=index, call=ToolCall(call_id, call.name, arguments))
+            yield ToolCallDone(index=index, call=ToolCall(id=call_id, name=call.name, arguments=arguments))
         yield UsageReport(self._usage(turn, request))
         yield Finish(turn.finish or ("tool_calls" if turn.tool_calls else "stop"))
 
@@ -243,14 +243,18 @@ class ScriptedProvider:
     @staticmethod
     def _usage(turn: ScriptTurn, request: ModelRequest) -> Usage:
         if turn.usage:
-            return Usage(turn.usage.prompt_tokens, turn.usage.completion_tokens, turn.usage.cached_tokens)
+            return Usage(
+                prompt_tokens=turn.usage.prompt_tokens,
+                completion_tokens=turn.usage.completion_tokens,
+                cached_tokens=turn.usage.cached_tokens,
+            )
         # No usage given: counted as a real tokenizer would, about, so budgets see real numbers.
         prompt = sum(
             _tokens(m.content) + sum(_tokens(json.dumps(c.arguments, ensure_ascii=False)) for c in m.tool_calls)
             for m in request.messages
         )
         out = _tokens(turn.text) + sum(_tokens(json.dumps(c.arguments)) + _tokens(c.name) for c in turn.tool_calls)
-        return Usage(max(1, prompt), max(1, out))
+        return Usage(prompt_tokens=max(1, prompt), completion_tokens=max(1, out))
 
     async def aclose(self) -> None:
         return None

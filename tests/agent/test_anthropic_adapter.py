@@ -23,14 +23,18 @@ async def collect(provider: AnthropicProvider, request: ModelRequest) -> list[St
 
 async def test_text_tool_use_input_json_deltas_and_usage() -> None:
     request = ModelRequest(
-        "claude-sonnet-4-6",
-        (
-            Message("system", "be brief"),
-            Message("user", "hi"),
-            Message("assistant", "Looking.", (ToolCall("toolu_0", "glob", {"pattern": "*.md"}),)),
-            Message("tool", "README.md", tool_call_id="toolu_0", name="glob"),
+        model="claude-sonnet-4-6",
+        messages=(
+            Message(role="system", content="be brief"),
+            Message(role="user", content="hi"),
+            Message(
+                role="assistant",
+                content="Looking.",
+                tool_calls=(ToolCall(id="toolu_0", name="glob", arguments={"pattern": "*.md"}),),
+            ),
+            Message(role="tool", content="README.md", tool_call_id="toolu_0", name="glob"),
         ),
-        (ToolSpec("read_file", "Read a file", {"type": "object", "properties": {}}),),
+        tools=(ToolSpec(name="read_file", description="Read a file", parameters={"type": "object", "properties": {}}),),
         max_output_tokens=1000,
     )
     with LLMServer() as server:
@@ -50,7 +54,7 @@ async def test_text_tool_use_input_json_deltas_and_usage() -> None:
     assert "".join(e.text for e in events if e.kind == "text") == "Let me check that."
     assert len([e for e in events if e.kind == "tool_call_delta"]) == 3
     done = [e for e in events if e.kind == "tool_call_done"][0]
-    assert done.call == ToolCall("toolu_1", "read_file", {"path": "README.md"})
+    assert done.call == ToolCall(id="toolu_1", name="read_file", arguments={"path": "README.md"})
     usage = [e for e in events if e.kind == "usage"][0].usage
     assert (usage.prompt_tokens, usage.cached_tokens, usage.completion_tokens) == (500, 300, 40)
     assert events[-1] == Finish("tool_calls")
@@ -94,7 +98,7 @@ async def test_text_tool_use_input_json_deltas_and_usage() -> None:
     ],
 )
 async def test_http_errors_become_zero_errors(reply: Reply, error: type[errors.ProviderError], retryable: bool) -> None:
-    request = ModelRequest("claude-sonnet-4-6", (Message("user", "hi"),))
+    request = ModelRequest(model="claude-sonnet-4-6", messages=(Message(role="user", content="hi"),))
     with LLMServer() as server:
         server.enqueue(reply)
         provider = AnthropicProvider(api_key="sk-ant-test", base_url=server.url)
@@ -107,7 +111,7 @@ async def test_http_errors_become_zero_errors(reply: Reply, error: type[errors.P
 
 
 async def test_an_error_event_mid_stream_is_translated() -> None:
-    request = ModelRequest("claude-sonnet-4-6", (Message("user", "hi"),))
+    request = ModelRequest(model="claude-sonnet-4-6", messages=(Message(role="user", content="hi"),))
     reply = anthropic_reply("partial answer")
     reply.events.insert(
         4, ("error", json.dumps({"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}))
@@ -121,7 +125,7 @@ async def test_an_error_event_mid_stream_is_translated() -> None:
 
 
 async def test_a_stream_cut_mid_way_is_retryable() -> None:
-    request = ModelRequest("claude-sonnet-4-6", (Message("user", "hi"),))
+    request = ModelRequest(model="claude-sonnet-4-6", messages=(Message(role="user", content="hi"),))
     reply = anthropic_reply("one two three four", pieces=4)
     reply.cut_after = 5
     with LLMServer() as server:
@@ -151,9 +155,9 @@ async def test_agent_runs_tools_through_the_anthropic_adapter(workspace: Path) -
             model="claude-sonnet-4-6",
             tools=ToolRegistry(builtin_tools()),
             workspace=Workspace([workspace]),
-            retry=RetryPolicy(2, 0.01, 0.02),
+            retry=RetryPolicy(retries=2, base_delay=0.01, max_delay=0.02),
         )
-        result = await AgentRun(config, "s1", [Message("system", "sys")], sink).run("Find TODOs")
+        result = await AgentRun(config, "s1", [Message(role="system", content="sys")], sink).run("Find TODOs")
         await provider.aclose()
         last = server.requests[-1]["messages"]
     assert result.status == "completed" and result.output == "There is one TODO, in src/app.py."
@@ -168,10 +172,10 @@ def test_a_user_note_after_tool_results_joins_the_same_user_turn() -> None:
 
     shaped = _messages(
         (
-            Message("user", "go"),
-            Message("assistant", "", (ToolCall("t1", "glob", {}),)),
-            Message("tool", "a.py", tool_call_id="t1", name="glob"),
-            Message("user", "[Zero] wrap up"),
+            Message(role="user", content="go"),
+            Message(role="assistant", content="", tool_calls=(ToolCall(id="t1", name="glob", arguments={}),)),
+            Message(role="tool", content="a.py", tool_call_id="t1", name="glob"),
+            Message(role="user", content="[Zero] wrap up"),
         )
     )
     assert [m["role"] for m in shaped] == ["user", "assistant", "user"]

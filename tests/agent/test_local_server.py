@@ -45,7 +45,7 @@ async def run_at(
 def agent_at(url: str, workspace: Path, emit: Emit, *, timeouts: float = 600.0, **config: Any) -> AgentRun:
     """An agent of the server at ``url``, whose connect and read timeouts are ``timeouts``."""
     config.setdefault("tools", ToolRegistry(builtin_tools()))
-    config.setdefault("retry", RetryPolicy(3, 0.001, 0.002))
+    config.setdefault("retry", RetryPolicy(retries=3, base_delay=0.001, max_delay=0.002))
     provider = OpenAIProvider(
         api_key=None,
         base_url=url + "/v1",
@@ -54,7 +54,7 @@ def agent_at(url: str, workspace: Path, emit: Emit, *, timeouts: float = 600.0, 
         read_timeout=timeouts,
     )
     agent = AgentConfig(provider=provider, model="local-llm", workspace=Workspace([workspace]), **config)
-    return AgentRun(agent, "s1", [Message("system", "You are a test agent.")], emit)
+    return AgentRun(agent, "s1", [Message(role="system", content="You are a test agent.")], emit)
 
 
 def kinds(events: list[Event], kind: str) -> list[Any]:
@@ -224,21 +224,21 @@ async def test_errors_without_text_name_their_type_and_the_setting_that_helps(wo
         return Reply(delay=1.0, body={})
 
     with LLMServer(late) as server:
-        result, _ = await run_at(server.url, workspace, timeouts=0.1, retry=RetryPolicy(0))
+        result, _ = await run_at(server.url, workspace, timeouts=0.1, retry=RetryPolicy(retries=0))
     assert result.error_code == "timeout" and result.error == (
         f"the openai-compatible API at {server.url}/v1/ timed out: nothing came for 0.1 s (ReadTimeout); "
         "--read-timeout S waits longer"
     )
     with LLMServer(late) as server:
         port = server.url
-    result, _ = await run_at(port, workspace, retry=RetryPolicy(0))  # nothing listens there now
+    result, _ = await run_at(port, workspace, retry=RetryPolicy(retries=0))  # nothing listens there now
     assert result.error_code == "connection_error" and result.error == (
         f"cannot reach the openai-compatible API at {port}/v1/ (All connection attempts failed): is the server "
         "running there, and is --base-url right? For a server that is starting, --retries and "
         "--retry-max-delay wait longer"
     )
     with LLMServer(LocalModel(turns(DONE), drop_first=True)) as server:
-        result, _ = await run_at(server.url, workspace, retry=RetryPolicy(0))
+        result, _ = await run_at(server.url, workspace, retry=RetryPolicy(retries=0))
     assert result.error_code == "stream_dropped" and result.error == (
         "the openai-compatible stream broke off (peer closed connection without sending complete message body "
         "(incomplete chunked read)); Zero asks again, as often as --retries says"
@@ -263,10 +263,12 @@ async def test_a_cancelled_call_hangs_up_and_counts_an_estimate_of_what_the_serv
         assert await anyio.to_thread.run_sync(server.hung_up.wait, 10.0)
         await run.config.provider.aclose()
     assert run.result is not None and run.result.status == "cancelled"
-    prompt = ModelRequest("local-llm", tuple(run.messages[:2]), run._specs).estimated_prompt_tokens()
+    prompt = ModelRequest(
+        model="local-llm", messages=tuple(run.messages[:2]), tools=run._specs
+    ).estimated_prompt_tokens()
     received = run.messages[-1]
     assert received.role == "assistant" and received.content.startswith("word word")
-    expected = Usage(prompt, received.tokens, cost_usd=None, calls=1, estimated=True)
+    expected = Usage(prompt_tokens=prompt, completion_tokens=received.tokens, cost_usd=None, calls=1, estimated=True)
     assert [u.usage for u in kinds(events, "usage")] == [expected]
     assert run.result.usage.total_tokens == expected.total_tokens and run.result.usage.estimated
     assert prompt > 1000  # the tools' definitions are most of it
@@ -353,7 +355,7 @@ async def test_calls_written_as_text_are_said_once_for_the_model_and_work_unstre
         run = agent_at(server.url, workspace, first.append)
         assert (await run.run("What is the answer?")).output == "The answer is 42."
         second: list[Event] = []
-        other = AgentRun(run.config, "s2", [Message("system", "You are a test agent.")], second.append)
+        other = AgentRun(run.config, "s2", [Message(role="system", content="You are a test agent.")], second.append)
         assert (await other.run("And again?")).output == "The answer is 42."
         await run.config.provider.aclose()
     assert [len(kinds(events, "tool_result")) for events in (first, second)] == [1, 1]

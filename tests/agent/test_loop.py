@@ -86,11 +86,11 @@ def make_run(
         workspace=Workspace([workspace]),
         permission_mode=mode,
         max_turns=max_turns,
-        retry=RetryPolicy(2, 0.001, 0.002),
+        retry=RetryPolicy(retries=2, base_delay=0.001, max_delay=0.002),
         **kw,
     )
     rec = Recorder()
-    return AgentRun(config, "s1", [Message("system", "You are a test agent.")], rec), rec, provider
+    return AgentRun(config, "s1", [Message(role="system", content="You are a test agent.")], rec), rec, provider
 
 
 async def test_runs_tools_until_the_model_answers(workspace: Path) -> None:
@@ -143,7 +143,7 @@ class MeetTool(BuiltinTool[Rendezvous]):
         other = "b" if args.name == "a" else "a"
         with anyio.fail_after(5):
             await self.arrived[other].wait()
-        return ToolOutput(f"{args.name} met {other}")
+        return ToolOutput(text=f"{args.name} met {other}")
 
 
 class LogWrite(BuiltinTool[Rendezvous]):
@@ -157,7 +157,7 @@ class LogWrite(BuiltinTool[Rendezvous]):
         self.log.append(f"start {args.name}")
         await anyio.sleep(0.01)
         self.log.append(f"end {args.name}")
-        return ToolOutput("ok")
+        return ToolOutput(text="ok")
 
 
 async def test_read_calls_of_one_turn_run_concurrently(workspace: Path) -> None:
@@ -411,7 +411,7 @@ async def test_a_stream_that_ends_without_finishing_is_retried_as_dropped(worksp
         model="m",
         tools=ToolRegistry(),
         workspace=Workspace([workspace]),
-        retry=RetryPolicy(1, 0.001, 0.001),
+        retry=RetryPolicy(retries=1, base_delay=0.001, max_delay=0.001),
     )
     rec = Recorder()
     result = await AgentRun(config, "s1", [], rec).run("hi")
@@ -490,7 +490,7 @@ async def test_an_unpriced_models_run_costs_unknown_on_every_path(workspace: Pat
 
 async def test_a_conversation_near_the_context_window_is_compacted_and_recorded(workspace: Path) -> None:
     (workspace / "big.txt").write_text("data " * 3000)  # ~5,000 tokens as Zero estimates them
-    prices = PriceTable.builtin().with_overrides({"small-model": Price(1.0, 1.0, context=6_000)})
+    prices = PriceTable.builtin().with_overrides({"small-model": Price(input=1.0, output=1.0, context=6_000)})
     run, rec, provider = make_run(
         workspace,
         [

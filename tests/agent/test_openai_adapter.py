@@ -19,9 +19,9 @@ from zero.tools import ToolRegistry, Workspace, builtin_tools
 pytestmark = pytest.mark.anyio
 
 REQUEST = ModelRequest(
-    "gpt-4.1-mini",
-    (Message("system", "be brief"), Message("user", "hi")),
-    (ToolSpec("read_file", "Read a file", {"type": "object", "properties": {}}),),
+    model="gpt-4.1-mini",
+    messages=(Message(role="system", content="be brief"), Message(role="user", content="hi")),
+    tools=(ToolSpec(name="read_file", description="Read a file", parameters={"type": "object", "properties": {}}),),
 )
 
 
@@ -127,7 +127,7 @@ async def _run(server_url: str, workspace: Path, events: list[Event]) -> AsyncIt
         retry=RetryPolicy(retries=2, base_delay=0.01, max_delay=0.05),
     )
     try:
-        yield AgentRun(config, "s1", [Message("system", "sys")], sink)
+        yield AgentRun(config, "s1", [Message(role="system", content="sys")], sink)
     finally:
         await config.provider.aclose()
 

@@ -14,7 +14,7 @@ pytestmark = pytest.mark.anyio
 
 
 def request(*messages: Message) -> ModelRequest:
-    return ModelRequest("scripted", messages)
+    return ModelRequest(model="scripted", messages=messages)
 
 
 async def text_of(provider: ScriptedProvider, req: ModelRequest) -> str:
@@ -36,10 +36,18 @@ async def test_turns_are_chosen_by_the_conversation_not_by_call_order() -> None:
         got[key] = await text_of(provider, req)
 
     async with anyio.create_task_group() as tg:
-        tg.start_soon(ask, "r", request(Message("system", "You are the reviewer"), Message("user", "x")))
-        tg.start_soon(ask, "m", request(Message("system", "You are the mapper"), Message("user", "x")))
-        tg.start_soon(ask, "1", request(Message("system", "plain"), Message("user", "do task 1")))
-        tg.start_soon(ask, "2", request(Message("system", "plain"), Message("user", "do task 2")))
+        tg.start_soon(
+            ask, "r", request(Message(role="system", content="You are the reviewer"), Message(role="user", content="x"))
+        )
+        tg.start_soon(
+            ask, "m", request(Message(role="system", content="You are the mapper"), Message(role="user", content="x"))
+        )
+        tg.start_soon(
+            ask, "1", request(Message(role="system", content="plain"), Message(role="user", content="do task 1"))
+        )
+        tg.start_soon(
+            ask, "2", request(Message(role="system", content="plain"), Message(role="user", content="do task 2"))
+        )
     assert got == {"r": "review", "m": "map", "1": "one", "2": "two"}
     provider.assert_consumed()
 
@@ -47,12 +55,12 @@ async def test_turns_are_chosen_by_the_conversation_not_by_call_order() -> None:
 async def test_an_unexpected_call_fails_loudly() -> None:
     provider = ScriptedProvider([ScriptTurn(match=ScriptMatch(user="hello"), text="hi")])
     with pytest.raises(errors.BadRequestError, match="no scripted turn matches call 1 of this conversation"):
-        await text_of(provider, request(Message("user", "something else")))
+        await text_of(provider, request(Message(role="user", content="something else")))
 
 
 async def test_a_turn_is_used_once_unless_times_says_otherwise() -> None:
     provider = ScriptedProvider([ScriptTurn(text="once"), ScriptTurn(text="forever", times=0)])
-    req = request(Message("user", "q"))
+    req = request(Message(role="user", content="q"))
     assert [await text_of(provider, req) for _ in range(3)] == ["once", "forever", "forever"]
     assert provider.unconsumed() == []
 

@@ -10,7 +10,7 @@ from zero.agent import ToolSpec
 from zero.agent.providers._text_calls import calls_in_text
 from zero.tools import builtin_tools
 
-TOOLS = tuple(ToolSpec(t.name, t.description, t.parameters) for t in builtin_tools())
+TOOLS = tuple(ToolSpec(name=t.name, description=t.description, parameters=t.parameters) for t in builtin_tools())
 READ = '{"name": "read_file", "arguments": {"path": "a.py"}}'
 
 
@@ -53,6 +53,6 @@ def test_anything_else_is_an_answer(text: str) -> None:
 
 
 def test_a_tool_with_a_broken_schema_is_never_guessed_at() -> None:
-    broken = (ToolSpec("odd", "", {"type": "no-such-type"}),)
+    broken = (ToolSpec(name="odd", description="", parameters={"type": "no-such-type"}),)
     assert calls_in_text('{"name": "odd", "arguments": {}}', broken) is None
     assert calls_in_text(READ, ()) is None  # no tools were offered

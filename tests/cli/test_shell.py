@@ -119,10 +119,11 @@ def shell(workspace: Path, script: Path, *args: str) -> Terminal:
     return Terminal("--provider", "scripted", "--script", str(script), *args, cwd=workspace)
 
 
-def answer(term: Terminal, key: str) -> None:
-    """Press ``key`` once the shell asks (its cursor on the question)."""
-    term.wait_until(lambda _: term.cursor_line().startswith("allow? "), "the question")
+def answer(term: Terminal, key: str) -> str:
+    """Press ``key`` once the shell asks (its cursor on the question); the screen it was asked on."""
+    asked = term.wait_until(lambda _: term.cursor_line().startswith("allow? "), "the question")
     term.type(key, enter=False)
+    return asked
 
 
 @pytest.mark.timeout(300)  # a long scenario, paced by the screen: on a loaded machine it may take minutes
@@ -176,10 +177,12 @@ def test_a_session_in_the_shell(workspace: Path, tmp_path: Path) -> None:
         assert runs[-1].status == "cancelled" and [r.status for r in runs[:-1]] == ["completed"] * 3
         # /agents and /cost agree with zero sessions tree
         term.type("/cost")
-        cost = term.wait_for("with children")
+        term.wait_for("with children")
+        cost = term.wait_prompt()  # all of it
         own, total = (int(n.replace(",", "")) for n in re.findall(r"([\d,]+) tokens", cost.split("/cost")[-1])[:2])
         term.type("/agents")
-        agents = term.wait_for("tester ")
+        term.wait_for("tester ")
+        agents = term.wait_prompt()
         tree = json.loads(zero("sessions", "tree", session_id, "--json").stdout)
         assert tree["usage"]["totalTokens"] == own and tree["subtreeUsage"]["totalTokens"] == total
         for child in tree["children"]:
@@ -199,9 +202,8 @@ def test_a_session_in_the_shell(workspace: Path, tmp_path: Path) -> None:
         term.wait_for("Checked twice.")
         assert term.text().count("needs approval") == asked_before + 1
         term.type("Ask the worker")
-        asked = term.wait_for("write_file (worker) needs approval")
-        assert "+gamma" in asked  # the child's request, named, with its diff
-        answer(term, "y")
+        term.wait_for("write_file (worker) needs approval")
+        assert "+gamma" in answer(term, "y")  # the child's request, named, with its diff
         term.wait_for("The worker is done.")
         assert (workspace / "c.txt").read_text() == "gamma"
         term.type("/permission unsafe")  # never above the mode the shell started with

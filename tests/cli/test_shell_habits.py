@@ -72,8 +72,7 @@ def test_the_shell_habits(workspace: Path, tmp_path: Path) -> None:
     try:
         term.wait_prompt()
         term.type("/", enter=False)  # the menu of commands opens as "/" is typed
-        menu = term.wait_for("/compact")
-        assert "/agents" in menu and "/resume" in menu
+        term.wait_until(lambda menu: all(c in menu for c in ("/compact", "/agents", "/resume")), "the menu")
         term.type("\x7f", enter=False)
         # @specialist: its answer joins the conversation; the file attached is confirmed
         term.type("@tester Where are sessions written? @README.md")
@@ -88,7 +87,8 @@ def test_the_shell_habits(workspace: Path, tmp_path: Path) -> None:
         term.wait_for("Sessions are written by sessions/_writer.py.")
         term.wait_prompt()
         term.type("/cost")
-        cost = term.wait_for("with children")
+        term.wait_for("with children")
+        cost = term.wait_prompt()  # all of it, and the bar under the prompt
         total = re.findall(r"with children ([\d,]+) tokens", cost)[-1]
         assert f" {total} tokens ·" in term.screen()  # the bar counts this session once, children included
         term.type("What did it find?")

@@ -99,13 +99,15 @@ async def test_a_cost_limit_with_default_output_caps_is_spent_not_starved_and_ne
     price = PriceTable.builtin().price("gpt-4.1-mini")
     assert price is not None
     held = [
-        price.cost(Usage(call.estimated_prompt_tokens(), cap)) for call, cap in zip(provider.calls, caps, strict=True)
+        price.cost(Usage(prompt_tokens=call.estimated_prompt_tokens(), completion_tokens=cap))
+        for call, cap in zip(provider.calls, caps, strict=True)
     ]
-    assert all(price.cost(Usage(1000, 100)) <= most for most in held)
+    assert all(price.cost(Usage(prompt_tokens=1000, completion_tokens=100)) <= most for most in held)
     # it tripped because even the smallest call (its output lowered to MIN_OUTPUT) no longer fit
     assert spent + result.trip.requested > 0.02
     assert result.trip.requested == pytest.approx(
-        price.cost(Usage(provider.calls[-1].estimated_prompt_tokens(), MIN_OUTPUT)), rel=0.05
+        price.cost(Usage(prompt_tokens=provider.calls[-1].estimated_prompt_tokens(), completion_tokens=MIN_OUTPUT)),
+        rel=0.05,
     )
 
 
@@ -114,10 +116,14 @@ async def test_a_call_that_does_not_fit_whole_gets_the_output_cap_the_limit_has_
     shrink = Shrink(output=8000, least=1000, price=0.0)
     first = await ledger.reserve(2000 + 8000, None, shrink=shrink)  # fits whole
     assert first.output is None
-    Ledger.settle(first, Usage(2000, 500))  # 2,500 used: 7,500 left, too little for another whole one
+    Ledger.settle(
+        first, Usage(prompt_tokens=2000, completion_tokens=500)
+    )  # 2,500 used: 7,500 left, too little for another whole one
     second = await ledger.reserve(2000 + 8000, None, shrink=shrink)
     assert second.output == 5500 and second.tokens == 7500
-    Ledger.settle(second, Usage(2000, 4000))  # 8,500 used: 1,500 left, less than a prompt and the least output
+    Ledger.settle(
+        second, Usage(prompt_tokens=2000, completion_tokens=4000)
+    )  # 8,500 used: 1,500 left, less than a prompt and the least output
     with pytest.raises(BudgetExhaustedError) as refused:
         await ledger.reserve(2000 + 8000, None, shrink=shrink)
     assert str(refused.value) == (
@@ -139,7 +145,7 @@ async def test_a_reservation_that_does_not_fit_waits_for_the_calls_in_flight() -
         tg.start_soon(second)
         await anyio.sleep(0.01)
         order.append("first settles")
-        Ledger.settle(first, Usage(100, 100))
+        Ledger.settle(first, Usage(prompt_tokens=100, completion_tokens=100))
     assert order == ["first settles", "second reserved"] and ledger.trip is None
     # with nothing held, a call that cannot fit trips the ledger, and everything after is refused
     with pytest.raises(BudgetExhaustedError, match="tokens limit reached: 200 tokens used of 1000"):
@@ -161,7 +167,7 @@ def test_estimates_err_high_and_calibration_learns_each_model() -> None:
         calibration.learn("m", 1000, 700)  # never below the estimate, which errs high already
     assert calibration.prompt_tokens("m", 1000) <= 1001
     assert calibration.prompt_tokens("other", 1000) == 1000
-    request = ModelRequest("m", (Message("user", "東京" * 100),))
+    request = ModelRequest(model="m", messages=(Message(role="user", content="東京" * 100),))
     assert request.estimated_prompt_tokens() >= 200
 
 

@@ -86,7 +86,7 @@ async def test_two_clean_members_land_checked_after_each_and_the_conflicting_one
         for member, files in work.items():
             tg.start_soon(anyio.to_thread.run_sync, edit, wt, member, files)
     check = Recorder()
-    queue = LandQueue(wt, check=check)
+    queue = LandQueue(worktrees=wt, check=check)
 
     outcomes = await queue.land_all(list(work))
 
@@ -134,7 +134,7 @@ async def test_a_failing_check_reports_its_tail_keeps_the_branch_and_skips_its_d
         "if [ -e broken.txt ]; then seq 1 100; echo 'FAILED test_broken'; touch check-left-this; exit 1; fi",
         timeout=30,
     )
-    queue = LandQueue(wt, check=check, depends_on={"needs-broken": ["broken"]})
+    queue = LandQueue(worktrees=wt, check=check, depends_on={"needs-broken": ["broken"]})
 
     outcomes = await queue.land_all(["broken", "needs-broken", "fine"])
 
@@ -153,7 +153,7 @@ async def test_what_a_passing_check_writes_is_not_landed_and_leaves_no_worktree_
     edit(wt, "one", {"a.txt": "a\n"})
     check = command_check("echo report > report.xml && echo changed >> README.md", timeout=30)
 
-    outcome = await LandQueue(wt, check=check).land("one")
+    outcome = await LandQueue(worktrees=wt, check=check).land("one")
 
     assert isinstance(outcome, Landed)
     assert run_git(repo, "ls-tree", "--name-only", wt.land_branch).split() == ["README.md", "a.txt", "app.txt"]
@@ -179,14 +179,14 @@ async def test_a_check_that_runs_out_of_time_is_ended_with_what_it_started(repo:
 async def test_a_member_with_no_change_has_nothing_to_land_and_leaves_no_worktree(repo: Path) -> None:
     wt = team(repo)
     edit(wt, "idle", {})
-    assert await LandQueue(wt).land("idle") == NothingToLand(member="idle")
+    assert await LandQueue(worktrees=wt).land("idle") == NothingToLand(member="idle")
     assert worktree_list(repo) == [f"{repo} branch refs/heads/main"]
 
 
 async def test_a_member_depending_on_another_starts_from_its_landed_work(repo: Path) -> None:
     wt = team(repo)
     edit(wt, "first", {"api.txt": "the api\n"})
-    queue = LandQueue(wt)
+    queue = LandQueue(worktrees=wt)
     await queue.land("first")
 
     second = wt.open("second", base=wt.land_branch)
@@ -206,14 +206,14 @@ async def test_landing_again_after_a_manual_fix_lands_the_member(repo: Path) -> 
     wt = team(repo)
     edit(wt, "one", {"app.txt": replaced(APP, "line 5\n", "line 5 by one\n")})
     edit(wt, "two", {"app.txt": replaced(APP, "line 5\n", "line 5 by two\n")})
-    queue = LandQueue(wt)
+    queue = LandQueue(worktrees=wt)
     assert [o.kind for o in await queue.land_all(["one", "two"])] == ["landed", "conflict"]
     fix = wt.path_of("two")
     run_git(fix, "reset", "-q", "--hard", wt.land_branch)
     (fix / "app.txt").write_text(replaced(APP, "line 5\n", "line 5 by one, then two\n"))
     commit_all(fix, "two, resolved")
 
-    outcome = await LandQueue(wt).land("two")
+    outcome = await LandQueue(worktrees=wt).land("two")
 
     assert isinstance(outcome, Landed)
     assert run_git(repo, "show", f"{wt.land_branch}:app.txt").splitlines()[4] == "line 5 by one, then two"
@@ -225,7 +225,7 @@ async def test_uncommitted_changes_in_a_worktree_stop_its_landing_with_the_fix(r
     edit(wt, "one", {"a.txt": "a\n"})
     (wt.path_of("one") / "a.txt").write_text("edited by hand, not committed\n")
     with pytest.raises(UsageError) as caught:
-        await LandQueue(wt).land("one")
+        await LandQueue(worktrees=wt).land("one")
     path = wt.path_of("one")
     assert str(caught.value) == (
         f"member one's worktree {path} has uncommitted changes: commit them there (git -C {path} commit -a) "
@@ -242,7 +242,7 @@ async def test_a_landing_killed_halfway_through_a_rebase_is_started_again(repo: 
     done = run_git_status(tree, "rebase", other)
     assert done != 0 and (Path(run_git(tree, "rev-parse", "--git-path", "rebase-merge"))).exists()
 
-    assert isinstance(await LandQueue(wt).land("one"), Landed)
+    assert isinstance(await LandQueue(worktrees=wt).land("one"), Landed)
 
 
 def run_git_status(cwd: Path, *args: str) -> int:
@@ -252,7 +252,7 @@ def run_git_status(cwd: Path, *args: str) -> int:
 async def test_into_current_fast_forwards_a_clean_users_branch_and_nothing_else(repo: Path) -> None:
     wt = team(repo)
     edit(wt, "one", {"a.txt": "a\n"})
-    queue = LandQueue(wt)
+    queue = LandQueue(worktrees=wt)
     await queue.land("one")
     (repo / "scratch.txt").write_text("the user is typing\n")
     assert queue.merge_into_current() == "the working tree has uncommitted changes"
@@ -270,7 +270,7 @@ async def test_a_run_started_from_uncommitted_changes_is_merged_by_cherry_pickin
 ) -> None:
     (repo / "wip.txt").write_text("the user's own edit\n")
     wt = team(repo)
-    queue = LandQueue(wt)
+    queue = LandQueue(worktrees=wt)
     assert queue.merge_command() is None
     edit(wt, "one", {"a.txt": "a\n"})
     await queue.land("one")

@@ -34,7 +34,9 @@ class Clock:
 
 
 def team(clock: Clock) -> TeamTree:
-    tree = TeamTree(TreeNode("team_1", "release-review", "team", status="running", started=clock.now), clock)
+    tree = TeamTree(
+        TreeNode(session_id="team_1", name="release-review", kind="team", status="running", started=clock.now), clock
+    )
     for sid, name, spec, deps in [
         ("m_map", "mapper", "explorer", []),
         ("m_rev", "reviewer", "code-review", ["mapper"]),
@@ -42,13 +44,25 @@ def team(clock: Clock) -> TeamTree:
         ("m_rep", "reporter", "planner", ["reviewer", "tester"]),
     ]:
         tree.add(
-            TreeNode(sid, name, "member", specialist=spec, model="gpt-4.1-mini", parent="team_1", waiting_for=deps)
+            TreeNode(
+                session_id=sid,
+                name=name,
+                kind="member",
+                specialist=spec,
+                model="gpt-4.1-mini",
+                parent="team_1",
+                waiting_for=deps,
+            )
         )
     return tree
 
 
 def usage(sid: str, prompt: int, completion: int, cost: float) -> UsageUpdated:
-    return UsageUpdated.of(sid, "gpt-4.1-mini", Usage(prompt, completion, 0, cost, 1))
+    return UsageUpdated.of(
+        sid,
+        "gpt-4.1-mini",
+        Usage(prompt_tokens=prompt, completion_tokens=completion, cached_tokens=0, cost_usd=cost, calls=1),
+    )
 
 
 def call(sid: str, name: str, **args: object) -> ToolCallStarted:
@@ -74,7 +88,14 @@ def running(clock: Clock) -> TeamTree:
     tree.apply(start("m_map", "mapper", "explorer"))
     clock.now += 4
     tree.apply(usage("m_map", 1800, 60, 0.0008))
-    tree.apply(end("m_map", "completed", Usage(1800, 60, 0, 0.0008, 1), 4000))
+    tree.apply(
+        end(
+            "m_map",
+            "completed",
+            Usage(prompt_tokens=1800, completion_tokens=60, cached_tokens=0, cost_usd=0.0008, calls=1),
+            4000,
+        )
+    )
     tree.apply(start("m_rev", "reviewer", "code-review"))
     tree.apply(start("m_test", "tester", "tester"))
     clock.now += 2
@@ -91,10 +112,10 @@ def running(clock: Clock) -> TeamTree:
 
 def budget(tokens: int, cost: float, turns: int, seconds: float) -> list[BudgetLine]:
     return [
-        BudgetLine("tokens", tokens, 20_000, f"{tokens:,} / 20,000"),
-        BudgetLine("cost", cost, 0.01, f"${cost:.4f} / $0.0100"),
-        BudgetLine("turns", turns, 10, f"{turns} / 10 model calls"),
-        BudgetLine("time", seconds, 60, f"{seconds:.0f}s / 60s"),
+        BudgetLine(label="tokens", used=tokens, allowed=20_000, text=f"{tokens:,} / 20,000"),
+        BudgetLine(label="cost", used=cost, allowed=0.01, text=f"${cost:.4f} / $0.0100"),
+        BudgetLine(label="turns", used=turns, allowed=10, text=f"{turns} / 10 model calls"),
+        BudgetLine(label="time", used=seconds, allowed=60, text=f"{seconds:.0f}s / 60s"),
     ]
 
 
@@ -121,15 +142,43 @@ def test_a_running_team() -> None:
 def test_a_finished_team() -> None:
     clock = Clock()
     tree = running(clock)
-    tree.apply(end("child_1", "completed", Usage(900, 40, 0, 0.0004, 1), 1500))
+    tree.apply(
+        end(
+            "child_1",
+            "completed",
+            Usage(prompt_tokens=900, completion_tokens=40, cached_tokens=0, cost_usd=0.0004, calls=1),
+            1500,
+        )
+    )
     tree.apply(AssistantText(session_id="m_rev", delta="Two findings."))
-    tree.apply(end("m_rev", "completed", Usage(3300, 130, 0, 0.0015, 2), 3500))
+    tree.apply(
+        end(
+            "m_rev",
+            "completed",
+            Usage(prompt_tokens=3300, completion_tokens=130, cached_tokens=0, cost_usd=0.0015, calls=2),
+            3500,
+        )
+    )
     tree.apply(usage("m_test", 1500, 50, 0.0007))
-    tree.apply(end("m_test", "completed", Usage(1500, 50, 0, 0.0007, 1), 3600))
+    tree.apply(
+        end(
+            "m_test",
+            "completed",
+            Usage(prompt_tokens=1500, completion_tokens=50, cached_tokens=0, cost_usd=0.0007, calls=1),
+            3600,
+        )
+    )
     tree.apply(start("m_rep", "reporter", "planner"))
     clock.now += 3
     tree.apply(usage("m_rep", 2000, 300, 0.0013))
-    tree.apply(end("m_rep", "completed", Usage(2000, 300, 0, 0.0013, 1), 3000))
+    tree.apply(
+        end(
+            "m_rep",
+            "completed",
+            Usage(prompt_tokens=2000, completion_tokens=300, cached_tokens=0, cost_usd=0.0013, calls=1),
+            3000,
+        )
+    )
     tree.root.status, tree.root.finished = "completed", clock.now
     check("finished", render(tree, budget(8_540, 0.0047, 6, 12.0)))
 
@@ -159,13 +208,13 @@ def test_a_budget_bar_keeps_its_unused_part_in_a_picture() -> None:
 
 def test_finished_siblings_fold_when_the_screen_is_full() -> None:
     clock = Clock()
-    tree = TeamTree(TreeNode("t", "big", "team", status="running", started=clock.now), clock)
+    tree = TeamTree(TreeNode(session_id="t", name="big", kind="team", status="running", started=clock.now), clock)
     for i in range(40):
         tree.add(
             TreeNode(
-                f"m{i}",
-                f"m{i:02d}",
-                "member",
+                session_id=f"m{i}",
+                name=f"m{i:02d}",
+                kind="member",
                 specialist="explorer",
                 parent="t",
                 status="completed" if i < 30 else "running",
@@ -185,7 +234,7 @@ def test_a_tree_read_from_disk_measures_silence_in_the_events_own_time() -> None
     """Events from a log carry the wall-clock time they were written: a member that spoke a second
     ago is running, not "stalled for 50 years"."""
     now = time.time()
-    tree = TeamTree(TreeNode("team_1", "t", "team", status="running"), clock=time.time)
+    tree = TeamTree(TreeNode(session_id="team_1", name="t", kind="team", status="running"), clock=time.time)
     tree.apply(start("m_map", "mapper", "explorer"), at=now - 1)
     tree.apply(usage("m_map", 10, 5, 0.0), at=now - 1)
     assert tree.display_status(tree.nodes["m_map"], time.time()) == "running"
@@ -197,7 +246,7 @@ def test_a_member_that_streams_is_not_stalled_live_or_from_its_log() -> None:
     """Text deltas are not stored, and a tool call's arguments are no event at all: the streaming
     events a long call sends now and then are what says it is alive, in the log too."""
     now = time.time()
-    tree = TeamTree(TreeNode("team_1", "t", "team", status="running"), clock=time.time)
+    tree = TeamTree(TreeNode(session_id="team_1", name="t", kind="team", status="running"), clock=time.time)
     tree.apply(start("m_map", "mapper", "explorer"), at=now - STALL_SECONDS - 50)
     tree.apply(ModelStreaming(session_id="m_map", received=12_000), at=now - 20)
     node = tree.nodes["m_map"]

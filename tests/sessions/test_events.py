@@ -62,8 +62,8 @@ T, M, C = "team_1", "member_1", "child_1"
 
 def every_kind() -> dict[str, list[Event]]:
     """A team run that holds one event of every kind, by the session whose log holds it."""
-    usage = Usage(300, 20, 0, 0.0002, 1)
-    call = ToolCall("call_1", "Task", {"name": "explorer", "prompt": "Map src."})
+    usage = Usage(prompt_tokens=300, completion_tokens=20, cached_tokens=0, cost_usd=0.0002, calls=1)
+    call = ToolCall(id="call_1", name="Task", arguments={"name": "explorer", "prompt": "Map src."})
     return {
         T: [
             TeamStarted(
@@ -120,7 +120,11 @@ def every_kind() -> dict[str, list[Event]]:
             WarningRaised(session_id=M, code="output_capped", message="cut at 20 tokens"),
             Compacted(session_id=M, summary="We read README.md; the answer is 42.", replaced=6),
             MessageAdded(session_id=M, role="assistant", content="Mapped."),
-            UsageUpdated.of(M, "gpt-4.1-mini", Usage(400, 10, 100, None, 1)),
+            UsageUpdated.of(
+                M,
+                "gpt-4.1-mini",
+                Usage(prompt_tokens=400, completion_tokens=10, cached_tokens=100, cost_usd=None, calls=1),
+            ),
             RunFinished(session_id=M, status="completed", turns=2, duration_ms=8, usage=usage, output="Mapped."),
         ],
         C: [
@@ -237,12 +241,12 @@ def test_stream_json_replay_and_the_tree_agree_with_what_was_emitted(tmp_path: P
     # replay: the conversation the member's log records is the one it had: what came before the
     # compaction is its summary now
     assert messages_from_events(s.event for s in store.events(M)) == [
-        Message("system", "You map code."),
-        Message("user", COMPACTED_PREFIX + "We read README.md; the answer is 42."),
-        Message("assistant", "Mapped."),
+        Message(role="system", content="You map code."),
+        Message(role="user", content=COMPACTED_PREFIX + "We read README.md; the answer is 42."),
+        Message(role="assistant", content="Mapped."),
     ]
     # the tree: fed live, and read from disk, shows the same statuses, turns, tokens and cost
-    tree = TeamTree(TreeNode(T, "demo", "team", status="running"))
+    tree = TeamTree(TreeNode(session_id=T, name="demo", kind="team", status="running"))
     for event in live:
         tree.apply(event)
     disk = tree_from_store(store, T)

@@ -325,10 +325,10 @@ def test_two_stores_on_one_session_keep_sequences_and_usage_whole(tmp_path: Path
     def child(label: str, usage: Usage) -> ChildFinished:
         return ChildFinished(session_id=sid, child_session_id=label, status="completed", usage=usage)
 
-    first.submit(sid, [child("a", Usage(10, 5))])
+    first.submit(sid, [child("a", Usage(prompt_tokens=10, completion_tokens=5))])
     first.flush(sid)
-    second.append(sid, [child("b", Usage(1, 1)), tick(sid, "c")])
-    first.submit(sid, [child("d", Usage(100, 50))])
+    second.append(sid, [child("b", Usage(prompt_tokens=1, completion_tokens=1)), tick(sid, "c")])
+    first.submit(sid, [child("d", Usage(prompt_tokens=100, completion_tokens=50))])
     first.flush(sid)
     assert [e.sequence for e in first.events(sid)] == [1, 2, 3, 4]
     assert [e.event.kind for e in first.events(sid)] == ["child_end", "child_end", "warning", "child_end"]

@@ -34,7 +34,7 @@ class Harness:
         self.provider = ScriptedProvider(turns)
         self.events: list[Event] = []
         self.session_id = ""
-        prices = PriceTable.builtin().with_overrides({"scripted": Price(1.0, 2.0)})
+        prices = PriceTable.builtin().with_overrides({"scripted": Price(input=1.0, output=2.0)})
         self.ctx = AgentContext(
             store=self.store,
             registry=SpecialistRegistry.load(workspace),

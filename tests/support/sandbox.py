@@ -47,7 +47,7 @@ def bash(
     """The outputs of ``commands``, run one after the other in one run (which then ends) in ``workspace``."""
 
     async def run() -> list[str]:
-        ctx = ToolContext(Workspace([workspace]), permission_mode=mode, shell=shell or ShellSettings())
+        ctx = ToolContext(workspace=Workspace([workspace]), permission_mode=mode, shell=shell or ShellSettings())
         try:
             return [(await Bash().call({"command": command, **args}, ctx)).text for command in commands]
         finally:

@@ -23,7 +23,7 @@ async def run(workspace: Path, name: str, arguments: dict[str, Any], *, pin: boo
     assert plan is not None
     held = pinned.set(plan.pin if pin else None)
     try:
-        return (await TOOLS[name].call(arguments, ToolContext(Workspace([workspace])))).text
+        return (await TOOLS[name].call(arguments, ToolContext(workspace=Workspace([workspace])))).text
     finally:
         pinned.reset(held)
 
@@ -90,7 +90,7 @@ async def test_a_link_swapped_after_the_approval_is_not_followed(workspace: Path
         held = pinned.set(plan.pin)
         try:
             with pytest.raises(ToolError) as refused:
-                await TOOLS["write_file"].call(arguments, ToolContext(Workspace([workspace])))
+                await TOOLS["write_file"].call(arguments, ToolContext(workspace=Workspace([workspace])))
         finally:
             pinned.reset(held)
         where = path.replace("d/", ".git/")
@@ -125,7 +125,7 @@ async def test_a_file_changed_after_the_approval_is_not_written(workspace: Path)
             held = pinned.set(plan.pin)
             try:
                 with pytest.raises(ToolError) as refused:
-                    await TOOLS[name].call(arguments, ToolContext(ws))
+                    await TOOLS[name].call(arguments, ToolContext(workspace=ws))
             finally:
                 pinned.reset(held)
             assert str(refused.value) == f"{path} changed since it was approved; nothing was written: read it again"

@@ -16,7 +16,7 @@ TOOLS = {t.name: t for t in builtin_tools()}
 
 
 async def call(workspace: Path, name: str, **args: Any) -> ToolOutput:
-    return await TOOLS[name].call(args, ToolContext(Workspace([workspace])))
+    return await TOOLS[name].call(args, ToolContext(workspace=Workspace([workspace])))
 
 
 async def test_read_file_numbers_lines_and_reads_ranges(workspace: Path) -> None:

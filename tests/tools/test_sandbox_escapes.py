@@ -681,7 +681,7 @@ def test_a_link_in_place_of_a_private_folder_is_refused(workspace: Path, outside
     tmp.symlink_to(outside)  # as a command could once leave where the private folder lay in the workspace
 
     async def run() -> str:
-        ctx = ToolContext(Workspace([workspace]), permission_mode="auto")
+        ctx = ToolContext(workspace=Workspace([workspace]), permission_mode="auto")
         ctx.background.append(private)
         try:
             return (await Bash().call({"command": "echo RAN"}, ctx)).text

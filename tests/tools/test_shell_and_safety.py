@@ -17,7 +17,7 @@ pytestmark = pytest.mark.anyio
 
 
 async def test_bash_runs_in_the_workspace_and_reports_the_exit_code(workspace: Path) -> None:
-    out = await Bash().call({"command": "pwd; echo oops >&2; exit 3"}, ToolContext(Workspace([workspace])))
+    out = await Bash().call({"command": "pwd; echo oops >&2; exit 3"}, ToolContext(workspace=Workspace([workspace])))
     assert out.text == f"{os.path.realpath(workspace)}\noops\n\n[exit code 3]" and out.is_error
 
 
@@ -25,7 +25,7 @@ async def test_bash_timeout_kills_the_whole_process_group(workspace: Path, tmp_p
     marker = tmp_path / "survived"
     command = f"(sleep 0.6; touch {marker}) & sleep 30"
     started = time.monotonic()
-    out = await Bash().call({"command": command, "timeout_seconds": 0.3}, ToolContext(Workspace([workspace])))
+    out = await Bash().call({"command": command, "timeout_seconds": 0.3}, ToolContext(workspace=Workspace([workspace])))
     assert time.monotonic() - started < 3
     assert out.is_error and out.text.endswith("[killed after 0.3 s timeout]")
     await anyio.sleep(0.8)
@@ -87,7 +87,7 @@ def test_categories_expand_and_typos_get_a_hint() -> None:
 
 
 async def test_update_plan_keeps_the_plan_in_the_context(workspace: Path) -> None:
-    ctx = ToolContext(Workspace([workspace]))
+    ctx = ToolContext(workspace=Workspace([workspace]))
     out = await UpdatePlan().call({"steps": [{"step": "map", "status": "completed"}, {"step": "fix"}]}, ctx)
     assert out.text == "Plan updated (1/2 done)\n[x] map\n[ ] fix"
     assert ctx.plan == [{"step": "map", "status": "completed"}, {"step": "fix", "status": "pending"}]

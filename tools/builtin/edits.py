@@ -36,7 +36,7 @@ _BINARY = 8192  # a NUL in a file's first bytes makes it binary, as read_file sa
 Change = Callable[[bytes | None], bytes]  # the bytes before (None: no file) to the bytes written, or ToolError
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Pin:
     """What an approval saw of a write: the real path it lands at, whether a file was there, and the
     SHA-256 of its bytes (None: too big to preview, so only its place and existence are pinned)."""
@@ -69,7 +69,7 @@ def plan_edit(workspace: Workspace, name: str, arguments: dict[str, Any]) -> Edi
     return None if tool is None else tool.plan(workspace, arguments)
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, kw_only=True)
 class _Target:
     """A write's file, opened as the tool opens it: the file (``name`` None), or, for one that does not exist
     yet, its folder (``fd`` None when that does not exist either) and its name there; ``real``: where it lands."""
@@ -96,18 +96,18 @@ def _open(workspace: Workspace, path: str, flags: int, *, make_dirs: bool) -> _T
             os.close(fd)
             raise ToolError(f"{path} is a directory" if stat.S_ISDIR(kind) else f"{path} is not a regular file")
         refuse_linked(fd, path)
-        return _Target(fd, None, _real(fd))
+        return _Target(fd=fd, name=None, real=_real(fd))
     folder, name = posixpath.split(path)
     if name in ("", ".", ".."):
         raise ToolError(f"{path} names a folder, not a file")
     try:
         fd = workspace.open(folder or ".", os.O_RDONLY | os.O_DIRECTORY, make_dirs=make_dirs)
     except NotFound:  # a preview makes no folder: where the path leads as it resolves now
-        return _Target(None, name, str(workspace.resolve(path)))
+        return _Target(fd=None, name=name, real=str(workspace.resolve(path)))
     try:
         os.stat(name, dir_fd=fd, follow_symlinks=False)
     except FileNotFoundError:
-        return _Target(fd, name, posixpath.join(_real(fd), name))
+        return _Target(fd=fd, name=name, real=posixpath.join(_real(fd), name))
     os.close(fd)  # the name is there, yet what it leads to is not: a link to nothing
     raise ToolError(f"{path} is a link to a file that does not exist; write to the file's real path")
 
@@ -152,8 +152,8 @@ def _plan(workspace: Workspace, path: str, change: Change) -> EditPlan:
         target.close()
     existed = target.name is None
     if before is not None and len(before) > PREVIEW_BYTES:
-        return EditPlan(path=path, real=target.real, too_big=size, pin=Pin(target.real, True, None))
-    pin = Pin(target.real, existed, _digest(before) if before is not None else None)
+        return EditPlan(path=path, real=target.real, too_big=size, pin=Pin(real=target.real, existed=True, digest=None))
+    pin = Pin(real=target.real, existed=existed, digest=_digest(before) if before is not None else None)
     try:
         after = change(before)
     except ToolError as e:
@@ -245,7 +245,7 @@ class WriteFile(_Writer[WriteFileArgs]):
         )
         verb = "Overwrote" if existed else "Created"
         lines = args.content.count("\n") + (0 if args.content.endswith("\n") or not args.content else 1)
-        return ToolOutput(f"{verb} {args.path} ({lines} lines)", changed_files=(ctx.workspace.shown(args.path),))
+        return ToolOutput(text=f"{verb} {args.path} ({lines} lines)", changed_files=(ctx.workspace.shown(args.path),))
 
 
 class EditFileArgs(_PathArgs):
@@ -300,7 +300,7 @@ class EditFile(_Writer[EditFileArgs]):
         )
         count = (before or b"").count(args.old_text.encode("utf-8"))
         what = f"{count} occurrences" if count > 1 else "1 occurrence"
-        return ToolOutput(f"Edited {args.path}: replaced {what}", changed_files=(ctx.workspace.shown(args.path),))
+        return ToolOutput(text=f"Edited {args.path}: replaced {what}", changed_files=(ctx.workspace.shown(args.path),))
 
 
 _TOOLS: dict[str, _Writer[Any]] = {"write_file": WriteFile(), "edit_file": EditFile()}

@@ -73,7 +73,7 @@ class ReadFile(BuiltinTool[ReadFileArgs]):
         body = "\n".join(f"{n:>6}\t{lines[n - 1]}" for n in range(start, end + 1))
         more = f"\n[lines {start}-{end} of {len(lines)}]" if (start > 1 or end < len(lines)) else ""
         note = linked_note(links, args.path)
-        return ToolOutput(body + more + note if lines else f"{args.path} is empty{note}")
+        return ToolOutput(text=body + more + note if lines else f"{args.path} is empty{note}")
 
 
 class ListDirectoryArgs(ArgsModel):
@@ -97,4 +97,4 @@ class ListDirectory(BuiltinTool[ListDirectoryArgs]):
             os.close(fd)
         shown = entries[:MAX_LIST_ENTRIES]
         more = f"\n[{len(entries) - len(shown)} more entries not shown]" if len(entries) > len(shown) else ""
-        return ToolOutput("\n".join(shown) + more if entries else f"{args.path} is empty")
+        return ToolOutput(text="\n".join(shown) + more if entries else f"{args.path} is empty")

@@ -35,4 +35,4 @@ class UpdatePlan(BuiltinTool[UpdatePlanArgs]):
         lines = [f"{_MARK[s.status]} {s.step}" for s in args.steps]
         done = sum(s.status == "completed" for s in args.steps)
         head = f"Plan updated ({done}/{len(args.steps)} done)"
-        return ToolOutput("\n".join([head + (f": {args.explanation}" if args.explanation else ""), *lines]))
+        return ToolOutput(text="\n".join([head + (f": {args.explanation}" if args.explanation else ""), *lines]))

@@ -22,7 +22,7 @@ SKIP_DIRS = {".git", ".hg", ".svn", "node_modules", "__pycache__", ".venv", "ven
 MAX_FILE_BYTES = 2_000_000
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class _File:
     """A file met on a walk: its path from the search's top, as shown, and how to open it safely."""
 
@@ -54,7 +54,7 @@ def walk_files(workspace: Workspace, path: str) -> Iterator[_File]:
             parent, name = os.path.split(base)
             holder = workspace.open(parent or ".", os.O_RDONLY | os.O_DIRECTORY)
             try:
-                yield _File(name, base, name, holder)
+                yield _File(relative=name, shown=base, name=name, dir_fd=holder)
             finally:
                 os.close(holder)
             return
@@ -67,7 +67,9 @@ def walk_files(workspace: Workspace, path: str) -> Iterator[_File]:
                 except OSError:
                     continue
                 relative = os.path.normpath(os.path.join(dirpath, name))
-                yield _File(relative, os.path.normpath(os.path.join(base, relative)), name, dir_fd)
+                yield _File(
+                    relative=relative, shown=os.path.normpath(os.path.join(base, relative)), name=name, dir_fd=dir_fd
+                )
     finally:
         os.close(top)
 
@@ -98,9 +100,9 @@ class Glob(BuiltinTool[GlobArgs]):
 
         found, more = await anyio.to_thread.run_sync(find)
         if not found:
-            return ToolOutput(f"no files match {args.pattern!r} under {args.path}")
+            return ToolOutput(text=f"no files match {args.pattern!r} under {args.path}")
         note = f"\n[stopped at {args.max_results} results]" if more else ""
-        return ToolOutput("\n".join(found) + note)
+        return ToolOutput(text="\n".join(found) + note)
 
 
 def _glob_regex(pattern: str) -> str:
@@ -146,9 +148,9 @@ class Grep(BuiltinTool[GrepArgs]):
             raise ToolError(f"invalid regular expression {args.pattern!r}: {e}") from e
         found, more = await anyio.to_thread.run_sync(_grep, regex, args, ctx.workspace)
         if not found:
-            return ToolOutput(f"no matches for {args.pattern!r} under {args.path}")
+            return ToolOutput(text=f"no matches for {args.pattern!r} under {args.path}")
         note = f"\n[stopped at {args.max_results} matches; narrow the pattern or path]" if more else ""
-        return ToolOutput("\n".join(found) + note)
+        return ToolOutput(text="\n".join(found) + note)
 
 
 def _grep(regex: re.Pattern[str], args: GrepArgs, workspace: Workspace) -> tuple[list[str], bool]:

@@ -134,7 +134,9 @@ class Bash(BuiltinTool[BashArgs]):
             text += f"\n[... {dropped} bytes cut ...]\n"
         text += tail.decode("utf-8", "replace")
         if timed_out:
-            return ToolOutput(f"{text}\n[killed after {args.timeout_seconds:g} s timeout]", True, warning=warning)
+            return ToolOutput(
+                text=f"{text}\n[killed after {args.timeout_seconds:g} s timeout]", is_error=True, warning=warning
+            )
         notes = f"\n[exit code {code}]"
         if background:
             notes += "\n[a job it started runs on in the background until the run ends]"
@@ -144,7 +146,7 @@ class Bash(BuiltinTool[BashArgs]):
                 "and the run's own /tmp. If that is what stopped it, run it again with outside_sandbox = true: the "
                 "user must approve that]"
             )
-        return ToolOutput((text + notes) if text else notes.lstrip("\n"), code != 0, warning=warning)
+        return ToolOutput(text=(text + notes) if text else notes.lstrip("\n"), is_error=code != 0, warning=warning)
 
 
 def _private_temp(ctx: ToolContext) -> _sandbox.PrivateTemp:
