@@ -351,6 +351,10 @@ async def test_manifest_limits_end_the_child_with_the_matching_status(workspace:
     assert status == {"hasty": "timed_out", "thrifty": "budget_exhausted", "brief": "max_turns"}
     results = {e.output.splitlines()[2]: e.output for e in h.of("tool_result", h.session_id)}
     assert "reason: token budget of this invocation is spent: 60 of 50 tokens" in results["specialist: thrifty"]
+    # what the parent's model reads of each stop: the status's own reason
+    reasons = {name: text.splitlines()[3] for name, text in results.items()}
+    assert reasons["specialist: hasty"] == "reason: its timeout_seconds ran out; partial output below"
+    assert reasons["specialist: brief"] == "reason: it reached its max_turns; partial output below"
 
 
 async def test_task_resumes_only_sessions_this_agent_started(workspace: Path, tmp_path: Path) -> None:
