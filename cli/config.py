@@ -114,6 +114,7 @@ class Config(BaseModel):
     retry_max_delay: float | None = Field(None, gt=0, le=86_400)
     connect_timeout: float | None = Field(None, gt=0, le=86_400)
     read_timeout: float | None = Field(None, gt=0, le=86_400)
+    max_connections: int | None = Field(None, ge=1, le=100_000)
     prices: dict[str, PriceEntry] = Field(default_factory=dict)
     servers: dict[str, ServerEntry] = Field(default_factory=dict)
     mcp: McpSection = Field(default_factory=McpSection)
@@ -153,6 +154,7 @@ _PATIENCE_DEFAULTS = {
     "retry_max_delay": RetryPolicy().max_delay,
     "connect_timeout": ProviderOptions().connect_timeout,
     "read_timeout": ProviderOptions().read_timeout,
+    "max_connections": ProviderOptions().max_connections,
 }
 _NOT_FROM_A_PROJECT = {
     "base_url": "a project may not choose where requests, and your API key, are sent",
@@ -365,6 +367,7 @@ def resolve_settings(
     options = ProviderOptions(
         connect_timeout=_first(flags.connect_timeout, config.connect_timeout, default_options.connect_timeout),
         read_timeout=_first(flags.read_timeout, config.read_timeout, default_options.read_timeout),
+        max_connections=_first(config.max_connections, default_options.max_connections),
         tool_choice=server.tool_choice,
         stream_tools=server.stream_tools,
         text_tool_calls=server.text_tool_calls if "text_tool_calls" in server.model_fields_set else None,

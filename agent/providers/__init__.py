@@ -69,12 +69,16 @@ DEFAULT_MODELS = {name: info.default_model for name, info in PROVIDER_INFO.items
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ProviderOptions:
-    """How to talk to a server: timeouts (seconds), and how it takes tools (OpenAI-compatible ones:
-    ``tool_choice`` "auto" or "omit", whether a request with tools may stream, and whether an answer
-    that is wholly a tool call written as text runs as that call; None: for any server but OpenAI's)."""
+    """How to talk to a server: timeouts (seconds), how many calls may be under way at once
+    (``max_connections``: one connection each; the others wait their turn, which is neither a failure nor a
+    retry, and a connect timeout counts from a call's own attempt), and how it takes tools
+    (OpenAI-compatible ones: ``tool_choice`` "auto" or "omit", whether a request with tools may stream, and
+    whether an answer that is wholly a tool call written as text runs as that call; None: for any server but
+    OpenAI's)."""
 
     connect_timeout: float = 5.0
     read_timeout: float = 600.0
+    max_connections: int = 256
     tool_choice: Literal["auto", "omit"] = "auto"
     stream_tools: bool = True
     text_tool_calls: bool | None = None
@@ -90,6 +94,7 @@ def create_provider(
 ) -> Provider:
     """Build the adapter for ``name``; configuration problems raise ``ConfigError``."""
     timeouts = {"connect_timeout": options.connect_timeout, "read_timeout": options.read_timeout}
+    cap = options.max_connections
     if name == "openai" or name == "openai-compatible":
         if name == "openai-compatible" and not base_url:
             raise ConfigError("the openai-compatible provider needs --base-url (e.g. http://localhost:11434/v1)")
@@ -104,6 +109,7 @@ def create_provider(
                 tool_choice=options.tool_choice,
                 stream_tools=options.stream_tools,
                 text_tool_calls=options.text_tool_calls,
+                max_connections=cap,
                 **timeouts,
             )
 
@@ -113,7 +119,7 @@ def create_provider(
         def anthropic() -> Provider:
             from zero.agent.providers.anthropic import AnthropicProvider
 
-            return AnthropicProvider(api_key=api_key, base_url=base_url, **timeouts)
+            return AnthropicProvider(api_key=api_key, base_url=base_url, max_connections=cap, **timeouts)
 
         return LazyProvider(name, anthropic)
     if name == "scripted":

@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import anthropic
+import anyio
 import httpx2
 
 from zero import errors
@@ -43,8 +44,10 @@ class AnthropicProvider:
         base_url: str | None = None,
         connect_timeout: float = 5.0,
         read_timeout: float = 600.0,
+        max_connections: int = 256,
     ):
         self._timeout = httpx2.Timeout(read_timeout, connect=connect_timeout)
+        self._calls = anyio.Semaphore(max_connections)  # as OpenAIProvider's: the rest wait their turn
         self._client = anthropic.AsyncAnthropic(
             api_key=api_key, base_url=base_url, max_retries=0, timeout=self._timeout
         )
@@ -68,10 +71,11 @@ class AnthropicProvider:
             ]
         started = False
         try:
-            stream = await self._client.messages.create(**kwargs)
-            async for event in self._events(stream):
-                started = True
-                yield event
+            async with self._calls:
+                stream = await self._client.messages.create(**kwargs)
+                async for event in self._events(stream):
+                    started = True
+                    yield event
         except anthropic.APIStatusError as e:
             raise body_error(self.name, e.status_code, e.body, e.message, e.response.headers) from e
         except (anthropic.APIConnectionError, httpx2.TransportError) as e:  # (the SDK lets the latter through

@@ -11,6 +11,7 @@ import secrets
 from collections.abc import AsyncIterator, Iterator
 from typing import Any, Literal
 
+import anyio
 import httpx2
 import openai
 
@@ -62,6 +63,7 @@ class OpenAIProvider:
         name: str = "openai",
         connect_timeout: float = 5.0,
         read_timeout: float = 600.0,
+        max_connections: int = 256,
         tool_choice: ToolChoice = "auto",
         stream_tools: bool = True,
         text_tool_calls: bool | None = None,
@@ -99,6 +101,10 @@ class OpenAIProvider:
             limits=httpx2.Limits(max_connections=250, max_keepalive_connections=100),
         )
         self._pools: dict[int, httpx2.AsyncClient] = {}
+        # The calls under way, at most one connection each: a fan-out of thousands that connected at once would
+        # overflow the server's queue of connections not yet taken (a SYN dropped, retried a second later, the
+        # connect timing out). The rest wait here, before their connect timeout starts.
+        self._calls = anyio.Semaphore(max_connections)
 
     async def aclose(self) -> None:
         for pool in self._pools.values():
@@ -162,7 +168,7 @@ class OpenAIProvider:
                 index = hash(request.metadata.get("session_id", "")) % POOLS
                 pool = self._pools.get(index) or self._pools.setdefault(index, self._new_pool())
                 post = pool.stream("POST", "chat/completions", content=json.dumps(body).encode())
-                async with post as response:
+                async with self._calls, post as response:
                     if response.status_code >= 400:
                         raw = await response.aread()
                         try:
@@ -173,9 +179,10 @@ class OpenAIProvider:
                         started = True
                         yield event
             else:
-                completion = await self._client.chat.completions.create(
-                    model=request.model, messages=[], extra_body=body
-                )
+                async with self._calls:
+                    completion = await self._client.chat.completions.create(
+                        model=request.model, messages=[], extra_body=body
+                    )
                 for event in self._unstreamed(completion, request):
                     yield event
         except openai.APIStatusError as e:

@@ -137,13 +137,18 @@ def test_a_project_config_may_shorten_timeouts_not_lengthen_them(workspace: Path
     user_config.write_text("read_timeout = 0.3\nretries = 0\n")
     (workspace / ".zero").mkdir()
     (workspace / ".zero" / "config.toml").write_text(
-        "read_timeout = 86400\nconnect_timeout = 86400\nretry_max_delay = 86400\n"
+        "read_timeout = 86400\nconnect_timeout = 86400\nretry_max_delay = 86400\nmax_connections = 86400\n"
     )
     with LLMServer() as server:
         server.enqueue(replace(openai_reply("late"), delay=2.0))
         done = zero("exec", "hi", "--cwd", str(workspace), "--base-url", server.url + "/v1", "--model", "local-llm")
     assert done.returncode == 3 and "timed out" in done.stderr  # your 0.3 s, not the project's day
-    for key, yours in (("read_timeout", "0.3"), ("connect_timeout", "5"), ("retry_max_delay", "60")):
+    for key, yours in (
+        ("read_timeout", "0.3"),
+        ("connect_timeout", "5"),
+        ("retry_max_delay", "60"),
+        ("max_connections", "256"),
+    ):
         assert f"'{key} = 86400' ignored: a project may lower it, not raise it above yours ({yours})" in done.stderr
 
 

@@ -39,7 +39,7 @@ class _Server(ThreadingHTTPServer):
 
 
 class LLMServer:
-    def __init__(self, responder: Responder | None = None):
+    def __init__(self, responder: Responder | None = None, *, backlog: int = _Server.request_queue_size):
         self.replies: deque[Reply] = deque()
         self.requests: list[dict[str, Any]] = []
         self.responder = responder
@@ -106,7 +106,8 @@ class LLMServer:
                 self.wfile.write(b"0\r\n\r\n")
                 self.wfile.flush()
 
-        self._server = _Server(("127.0.0.1", 0), Handler)
+        # the queue of connections not yet taken: a fan-out larger than it overflows it, as a busy server's
+        self._server = type("_Queued", (_Server,), {"request_queue_size": backlog})(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, args=(0.02,), daemon=True)
 
