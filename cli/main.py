@@ -171,9 +171,19 @@ def _terminated(signum: int, frame: object) -> None:
 
 def entry() -> None:
     """The ``zero`` console script."""
+    import resource
     import signal
 
     signal.signal(signal.SIGTERM, _terminated)
+    # As many descriptors as the system lets this process have (as Go's runtime does): each running agent
+    # holds its session's lease and log, and each call a connection; a soft limit of 1,024 ends a team of
+    # a thousand members with "too many open files".
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != resource.RLIM_INFINITY and (hard == resource.RLIM_INFINITY or soft < hard):
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, 1 << 20), hard))
+        except (ValueError, OSError):
+            pass  # the limit stays as it was
     sys.exit(main())
 
 

@@ -11,6 +11,7 @@ import functools
 import json
 import math
 import os
+import resource
 import shutil
 import threading
 import time
@@ -27,7 +28,7 @@ from zero.sessions.models import SessionMetadata, StoredEvent, apply_event, now_
 from zero.strictfile import NotAFile, open_file
 from zero.tools import redact_values
 
-MAX_OPEN = 256  # sessions whose log stays open between commits
+MAX_OPEN: int | None = None  # sessions whose log stays open between commits (None: from the descriptor limit)
 MAX_QUEUED = 4096  # requests waiting for the writer before `submit` waits for room
 IDLE_SECONDS = 2.0  # the writer thread ends after this long with nothing to do
 GATHER_SECONDS = 0.01  # after a round, batches that nobody waits for gather this long before the next
@@ -74,6 +75,7 @@ class Writer:
         # happened), and ``written``, ``check`` and ``flush`` raise why. "" is a bug of the writer.
         self.faults: dict[str, Fault] = {}
         self.logs: OrderedDict[str, OpenLog] = OrderedDict()  # owned by the writer thread
+        self.max_open = open_limit()
         self.dirty: dict[str, OpenLog] = {}  # open sessions whose metadata.json is behind
         self.due_at = math.inf  # no dirty session's metadata is due before this (monotonic clock)
         self.root_made = False
@@ -396,7 +398,7 @@ class Writer:
 
     def _keep(self, log: OpenLog) -> None:
         self.logs[log.session_id] = log
-        while len(self.logs) > MAX_OPEN:
+        while len(self.logs) > (MAX_OPEN or self.max_open):
             _, oldest = self.logs.popitem(last=False)
             self._close(oldest)
 
@@ -438,6 +440,15 @@ class Writer:
             log.sync()
             log.write_metadata()
         self._track(log)
+
+
+def open_limit() -> int:
+    """How many sessions' logs stay open between commits: a quarter of the descriptors this process may open
+    (each running session also holds its lease, and each call under way a connection), at least 256. A run of
+    more sessions than stay open would close and reopen each one's log every round, writing its metadata and
+    syncing it each time."""
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    return 1 << 16 if soft == resource.RLIM_INFINITY else max(256, soft // 4)
 
 
 class OpenLog:
