@@ -144,7 +144,8 @@ async def open_specialist(ctx: AgentContext, spec: Specialist, options: Speciali
             member_name=node.member_name,
             depth=depth,
         )
-        prompt = child_system_prompt(spec, str(ctx.workspace.root), may_delegate, ctx.registry, options.role)
+        root = str(ctx.workspace.root)
+        prompt = child_system_prompt(spec, root, may_delegate, ctx.registry, options.role, ctx.instructions_of(root))
         session = await AgentSession.create(ctx.store, node, meta, config, prompt, exists=options.created)
     if may_delegate:
         delegate(ctx, session, permission_mode=options.permission_mode, tools=[t.name for t in tools])

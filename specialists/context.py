@@ -43,6 +43,14 @@ class AgentContext:
     redactor: Callable[[str], str] = field(default_factory=Redactor)  # secrets of this run's environment
     shell: ShellSettings = field(default_factory=ShellSettings)  # what the user's setup says of shell commands
     tree: RunTree = field(default_factory=RunTree)  # the run's sessions, its one hub and its one stop reason
+    instructions: dict[str, str] = field(default_factory=dict)  # each workspace's AGENTS.md section, once a run
+
+    def instructions_of(self, cwd: str) -> str:
+        """The project instructions of the workspace at ``cwd`` as a system prompt's section (see
+        ``project_instructions``), read once a run: a team of a thousand members reads the file once."""
+        if cwd not in self.instructions:
+            self.instructions[cwd] = project_instructions(cwd)
+        return self.instructions[cwd]
 
 
 class InvocationBudget:
@@ -85,12 +93,21 @@ def specialists_prompt(registry: SpecialistRegistry) -> str:
 
 
 def child_system_prompt(
-    spec: Specialist, cwd: str, can_delegate: bool, registry: SpecialistRegistry, role: str | None = None
+    spec: Specialist,
+    cwd: str,
+    can_delegate: bool,
+    registry: SpecialistRegistry,
+    role: str | None = None,
+    instructions: str | None = None,
 ) -> str:
+    """A specialist's system prompt: its own, its role, the workspace and its instructions (``instructions``:
+    read from ``cwd`` when not given), and the specialists it may delegate to."""
     role = role or (
         f'You are the "{spec.name}" specialist, started by another agent to do one task. '
         "Work only on the task you are given. Your final message is your report to that agent: "
         "lead with the answer, then the evidence. It cannot ask you follow-up questions."
     )
-    prompt = f"{spec.prompt}\n\n{role}\nWorkspace: {cwd}." + project_instructions(cwd)
+    if instructions is None:
+        instructions = project_instructions(cwd)
+    prompt = f"{spec.prompt}\n\n{role}\nWorkspace: {cwd}." + instructions
     return f"{prompt}\n\n{specialists_prompt(registry)}" if can_delegate else prompt

@@ -411,3 +411,21 @@ async def test_task_names_its_specialists_in_the_schema(workspace: Path, tmp_pat
     assert name["type"] == "string" and name["enum"] == h.ctx.registry.names()
     assert {"code-review", "explorer", "planner", "tester", "worker"} <= set(name["enum"])
     assert task.parameters["required"] == ["name", "prompt"]
+
+
+async def test_a_runs_project_instructions_are_read_once(workspace: Path, tmp_path: Path) -> None:
+    (workspace / "AGENTS.md").write_text("Answer in English.")
+    turns = [
+        turn(PARENT, 1, "", call("Task", name="explorer", prompt="first")),
+        turn(PARENT, 2, "", call("write_file", path="AGENTS.md", content="Answer in French.")),
+        turn(PARENT, 3, "", call("Task", name="explorer", prompt="second")),
+        turn(PARENT, 4, "done"),
+        ScriptTurn(match=ScriptMatch(system="You are the explorer"), text="mapped", times=2),
+    ]
+    h = Harness(workspace, tmp_path, turns)
+    await h.run("go")
+    assert (workspace / "AGENTS.md").read_text() == "Answer in French."
+    children = h.children()
+    assert len(children) == 2
+    for child in children:  # the second child too: the file is read once a run
+        assert "Answer in English." in h.log(child.session_id)[1].content
