@@ -17,6 +17,7 @@ from zero.agent.events import (
     ModelStreaming,
     PermissionDecided,
     PermissionRequested,
+    RateLimitWait,
     Reasoning,
     RetryScheduled,
     RunFinished,
@@ -34,7 +35,9 @@ from zero.agent.events import (
     compact_history,
     decode_event,
     event_payload,
+    waiting_text,
 )
+from zero.agent.governor import RateGovernor, RateGovernors
 from zero.agent.loop import AgentConfig, AgentRun, Approval, ApprovalRequest, Approver, CallGuard, CallPermit, Emit
 from zero.agent.messages import (
     Message,
@@ -95,6 +98,9 @@ __all__ = [
     "Price",
     "PriceTable",
     "Provider",
+    "RateGovernor",
+    "RateGovernors",
+    "RateLimitWait",
     "Reasoning",
     "RetryPolicy",
     "RetryScheduled",
@@ -129,5 +135,6 @@ __all__ = [
     "format_tokens",
     "incomplete_message",
     "smallest_cap",
+    "waiting_text",
     "worst",
 ]

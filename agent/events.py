@@ -37,6 +37,7 @@ __all__ = [
     "ModelStreaming",
     "PermissionDecided",
     "PermissionRequested",
+    "RateLimitWait",
     "Reasoning",
     "RetryScheduled",
     "RunFinished",
@@ -53,6 +54,7 @@ __all__ = [
     "WarningRaised",
     "decode_event",
     "event_payload",
+    "waiting_text",
 ]
 
 # -- one agent's run ----------------------------------------------------------------------
@@ -225,6 +227,24 @@ class RetryScheduled:
     code: str
     message: str
     kind: Literal["retry"] = "retry"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RateLimitWait:
+    """A model call waits for its provider's rate governor (``zero.agent.governor``): why, and for how long when
+    that is known. Not a failure and not a retry: nothing is spent while it waits."""
+
+    __pydantic_config__ = CAMEL
+    session_id: str
+    reason: str
+    wait_seconds: float | None = None
+    kind: Literal["rate_limit"] = "rate_limit"
+
+
+def waiting_text(event: RateLimitWait) -> str:
+    """How views say it: ``waiting: rate limit: requests per minute, resets in 12 s``."""
+    when = "" if event.wait_seconds is None else f", resets in {event.wait_seconds:.0f} s"
+    return f"waiting: {event.reason}{when}"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -422,6 +442,7 @@ Event = (
     | ToolFinished
     | UsageUpdated
     | RetryScheduled
+    | RateLimitWait
     | WarningRaised
     | Compacted
     | ErrorRaised
@@ -446,6 +467,7 @@ STORED = frozenset(
         "tool_result",
         "usage",
         "retry",
+        "rate_limit",
         "warning",
         "compaction",
         "error",

@@ -20,6 +20,7 @@ from zero.agent.events import (
     ModelStreaming,
     PermissionDecided,
     PermissionRequested,
+    RateLimitWait,
     Reasoning,
     RetryScheduled,
     RunFinished,
@@ -31,6 +32,7 @@ from zero.agent.events import (
     WarningRaised,
     compact_history,
 )
+from zero.agent.governor import COOLDOWN, RateGovernor, Slot
 from zero.agent.messages import Message, ModelRequest, ToolCall, ToolSpec, Usage
 from zero.agent.pricing import PriceTable
 from zero.agent.provider import Provider
@@ -42,7 +44,9 @@ from zero.errors import (
     EmptyAnswerError,
     InternalError,
     OutputCappedError,
+    OverloadedError,
     ProviderError,
+    RateLimitError,
     StreamDroppedError,
     ToolError,
     ZeroError,
@@ -81,6 +85,13 @@ SUMMARIZE = (
 _EMPTY = "the model returned nothing (no text and no tool call); asking it once more"
 
 RESTARTED = "stream_restarted"
+GOVERNED = 8
+"""How many times one call may be turned back by the server's rate limit (429, overloaded) and wait its turn
+again through the governor, none of them a retry."""
+BROKE_OFF = (
+    "the answer broke off and the model is asked again; the text shown so far is discarded and the new answer "
+    "follows in full"
+)
 """The code of the warning that marks a model's answer starting over (after a retry, or after text that
 was a tool call written as text): the text deltas after the last such marker add up to the answer."""
 
@@ -174,6 +185,7 @@ class AgentConfig:
     unavailable: dict[str, str] = field(default_factory=dict)  # tool name -> why this agent may not use it
     shell: ShellSettings = field(default_factory=ShellSettings)
     beat_seconds: float = 30.0  # how often a streaming call says so (ModelStreaming), for views of silence
+    governor: RateGovernor | None = None  # the provider's rate governor, shared by every agent of the run
 
 
 @dataclass(slots=True, kw_only=True)
@@ -536,10 +548,13 @@ class AgentRun:
         finish: str | None = None
         usage: Usage | None = None
         failures: dict[tuple[str, str], int] = {}  # attempts that failed, by error code and message
+        governor, governed, told = self.config.governor, 0, None
         while True:
             attempt += 1
             turn.text.clear()
             turn.calls.clear()
+            slot = None if governor is None else await self._governed(governor, request, told)
+            told = None
             # Redacted as it streams, holding back what could be the start of a secret split across chunks.
             text = StreamRedactor(self.config.redactor)
             reasoning = StreamRedactor(self.config.redactor)
@@ -573,6 +588,9 @@ class AgentRun:
                         if shown:
                             shown = False
                             self.emit(WarningRaised(session_id=self.session_id, code=RESTARTED, message=WROTE_CALL))
+                    elif event.kind == "limits":
+                        if governor is not None:
+                            governor.observe(event.limits)
                     elif event.kind == "notice" and (said := f"{event.code}: {event.message}") not in self._warned:
                         self._warned.add(said)  # (two notices of one code, e.g. two tool modes, are both said)
                         self.emit(WarningRaised(session_id=self.session_id, code=event.code, message=event.message))
@@ -580,6 +598,25 @@ class AgentRun:
                     raise StreamDroppedError("the response stream ended before the model finished")
             except ProviderError as e:
                 self._flush(text, reasoning)
+                if governor is not None and slot is not None:
+                    governor.release(slot, None)
+                    slot = None
+                    governable = isinstance(e, RateLimitError | OverloadedError) and e.retryable
+                    if governable and self.config.retry.retries and governed < GOVERNED:
+                        # The key is cooled down and fewer calls go at once: this call waits its turn again
+                        # (acquire says so), which is not a retry and spends none of them.
+                        governed += 1
+                        attempt -= 1
+                        wait = governor.limited(e.retry_after)
+                        message = self.config.redactor(str(e))
+                        self.emit(
+                            RateLimitWait(session_id=self.session_id, reason=message, wait_seconds=round(wait, 1))
+                        )
+                        told = COOLDOWN
+                        if shown or turn.text:
+                            shown = False
+                            self.emit(WarningRaised(session_id=self.session_id, code=RESTARTED, message=BROKE_OFF))
+                        continue
                 same = failures[e.code, str(e)] = failures.get((e.code, str(e)), 0) + 1
                 if not self.config.retry.should_retry(e, attempt, same):
                     raise
@@ -599,23 +636,25 @@ class AgentRun:
                     # A sampling model does not repeat itself: what streamed is dropped, and the new
                     # answer is shown whole after this marker.
                     shown = False
-                    self.emit(
-                        WarningRaised(
-                            session_id=self.session_id,
-                            code=RESTARTED,
-                            message="the answer broke off and the model is asked again; "
-                            "the text shown so far is discarded and the new answer follows in full",
-                        )
-                    )
+                    self.emit(WarningRaised(session_id=self.session_id, code=RESTARTED, message=BROKE_OFF))
                 await anyio.sleep(delay)
                 continue
             except BaseException as e:
                 self._flush(text, reasoning)
+                if governor is not None and slot is not None:
+                    governor.release(slot, None)
                 if isinstance(e, anyio.get_cancelled_exc_class()):  # the server worked on it until the cancel
                     charged = self._charge(turn, request, usage)
                     self.emit(UsageUpdated.of(self.session_id, self.config.model, charged))
                 raise
             self._flush(text, reasoning)
+            if governor is not None and slot is not None:
+                spent = (
+                    None
+                    if usage is None
+                    else {"input_tokens": usage.prompt_tokens, "output_tokens": usage.completion_tokens}
+                )
+                governor.release(slot, spent)
             break
         turn.finish = finish
         if finish == "length":  # a call whose arguments broke off is not run with half of them
@@ -625,6 +664,15 @@ class AgentRun:
             )
             turn.calls[:] = [replace(c, parse_error=cut) if c.parse_error else c for c in turn.calls]
         self._charge(turn, request, usage)
+
+    async def _governed(self, governor: RateGovernor, request: ModelRequest, told: str | None) -> Slot:
+        """The governor's leave for this call, saying (a ``rate_limit`` event) why it waits, if it does."""
+
+        def waiting(reason: str, seconds: float | None) -> None:
+            self.emit(RateLimitWait(session_id=self.session_id, reason=reason, wait_seconds=seconds))
+
+        prompt = request.estimated_prompt_tokens() if governor.counts_tokens else 0
+        return await governor.acquire(prompt, request.max_output_tokens or 0, waiting, told)
 
     def _charge(self, turn: _Turn, request: ModelRequest, usage: Usage | None) -> Usage:
         """Count the call into the run: the usage the server reported, else an estimate, said to be one, of

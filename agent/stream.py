@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from zero.agent.governor import RateLimits
 from zero.agent.messages import ToolCall, Usage
 
 
@@ -69,6 +70,14 @@ class Notice:
 
 
 @dataclass(frozen=True, slots=True)
+class LimitsReport:
+    """The rate limits the answer's headers state, for the provider's rate governor."""
+
+    limits: RateLimits
+    kind: Literal["limits"] = "limits"
+
+
+@dataclass(frozen=True, slots=True)
 class TextRetracted:
     """The text this call streamed so far is not part of the answer: it was a tool call the model wrote
     as text, which follows as a call."""
@@ -85,5 +94,6 @@ StreamEvent = (
     | UsageReport
     | Finish
     | Notice
+    | LimitsReport
     | TextRetracted
 )

@@ -38,6 +38,7 @@ from zero.agent import (
     ModelStreaming,
     PermissionDecided,
     PermissionRequested,
+    RateLimitWait,
     Reasoning,
     RetryScheduled,
     RunFinished,
@@ -154,6 +155,7 @@ class Shown:
                 | PermissionRequested()
                 | UsageUpdated()
                 | RetryScheduled()
+                | RateLimitWait()
                 | WarningRaised()
                 | Compacted()
                 | ErrorRaised()

@@ -15,7 +15,7 @@ from typing import TextIO, TypeVar
 import anyio
 import anyio.to_thread
 
-from zero.agent import Approver, PriceTable, Provider
+from zero.agent import Approver, PriceTable, Provider, RateGovernors
 from zero.agent.mcpconfig import McpServer
 from zero.agent.prompts import read_instructions
 from zero.agent.providers import ProviderPool, create_provider
@@ -174,6 +174,7 @@ async def open_context(
                 retry=settings.retry,
                 mcp=mcp,
                 approver=approver,
+                governors=RateGovernors({k: (v.rpm, v.tpm) for k, v in settings.configs.user.rate_limits.items()}),
                 tree=RunTree(),  # the command's run: every session it runs is a node of it
                 shell=ShellSettings(
                     protected=_zero_folders(),

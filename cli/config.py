@@ -62,6 +62,14 @@ class ServerEntry(BaseModel):
     text_tool_calls: bool = True  # an answer that is wholly a tool call written as text runs as the call
 
 
+class RateLimitEntry(BaseModel):
+    """``[rate_limits."PROVIDER/MODEL"]``: what the key may send a minute, before the server's headers say."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+    rpm: float | None = Field(None, gt=0)
+    tpm: float | None = Field(None, gt=0)
+
+
 class McpServerEntry(BaseModel):
     """``[mcp.servers.NAME]``: a server Zero starts for its agents (a command, or a URL)."""
 
@@ -117,6 +125,7 @@ class Config(BaseModel):
     max_connections: int | None = Field(None, ge=1, le=100_000)
     prices: dict[str, PriceEntry] = Field(default_factory=dict)
     servers: dict[str, ServerEntry] = Field(default_factory=dict)
+    rate_limits: dict[str, RateLimitEntry] = Field(default_factory=dict)
     mcp: McpSection = Field(default_factory=McpSection)
     shell: ShellSection = Field(default_factory=ShellSection)
 
@@ -161,6 +170,7 @@ _NOT_FROM_A_PROJECT = {
     "provider": "a project may not choose which provider, and which of your API keys, is used",
     "prices": "a project may not set what calls cost (a cost budget relies on them)",
     "servers": "a project may not change how requests to your model servers are made",
+    "rate_limits": "a project may not change how fast requests go to your model servers",
 }
 
 

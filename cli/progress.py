@@ -10,11 +10,13 @@ from zero.agent import (
     ChildFinished,
     ChildStarted,
     Event,
+    RateLimitWait,
     RetryScheduled,
     ToolCallStarted,
     ToolFinished,
     WarningRaised,
     format_cost,
+    waiting_text,
 )
 from zero.tools.describe import describe_call, printable
 
@@ -62,5 +64,7 @@ class TextProgress:
         elif isinstance(event, RetryScheduled):
             text = f"{prefix}  ! {event.message}; retrying in {event.delay_seconds:.1f} s"
             self._print(text, "yellow")
+        elif isinstance(event, RateLimitWait):
+            self._print(f"{prefix}  … {waiting_text(event)}", "yellow")
         elif isinstance(event, WarningRaised):
             self._print(f"{prefix}! warning: {event.message} ({event.code})", "yellow")

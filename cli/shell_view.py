@@ -29,6 +29,7 @@ from zero.agent import (
     ModelStreaming,
     PermissionDecided,
     PermissionRequested,
+    RateLimitWait,
     Reasoning,
     RetryScheduled,
     RunFinished,
@@ -42,6 +43,7 @@ from zero.agent import (
     UsageUpdated,
     WarningRaised,
     format_cost,
+    waiting_text,
 )
 from zero.orchestrator.view import TeamTree, TreeNode, render_tree
 from zero.tools.describe import describe_call, printable
@@ -132,6 +134,8 @@ class TurnView:
                 print_(Text(line + (f" ({printable(event.reason)})" if event.reason else ""), style=style))
             case RetryScheduled():
                 print_(Text(f"↻ {event.code}: retrying in {event.delay_seconds:.0f} s", style="yellow"))
+            case RateLimitWait():
+                print_(Text(f"… {waiting_text(event)}", style="yellow"))
             case WarningRaised():
                 print_(Text(f"! {printable(event.message)}", style="yellow"))
             case ErrorRaised():

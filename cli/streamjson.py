@@ -28,6 +28,7 @@ from zero.agent import (
     ModelStreaming,
     PermissionDecided,
     PermissionRequested,
+    RateLimitWait,
     Reasoning,
     RetryScheduled,
     RunFinished,
@@ -184,6 +185,8 @@ class StreamJsonWriter:
             case RetryScheduled():
                 message = f"{event.message}; retrying in {event.delay_seconds:.1f} s (attempt {event.attempt})"
                 self.emit("warning", {"code": "retry", "message": message}, sid)
+            case RateLimitWait():
+                self.emit("rate_limit", {"reason": event.reason, "waitSeconds": event.wait_seconds}, sid)
             case WarningRaised():
                 self.emit("warning", {"code": event.code, "message": event.message}, sid)
             case BudgetTripped():

@@ -13,11 +13,13 @@ from zero.agent import (
     ChildFinished,
     ChildStarted,
     Event,
+    RateLimitWait,
     RetryScheduled,
     TeamStarted,
     Usage,
     WarningRaised,
     format_cost,
+    waiting_text,
 )
 from zero.orchestrator import TeamPlan
 from zero.tools.describe import printable
@@ -81,6 +83,8 @@ class PlainProgress:
             name = self._names.get(event.session_id, event.session_id)
             text = f"retrying in {event.delay_seconds:.1f}s ({event.code}: {event.message[:80]})"
             self._line(name, text, "yellow")
+        elif isinstance(event, RateLimitWait):
+            self._line(self._names.get(event.session_id, event.session_id), waiting_text(event), "yellow")
         elif isinstance(event, WarningRaised):
             name = self._names.get(event.session_id, event.session_id)
             self._line(name, f"warning: {event.message} ({event.code})", "yellow")

@@ -25,6 +25,7 @@ from zero.agent import (
     ModelStreaming,
     PermissionDecided,
     PermissionRequested,
+    RateLimitWait,
     Reasoning,
     RetryScheduled,
     RunFinished,
@@ -39,6 +40,7 @@ from zero.agent import (
     UsageUpdated,
     WarningRaised,
     format_cost,
+    waiting_text,
 )
 from zero.errors import SessionError
 from zero.sessions import Rollup, SessionMetadata, SessionStore, StoredEvent
@@ -137,6 +139,8 @@ class Transcript:
                 return [f"{at}  · model call: {line}"]
             case RetryScheduled():
                 return [f"{at}↻ retry {e.attempt} in {e.delay_seconds:.1f} s: {e.code}: {printable(e.message)}"]
+            case RateLimitWait():
+                return [f"{at}… {waiting_text(e)}"]
             case WarningRaised():
                 return [f"{at}! {e.code}: {printable(e.message)}"]
             case Compacted():

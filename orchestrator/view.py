@@ -37,6 +37,7 @@ from zero.agent import (
     ModelStreaming,
     PermissionDecided,
     PermissionRequested,
+    RateLimitWait,
     Reasoning,
     RetryScheduled,
     RunFinished,
@@ -53,6 +54,7 @@ from zero.agent import (
     WarningRaised,
     format_cost,
     format_tokens,
+    waiting_text,
 )
 from zero.sessions import short_id
 from zero.tools.describe import describe_call, printable
@@ -199,6 +201,8 @@ class TeamTree:
             case RetryScheduled():
                 node.retries += 1
                 node.activity = f"retrying in {event.delay_seconds:.0f} s ({event.code})"
+            case RateLimitWait():
+                node.activity = waiting_text(event)
             case StatusChanged():
                 self._end(node, event.status, now, event.reason)
             case RunFinished():

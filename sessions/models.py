@@ -26,6 +26,7 @@ from zero.agent import (
     ModelStreaming,
     PermissionDecided,
     PermissionRequested,
+    RateLimitWait,
     Reasoning,
     RetryScheduled,
     RunFinished,
@@ -173,6 +174,7 @@ def apply_event(meta: SessionMetadata, event: Event) -> None:
             | PermissionDecided()
             | ToolFinished()
             | RetryScheduled()
+            | RateLimitWait()
             | WarningRaised()
             | Compacted()
             | ErrorRaised()

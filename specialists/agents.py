@@ -109,9 +109,11 @@ async def open_specialist(ctx: AgentContext, spec: Specialist, options: Speciali
         guards = (*guards, InvocationBudget(spec.budget_tokens, spec.budget_cost_usd))
     default_provider, default_model = _model_for(ctx, spec)
     provider_name = options.provider or default_provider
+    provider = ctx.provider if provider_name == ctx.provider.name else ctx.providers(provider_name)
+    model = options.model or default_model
     config = AgentConfig(
-        provider=ctx.provider if provider_name == ctx.provider.name else ctx.providers(provider_name),
-        model=options.model or default_model,
+        provider=provider,
+        model=model,
         tools=ToolRegistry(tools),
         workspace=ctx.workspace,
         permission_mode=options.permission_mode,
@@ -125,6 +127,7 @@ async def open_specialist(ctx: AgentContext, spec: Specialist, options: Speciali
         unavailable=unavailable,
         redactor=ctx.redactor,
         shell=ctx.shell,
+        governor=ctx.governors.of(provider.name, model),
     )
     if options.resume:
         session = await AgentSession.resume(ctx.store, node, config)

@@ -5,7 +5,17 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from zero.agent import Approver, CallGuard, CallPermit, ModelRequest, PriceTable, Provider, RetryPolicy, Usage
+from zero.agent import (
+    Approver,
+    CallGuard,
+    CallPermit,
+    ModelRequest,
+    PriceTable,
+    Provider,
+    RateGovernors,
+    RetryPolicy,
+    Usage,
+)
 from zero.agent.prompts import project_instructions
 from zero.errors import BudgetExhaustedError
 from zero.sessions import RunTree, SessionStore
@@ -43,6 +53,7 @@ class AgentContext:
     redactor: Callable[[str], str] = field(default_factory=Redactor)  # secrets of this run's environment
     shell: ShellSettings = field(default_factory=ShellSettings)  # what the user's setup says of shell commands
     tree: RunTree = field(default_factory=RunTree)  # the run's sessions, its one hub and its one stop reason
+    governors: RateGovernors = field(default_factory=RateGovernors)  # one per (provider, model): its rate limits
     instructions: dict[str, str] = field(default_factory=dict)  # each workspace's AGENTS.md section, once a run
 
     def instructions_of(self, cwd: str) -> str:

@@ -29,6 +29,7 @@ def _top_config(ctx: AgentContext, permission_mode: PermissionMode, max_turns: i
         approver=ctx.approver,
         redactor=ctx.redactor,
         shell=ctx.shell,
+        governor=ctx.governors.of(ctx.provider.name, ctx.model),
     )
 
 

@@ -18,6 +18,7 @@ in brackets, the package that exports it. ``tests/test_errors.py`` holds the dra
         │   ├── BadRequestError           the request was refused as malformed
         │   │   └── ContextTooLongError   the conversation outgrew the model's context window
         │   ├── RateLimitError            retryable: HTTP 429
+        │   ├── QuotaExhaustedError       HTTP 429 for an account whose quota is spent: waiting does not help
         │   ├── OverloadedError           retryable: HTTP 502, 503 or 529, or a model still loading
         │   ├── ServerError               retryable, once: HTTP 500 (the same request breaks the server again)
         │   ├── ProviderTimeoutError      retryable: no answer in time
@@ -57,6 +58,7 @@ __all__ = [
     "ProviderConnectionError",
     "ProviderError",
     "ProviderTimeoutError",
+    "QuotaExhaustedError",
     "RateLimitError",
     "RunError",
     "ServerError",
@@ -138,6 +140,12 @@ class RateLimitError(ProviderError):
 
     code = "rate_limited"
     retryable = True
+
+
+class QuotaExhaustedError(ProviderError):
+    """HTTP 429 with ``insufficient_quota``: the account's plan or credit is spent, which no wait mends."""
+
+    code = "quota_exhausted"
 
 
 class OverloadedError(ProviderError):

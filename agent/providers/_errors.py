@@ -7,6 +7,7 @@ from collections.abc import Mapping
 import httpx2
 
 from zero import errors
+from zero.agent.governor import parse_retry_after
 
 _CONTEXT_HINTS = (
     "context_length",
@@ -24,13 +25,30 @@ WAIT_LONGER = "--retries and --retry-max-delay wait longer"
 def status_error(
     provider: str, status: int, message: str, headers: Mapping[str, str], body_type: str = ""
 ) -> errors.ProviderError:
-    """The Zero error for an HTTP error answer of ``provider``, with a hint of what to do."""
+    """The Zero error for an HTTP error answer of ``provider``, with a hint of what to do; retried or not as the
+    server's ``x-should-retry`` says, where it says."""
+    error = _status_error(provider, status, message, headers, body_type)
+    said = headers.get("x-should-retry")
+    if said in ("true", "false") and not isinstance(error, errors.AuthError | errors.QuotaExhaustedError):
+        error.retryable = said == "true"
+    return error
+
+
+def _status_error(
+    provider: str, status: int, message: str, headers: Mapping[str, str], body_type: str
+) -> errors.ProviderError:
     retry_after = parse_retry_after(headers)
     text = f"{provider} API error {status}: {message or f'HTTP {status}'}"
     lowered = f"{message} {body_type}".lower()
     if status in (401, 403) or "authentication" in body_type or "permission" in body_type:
         return errors.AuthError(f"{text}. Check the API key (and --base-url) for {provider}.", status=status)
     client_error = 400 <= status < 500 and status not in (408, 409, 429)  # the request's fault: never retried
+    if "insufficient_quota" in lowered or "credit balance is too low" in lowered:
+        return errors.QuotaExhaustedError(
+            f"{text}. The account's quota or credit is spent, which waiting does not mend: check the plan and "
+            f"billing of this API key for {provider}",
+            status=status,
+        )
     if status == 429 or ("rate_limit" in body_type and not client_error):
         return errors.RateLimitError(
             f"{text}. Zero waits and retries; {WAIT_LONGER}", status=status, retry_after=retry_after
@@ -98,15 +116,3 @@ def transport_error(
         f"cannot reach the {provider} API at {url} ({what}): is the server running there, and is --base-url "
         f"right? For a server that is starting, {WAIT_LONGER}"
     )
-
-
-def parse_retry_after(headers: Mapping[str, str]) -> float | None:
-    """Seconds from ``retry-after-ms`` or ``retry-after`` (seconds; HTTP dates are ignored)."""
-    for name, scale in (("retry-after-ms", 1000.0), ("retry-after", 1.0)):
-        value = headers.get(name)
-        if value:
-            try:
-                return float(value) / scale
-            except ValueError:
-                continue
-    return None

@@ -13,12 +13,14 @@ import anyio
 import httpx2
 
 from zero import errors
+from zero.agent.governor import limits_from_headers
 from zero.agent.messages import Message, ModelRequest, Usage
 from zero.agent.pricing import DEFAULT_OUTPUT_CAP
 from zero.agent.provider import ToolCallAssembler
 from zero.agent.providers._errors import body_error, transport_error
 from zero.agent.stream import (
     Finish,
+    LimitsReport,
     ReasoningDelta,
     StreamEvent,
     TextDelta,
@@ -73,6 +75,8 @@ class AnthropicProvider:
         try:
             async with self._calls:
                 stream = await self._client.messages.create(**kwargs)
+                if (limits := limits_from_headers(stream.response.headers)) is not None:
+                    yield LimitsReport(limits)
                 async for event in self._events(stream):
                     started = True
                     yield event

@@ -16,12 +16,14 @@ import httpx2
 import openai
 
 from zero import errors
+from zero.agent.governor import limits_from_headers
 from zero.agent.messages import Message, ModelRequest, ToolCall, Usage
 from zero.agent.provider import ToolCallAssembler
 from zero.agent.providers._errors import body_error, status_error, transport_error
 from zero.agent.providers._text_calls import calls_in_text
 from zero.agent.stream import (
     Finish,
+    LimitsReport,
     Notice,
     ReasoningDelta,
     StreamEvent,
@@ -175,6 +177,8 @@ class OpenAIProvider:
                             response.raise_for_status()
                         except httpx2.HTTPStatusError as e:
                             raise _wire_error(self.name, response.status_code, raw, response.headers) from e
+                    if (limits := limits_from_headers(response.headers)) is not None:
+                        yield LimitsReport(limits)
                     async for event in self._events(response.aiter_lines(), request):
                         started = True
                         yield event

@@ -29,6 +29,7 @@ FIELDS: dict[str, set[str]] = {
     "error": {"code", "message", "recoverable"},
     "run_end": {"status", "exitCode"},
     "warning": {"code", "message"},
+    "rate_limit": {"reason", "waitSeconds"},
 }
 
 SCRIPT = """
@@ -43,6 +44,9 @@ tool_calls = [
 [[turns]]
 match = { turn = 2 }
 error = { kind = "overloaded", retry_after = 0.01 }
+[[turns]]
+match = { turn = 2 }
+error = { kind = "timeout" }
 [[turns]]
 match = { turn = 2 }
 text = "The answer is 42."
@@ -83,7 +87,8 @@ def test_a_run_emits_every_headless_event_type_with_exact_fields(workspace: Path
         "tool_call",
         "permission_request",
         "tool_result",
-        "warning",
+        "rate_limit",  # the server said it is overloaded: the call waits its turn
+        "warning",  # a timeout: the call is retried
         "text",
         "text",
         "usage",

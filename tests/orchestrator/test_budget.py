@@ -174,7 +174,7 @@ def test_estimates_err_high_and_calibration_learns_each_model() -> None:
 async def test_team_retries_are_counted_and_capped_together(workspace: Path, tmp_path: Path) -> None:
     # [scheduler] retries caps each call; [budget] retries all of them together
     body = eight("retries = 5").replace("max_concurrency = 8", "max_concurrency = 2\nretries = 3")
-    limited = ScriptError(kind="rate_limit", retry_after=0)
+    limited = ScriptError(kind="connection")  # (a rate limit is the governor's: waited for, not retried)
     turns = [member(n, "", error=limited, times=0) for n in NAMES]
     result, runner, provider, events = await run_team(
         workspace, tmp_path, body, turns, context={"retry": RetryPolicy(retries=3, base_delay=0.001)}

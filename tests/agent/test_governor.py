@@ -1,0 +1,140 @@
+"""The rate governor over real HTTP: a fan-out on one key waits its turn instead of burning its retries on
+429s, the servers' rate-limit headers fill its buckets, and each way of saying "wait" is read."""
+
+from __future__ import annotations
+
+import email.utils
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from support.llm_server import LLMServer, Reply, error_reply, openai_reply
+
+from zero import errors
+from zero.agent import AgentConfig, AgentRun, Event, Message, RateGovernor, RetryPolicy
+from zero.agent.governor import limits_from_headers, parse_retry_after
+from zero.agent.providers._errors import status_error
+from zero.agent.providers.openai import OpenAIProvider
+from zero.tools import ToolRegistry, Workspace
+
+pytestmark = pytest.mark.anyio
+
+
+class Window:
+    """A server's rate limit: ``allowed`` requests a window of ``seconds``; more get a 429 saying when the
+    window ends (``retry-after-ms``)."""
+
+    def __init__(self, allowed: int, seconds: float):
+        self.allowed, self.seconds = allowed, seconds
+        self.start, self.used, self.refused = time.monotonic(), 0, 0
+        self.lock = threading.Lock()
+
+    def __call__(self, request: dict[str, Any]) -> Reply:
+        with self.lock:
+            now = time.monotonic()
+            if now - self.start >= self.seconds:
+                self.start, self.used = now, 0
+            if self.used >= self.allowed:
+                self.refused += 1
+                left = self.seconds - (now - self.start)
+                return error_reply(429, "Rate limit reached for requests", "rate_limit_exceeded",
+                                   {"retry-after-ms": str(int(left * 1000) + 1)})  # fmt: skip
+            self.used += 1
+        return openai_reply("done", usage=(10, 2))
+
+
+async def fan_out(url: str, workspace: Path, governor: RateGovernor | None, agents: int) -> list[list[Event]]:
+    """``agents`` runs at once on one key, each allowed one retry (a team's default); their events."""
+    provider = OpenAIProvider(api_key="sk-test", base_url=url)
+    logs: list[list[Event]] = [[] for _ in range(agents)]
+    results: list[str] = []
+
+    async def one(i: int) -> None:
+        config = AgentConfig(
+            provider=provider,
+            model="gpt-4.1-mini",
+            tools=ToolRegistry([]),
+            workspace=Workspace([workspace]),
+            retry=RetryPolicy(retries=1, base_delay=0.01, max_delay=0.05),
+            governor=governor,
+        )
+        run = AgentRun(config, f"agent_{i}", [Message(role="system", content="sys")], logs[i].append)
+        results.append((await run.run("hi")).status)
+
+    async with anyio.create_task_group() as tg:
+        for i in range(agents):
+            tg.start_soon(one, i)
+    await provider.aclose()
+    assert results == ["completed"] * agents, results
+    return logs
+
+
+async def test_a_fan_out_on_one_key_waits_its_turn_instead_of_failing(workspace: Path) -> None:
+    window = Window(allowed=4, seconds=0.4)
+    with LLMServer(window) as server:
+        logs = await fan_out(server.url, workspace, RateGovernor("openai/gpt-4.1-mini"), agents=16)
+    waits = [e for log in logs for e in log if e.kind == "rate_limit"]
+    assert window.refused > 0 and waits  # the server said no, and the calls waited
+    assert not [e for log in logs for e in log if e.kind == "retry"]  # none of it a retry
+    told = next(e for e in waits if "Rate limit reached" in e.reason)
+    assert told.wait_seconds is not None and 0 <= told.wait_seconds <= 0.4  # the server's retry-after-ms
+
+
+async def test_without_the_governor_the_same_fan_out_fails(workspace: Path) -> None:
+    with LLMServer(Window(allowed=4, seconds=0.4)) as server, pytest.raises(AssertionError, match="failed"):
+        await fan_out(server.url, workspace, None, agents=16)
+
+
+async def test_the_servers_headers_fill_the_buckets(workspace: Path) -> None:
+    headers = {"x-ratelimit-limit-requests": "2", "x-ratelimit-remaining-requests": "0",
+               "x-ratelimit-reset-requests": "300ms"}  # fmt: skip
+    with LLMServer(lambda request: Reply(**{**vars(openai_reply("ok")), "headers": headers})) as server:
+        governor = RateGovernor("openai/gpt-4.1-mini")
+        first = await fan_out(server.url, workspace, governor, agents=1)  # its answer says none are left
+        started = time.monotonic()
+        logs = await fan_out(server.url, workspace, governor, agents=2)
+        took = time.monotonic() - started
+    assert not [e for e in first[0] if e.kind == "rate_limit"]
+    waits = [e for log in logs for e in log if e.kind == "rate_limit"]
+    assert waits and all(e.reason == "rate limit: requests per minute" for e in waits)
+    assert took >= 0.25  # the two waited for the bucket to refill (2 requests in 300 ms)
+    assert governor.buckets["requests"].capacity == 2
+
+
+def test_every_way_a_server_says_how_long_to_wait_is_read() -> None:
+    later = email.utils.formatdate(time.time() + 30, usegmt=True)
+    assert parse_retry_after({"retry-after-ms": "1500"}) == 1.5
+    assert parse_retry_after({"retry-after": "7"}) == 7.0
+    assert 28 <= (parse_retry_after({"retry-after": later}) or 0) <= 30  # an HTTP date
+    assert parse_retry_after({"retry-after": "soon"}) is None
+    openai = limits_from_headers(
+        {
+            "x-ratelimit-limit-tokens": "200000",
+            "x-ratelimit-remaining-tokens": "150000",
+            "x-ratelimit-reset-tokens": "6m0s",
+            "x-ratelimit-limit-requests": "500",
+            "x-ratelimit-remaining-requests": "499",
+            "x-ratelimit-reset-requests": "120ms",
+        }  # fmt: skip
+    )
+    assert openai is not None and openai.buckets == {"requests": (500, 499, 0.12), "tokens": (200000, 150000, 360)}
+    soon = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + 20))
+    anthropic = limits_from_headers(
+        {
+            "anthropic-ratelimit-output-tokens-limit": "8000",
+            "anthropic-ratelimit-output-tokens-remaining": "10",
+            "anthropic-ratelimit-output-tokens-reset": soon,
+        }  # fmt: skip
+    )
+    assert anthropic is not None and 18 <= anthropic.buckets["output_tokens"][2] <= 20
+
+
+def test_a_spent_quota_is_said_and_never_waited_for() -> None:
+    error = status_error("openai", 429, "You exceeded your current quota", {}, "insufficient_quota")
+    assert isinstance(error, errors.QuotaExhaustedError) and not error.retryable
+    assert "check the plan and billing" in str(error)
+    refused = status_error("openai", 503, "busy", {"x-should-retry": "false"})
+    assert isinstance(refused, errors.OverloadedError) and not refused.retryable  # the server said not to
