@@ -76,7 +76,7 @@ _PLAIN = re.compile(r"[\x20-\x7e\t]*")
 # that make one of them write or run a program are refused from the family.
 _READ_ONLY: dict[tuple[str, ...], tuple[str, ...]] = {
     **{(word,): () for word in ("cat", "head", "tail", "wc", "ls", "pwd", "stat", "du", "df", "grep", "echo")},
-    ("rg",): ("--pre",),
+    ("rg",): ("--pre", "--hostname-bin", "--search-zip", "-z"),  # each runs a program: a filter, a decompressor
     **{("git", sub): ("--output", "--ext-diff", "--textconv") for sub in ("status", "log", "diff", "show", "blame")},
 }
 
@@ -189,10 +189,19 @@ def _family(command: str) -> str | None:
         family = tuple(words[:size])
         if len(family) == size and family in _READ_ONLY:
             refused = _READ_ONLY[family]
-            if refused and any(word.startswith(refused) for word in words[size:]):
+            if refused and any(_refused(word, refused) for word in words[size:]):
                 return None
             return " ".join(family)
     return None
+
+
+def _refused(word: str, options: tuple[str, ...]) -> bool:
+    """Is ``word`` one of ``options`` (``--pre``, ``--pre=x``), or a cluster of short ones holding one of them
+    (``-iz`` holds ``-z``)?"""
+    if word.startswith(tuple(o for o in options if o.startswith("--"))):
+        return True
+    short = {o[1] for o in options if len(o) == 2 and o[0] == "-" and o[1] != "-"}
+    return word.startswith("-") and not word.startswith("--") and any(letter in short for letter in word[1:])
 
 
 def _exact(command: str) -> str:

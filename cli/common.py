@@ -202,14 +202,27 @@ def _zero_folders() -> tuple[Path, ...]:
     return tuple(dict.fromkeys(folders))
 
 
+SOURCE_PACKAGES = tuple(
+    f"zero.{name}" for name in ("agent", "cli", "manifests", "orchestrator", "sessions", "specialists", "tools")
+)
+"""Zero's packages but ``zero`` itself, each a folder (code, or the manifests it trusts) wherever it is installed
+from: in an editable install, each one of a checkout."""
+
+
 def _source_folders() -> list[Path]:
-    """Where Zero's own code is read from: in an editable install that is a checkout (working on Zero with
-    Zero), whose next command would otherwise run a sandbox a command edited."""
+    """Where Zero's own code and built-in manifests are read from, every package of it, imported yet or not: in
+    an editable install that is a checkout (working on Zero with Zero), whose next command would otherwise run
+    what a sandboxed command edited."""
+    import importlib.util
+
     import zero
 
-    names = ("agent", "cli", "orchestrator", "sessions", "specialists", "tools")
-    packages = [zero, *(sys.modules.get(f"zero.{name}") for name in names)]
-    return [Path(p.__file__).parent for p in packages if p is not None and p.__file__]
+    folders = [Path(zero.__file__).parent] if zero.__file__ else []
+    for name in SOURCE_PACKAGES:
+        spec = importlib.util.find_spec(name)  # (imports nothing of it: its parent, zero, is imported)
+        if spec is not None:
+            folders += [Path(p) for p in spec.submodule_search_locations or ()]
+    return folders
 
 
 def _mcp(servers: list[McpServer], streams: Streams) -> AbstractAsyncContextManager[dict[str, list[Tool]]]:

@@ -36,6 +36,9 @@ MASK = "[REDACTED]"
 _SYNTAX_CHARS = r"""\s;&|<>()$`'"{}\[\]*?#\\"""
 _SYNTAX = re.compile(f"[{_SYNTAX_CHARS}]")
 _NOT_SYNTAX = re.compile(f"[^{_SYNTAX_CHARS}]+")
+# What a mask may not hide from an approval: shell syntax, and a path's way up (``..``), which would put a
+# write shown inside the workspace somewhere else.
+_HIDING = re.compile(f"[{_SYNTAX_CHARS}]|\\.\\.")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -227,14 +230,14 @@ def _triggered(text: str) -> list[_Format]:
 
 def hides_syntax(redact: Callable[[str], str], value: Any) -> bool:
     """Does a secret ``redact`` finds in ``value`` (a string, or the strings of a JSON-like structure) hold
-    shell syntax (``;``, ``$``, a space, ...)? Then its redacted form is not the whole truth of what would
-    run, and an approval of it must say so."""
+    shell syntax (``;``, ``$``, a space, ...) or a path's way up (``..``)? Then its redacted form is not the
+    whole truth of what would run, and an approval of it must say so."""
     if isinstance(value, dict | list | tuple):
         return any(hides_syntax(redact, v) for v in (value.values() if isinstance(value, dict) else value))
     if not isinstance(value, str):
         return False
     spans = getattr(redact, "spans", None) or _shared().spans
-    return any(_SYNTAX.search(value, start, end) for start, end in spans(value))
+    return any(_HIDING.search(value, start, end) for start, end in spans(value))
 
 
 def mask_across(pieces: list[str], redact: Callable[[str], str]) -> list[str]:

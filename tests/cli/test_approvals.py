@@ -227,6 +227,21 @@ def test_a_mask_shows_the_syntax_of_a_hidden_payload_and_the_call_is_never_cover
     assert rule(sh("git ls-remote https://deploy:tok3n-tok3n@host.example/repo"), workspace)
 
 
+def test_options_that_make_a_read_only_command_run_a_program_leave_its_family(workspace: Path) -> None:
+    assert rule(sh("rg TODO"), workspace) == "bash in the sandbox: family rg"
+    for runs in ("rg --pre ./evil TODO", "rg --hostname-bin=./evil TODO", "rg --search-zip TODO", "rg -iz TODO"):
+        assert rule(sh(runs), workspace) == f"bash in the sandbox: words {json.dumps(runs.split())}", runs  # itself
+
+
+def test_a_mask_that_hides_a_way_up_warns_and_is_never_covered(workspace: Path) -> None:
+    # The key's mask hid "/../../.." (not shell syntax): the copy shown inside the workspace landed outside it.
+    way_up = "api_key=k3yb0ardcat5/../../../../tmp/x"
+    command = f"mkdir -p notes/{way_up} && cp notes.txt notes/{way_up}"
+    judged = judge(request(sh(command)), Workspace([workspace]), Redactor({}))
+    assert "k3yb0ardcat5" not in Redactor({})(command)  # the mask hides it
+    assert judged.rule is None and judged.once[0].startswith(HIDDEN_WARNING), judged.once
+
+
 def test_the_rule_is_computed_from_the_command_as_it_runs(workspace: Path) -> None:
     # Two commands that show alike (their secret masked) are two rules: the one approved is the one that runs.
     redact = Redactor({"DEPLOY_TOKEN": "s3cr3t-value-1", "OTHER_TOKEN": "s3cr3t-value-2"})

@@ -13,6 +13,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Iterator
@@ -21,6 +22,7 @@ from pathlib import Path
 import anyio
 import pytest
 from support.cli import ZERO, lines, scripted, write_script, zero
+from support.package import ROOT, pyproject
 from support.sandbox import bash, in_a_container, needs_root, needs_sandbox, running
 
 from zero.agent.providers import PROVIDER_INFO
@@ -945,3 +947,17 @@ def test_zeros_own_code_is_never_writable_when_the_workspace_holds_it(tmp_path: 
         assert not probe.exists() and "Read-only file system" in result, result
     finally:
         probe.unlink(missing_ok=True)
+
+
+def test_every_folder_of_zeros_code_is_protected_imported_or_not() -> None:
+    """A ``zero exec`` imports no orchestrator and reads the built-in manifests as data: a command edited
+    orchestrator/__init__.py and the next ``zero swarm`` ran it unconfined. Asked in a fresh process, where
+    they are not imported, every package's folder (pyproject.toml's package-dir) is among the protected ones."""
+    shown = subprocess.run(
+        [sys.executable, "-c", "from zero.cli.common import _source_folders as f; print('\\n'.join(map(str, f())))"],
+        capture_output=True, text=True, check=True,
+    ).stdout.split()  # fmt: skip
+    folders = {name: ROOT / folder for name, folder in pyproject()["tool"]["setuptools"]["package-dir"].items()}
+    assert {str(folder) for folder in folders.values()} <= set(shown), sorted(
+        set(map(str, folders.values())) - set(shown)
+    )
