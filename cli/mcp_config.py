@@ -109,6 +109,14 @@ def _digest(data: object) -> str:
     return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
 
 
+def user_server_cwd(entry: McpServerEntry) -> Path:
+    """Where a server of yours runs: its ``cwd``, else your config folder, never the workspace, where a
+    sandboxed command could put code in its way (``npx`` runs ``node_modules/.bin`` of its folder, ``python -m``
+    a module there, ``uvx`` reads its ``pyproject.toml``) for it to run unconfined, with the secrets its
+    ``env`` gives it."""
+    return Path(entry.cwd).expanduser() if entry.cwd else user_config_dir()
+
+
 def server_cwd(entry: McpServerEntry, workspace: Path) -> Path:
     """Where a project's server runs: its ``cwd`` in the workspace, else the workspace."""
     return workspace / entry.cwd if entry.cwd else workspace
@@ -349,7 +357,7 @@ def run_servers(configs: Configs, workspace: Path) -> tuple[list[McpServer], lis
                 command=entry.command,
                 args=tuple(entry.args),
                 env={**entry.env, **(_NO_BYTECODE if where == "project" else {})},
-                cwd=str(server_cwd(entry, workspace)) if where == "project" else entry.cwd,
+                cwd=str(server_cwd(entry, workspace) if where == "project" else user_server_cwd(entry)),
                 url=entry.url,
                 headers=dict(entry.headers),
                 timeout_seconds=entry.timeout_seconds,

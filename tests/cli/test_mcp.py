@@ -178,6 +178,22 @@ def test_a_server_that_exits_at_start_is_reported_by_its_exit_code_then_its_stde
     assert row["problem"] == f"MCP server 'bad' ({sys.executable} -c {exits}) {said.strip()}"
 
 
+def test_a_server_of_yours_never_runs_code_a_command_put_in_the_workspace(
+    workspace: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The user runs zero in the project; a sandboxed command had put a module there named as the one their
+    server runs (``python -m``; ``npx`` finds ``node_modules/.bin`` the same way): it must not run, unconfined."""
+    config = Path(os.environ["XDG_CONFIG_HOME"]) / "zero" / "config.toml"
+    config.parent.mkdir(parents=True)
+    config.write_text(f"[mcp.servers.tools]\ncommand = {json.dumps(sys.executable)}\nargs = ['-m', 'team_tools']\n")
+    proof = tmp_path / "ran-unconfined"
+    (workspace / "team_tools.py").write_text(f"open({str(proof)!r}, 'w').write('planted')\n")
+    monkeypatch.chdir(workspace)
+    listed = zero("mcp", "list", "--cwd", str(workspace))
+    assert not proof.exists(), listed.stderr
+    assert "No module named team_tools" in listed.stdout  # it ran in your config folder, where there is none
+
+
 def test_the_readmes_mcp_add_stores_the_env_and_an_env_after_the_double_dash_is_refused(workspace: Path) -> None:
     readme = (Path(__file__).parents[2] / "README.md").read_text()
     [line] = [line for line in readme.splitlines() if line.startswith("zero mcp add github ")]
