@@ -60,6 +60,8 @@ def decode_call(call_id: str, name: str, fragments: list[str]) -> ToolCall:
         return ToolCall(
             id=call_id, name=name, arguments={}, parse_error=f"arguments are not valid JSON ({e.msg}): {raw[:200]}"
         )
+    except RecursionError:  # (Python's parser nests a call a level: a thousand brackets deep ends it)
+        return ToolCall(id=call_id, name=name, arguments={}, parse_error="arguments are nested too deeply to read")
     if not isinstance(arguments, dict):
         return ToolCall(
             id=call_id, name=name, arguments={}, parse_error=f"arguments must be a JSON object, got: {raw[:200]}"

@@ -47,6 +47,9 @@ class Wire:
             except ValueError as e:
                 await self._refuse(None, PARSE_ERROR, f"Parse error: not JSON ({e})")
                 continue
+            except RecursionError:
+                await self._refuse(None, PARSE_ERROR, "Parse error: nested too deeply to read")
+                continue
             if isinstance(message, dict) and (
                 isinstance(message.get("method"), str)
                 or ("id" in message and ("result" in message or "error" in message))

@@ -87,7 +87,7 @@ class AnthropicProvider:
             raise transport_error(self.name, self._client.base_url, e, started=started, timeouts=self._timeout) from e
         except anthropic.AnthropicError as e:
             raise errors.ProviderError(f"anthropic API error: {e}") from e
-        except ValueError as e:  # a line of the stream that is not JSON: this call failed, not Zero
+        except (ValueError, RecursionError) as e:  # a line of the stream that is not JSON (or nested past reading)
             raise errors.StreamDroppedError(f"the anthropic server sent a malformed stream: {e}") from e
 
     async def _events(self, stream: Any) -> AsyncIterator[StreamEvent]:

@@ -195,7 +195,7 @@ class OpenAIProvider:
             raise transport_error(self.name, self._client.base_url, e, started=started, timeouts=self._timeout) from e
         except openai.OpenAIError as e:
             raise errors.ProviderError(f"{self.name} API error: {e}") from e
-        except ValueError as e:  # a line of the stream that is not JSON: this call failed, not Zero
+        except (ValueError, RecursionError) as e:  # a line of the stream that is not JSON (or nested past reading)
             raise errors.StreamDroppedError(f"the {self.name} server sent a malformed stream: {e}") from e
 
     async def _events(self, lines: AsyncIterator[str], request: ModelRequest) -> AsyncIterator[StreamEvent]:

@@ -193,3 +193,10 @@ async def test_a_stream_without_a_finish_reason_is_dropped() -> None:
         with pytest.raises(errors.StreamDroppedError, match="ended before the model finished"):
             await collect(provider)
         await provider.aclose()
+
+
+def test_arguments_nested_past_reading_are_a_parse_error_the_model_reads() -> None:
+    from zero.agent.provider import decode_call
+
+    deep = decode_call("call_1", "write_file", ['{"a": ' * 3000, "1", "}" * 3000])  # once "internal error"
+    assert deep.arguments == {} and deep.parse_error == "arguments are nested too deeply to read"

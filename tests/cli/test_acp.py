@@ -278,6 +278,10 @@ def test_bad_frames_are_answered_and_an_idle_cancel_is_ignored(workspace: Path, 
     assert answer(None)["error"]["code"] == -32700
     send("42")
     assert answer(None)["error"]["message"] == "Invalid Request: a message is a JSON-RPC object"
+    deep = '{"jsonrpc": "2.0", "id": 5, "method": "initialize", "params": ' + '{"a": ' * 1500 + "1" + "}" * 1501
+    for nested in ("[" * 1500 + "]" * 1500, deep):  # 3 KB that once ended zero acp ("maximum recursion depth")
+        send(nested)
+        assert answer(None)["error"] == {"code": -32700, "message": "Parse error: nested too deeply to read"}
     for frame, request_id in (({"jsonrpc": "2.0"}, None), ({"jsonrpc": "2.0", "id": 9}, 9)):
         send(json.dumps(frame))  # neither a request nor an answer: refused, not ignored
         assert answer(request_id)["error"]["code"] == -32600
