@@ -24,6 +24,7 @@ it was.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import hashlib
 import io
@@ -127,10 +128,12 @@ def repository_code(entry: McpServerEntry, workspace: Path) -> RepositoryCode:
     walked to the bottom (links followed only inside the workspace); at most ``MAX_CODE_FILES`` entries and
     ``MAX_CODE_BYTES`` bytes."""
     here, cwd = Workspace([workspace]), server_cwd(entry, workspace)
-    named = {found for path in _named(entry, here, cwd) if (found := _folder_of(here, path)) is not None}
+    named = {found for path in _named(entry, here, cwd) for found in _folders_of(here, path)}
+    if _NODE.fullmatch(posixpath.basename(entry.command or "")):  # node resolves a require in each folder above
+        named |= {up for folder in set(named) for up in _node_modules(here, folder)}
     environments = {env for folder in named if (env := _environment(here, folder)) is not None}
     if _runner(entry):  # it runs the project's environment: the .venv where it starts, or above
-        starts = named | {f for f in [_folder_of(here, str(cwd))] if f is not None}
+        starts = named | _folders_of(here, str(cwd))
         for start in starts:
             environments.update(env for up in _upwards(start) if _is_environment(here, env := _join(up, ".venv")))
     folders = named | environments
@@ -156,13 +159,26 @@ def _named(entry: McpServerEntry, here: Workspace, cwd: Path) -> list[str]:
     items = [entry.command, *_shebang(here, str(cwd / entry.command))] if entry.command and "/" in entry.command else []
     python = bool(entry.command and _PYTHON.fullmatch(posixpath.basename(entry.command)))
     for arg in entry.args:
-        items += ["."] if arg == "-m" or (arg == "-c" and python) else [arg, *_words(arg)]
+        items += ["."] if arg == "-m" or (python and _runs_code(arg)) else [arg, *_words(arg)]
     for value in entry.env.values():
         expanded = os.path.expandvars(value)  # as the server gets it
         parts = expanded.split(os.pathsep)
         items += [part or "." for part in parts] if len(parts) > 1 else parts  # in a list, '' is the folder
         items += _words(expanded)
     return [str(cwd / item) for item in items if item]  # an absolute item stays itself
+
+
+def _runs_code(arg: str) -> bool:
+    """Does Python's option ``arg`` run a module or code from its folder: ``-m`` or ``-c``, glued to its value
+    (``-msrv``) or after flags in a cluster (``-Im srv``)?"""
+    if not arg.startswith("-") or arg.startswith("--"):
+        return False
+    for letter in arg[1:]:
+        if letter in "mc":
+            return True
+        if letter in "WX":  # the rest is this option's value
+            return False
+    return False
 
 
 def _words(text: str) -> list[str]:
@@ -197,22 +213,48 @@ def _shebang(here: Workspace, path: str) -> list[str]:
     return first[2:].decode(errors="replace").split() if first.startswith(b"#!") else []
 
 
-def _folder_of(here: Workspace, path: str) -> str | None:
-    """The folder of the workspace ``path`` makes a server run from: itself if a folder, else the folder it
-    is in, if it is a file there or a link there (even one leading out, which could be replaced); None if it
-    is not the workspace's."""
+_NODE = re.compile(r"node|nodejs|npx|bun|bunx|deno|tsx|ts-node")
+
+
+def _node_modules(here: Workspace, folder: str) -> list[str]:
+    """The ``node_modules`` folders of the workspace a ``require`` in ``folder`` may load from: in it and in
+    each folder above it, to the workspace's root."""
+    found = []
+    for up in _upwards(folder):
+        modules = _join(up, "node_modules")
+        if _folders_of(here, modules) == {here.shown(modules)}:
+            found.append(here.shown(modules))
+    return found
+
+
+def _folders_of(here: Workspace, path: str) -> set[str]:
+    """The folders of the workspace ``path`` makes a server run from: itself if a folder, else the folder it
+    is in, if it is a file there or a link there (even one leading out, which could be replaced), and, for a
+    file reached through links, the folder it really is in (where Python looks for what it imports); none if
+    it is not the workspace's."""
     if "\x00" in path:
-        return None
+        return set()
     try:
         fd = here.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
     except ToolError:  # not there, not the repository's, or a link leading out
-        return _folder_of_link(here, path)
-    kind = os.fstat(fd).st_mode
-    os.close(fd)
+        return {f for f in [_folder_of_link(here, path)] if f is not None}
+    try:
+        kind = os.fstat(fd).st_mode
+        real = os.readlink(f"/proc/self/fd/{fd}")
+    except OSError:
+        real = ""
+    finally:
+        os.close(fd)
     shown = here.shown(path)
     if stat.S_ISDIR(kind):
-        return shown
-    return posixpath.dirname(shown) or "." if stat.S_ISREG(kind) else None
+        return {shown}
+    if not stat.S_ISREG(kind):
+        return set()
+    folders = {posixpath.dirname(shown) or "."}
+    if real:
+        with contextlib.suppress(ToolError):
+            folders.add(posixpath.dirname(here.shown(real)) or ".")
+    return folders
 
 
 def _folder_of_link(here: Workspace, path: str) -> str | None:

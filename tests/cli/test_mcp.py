@@ -331,6 +331,25 @@ def code_of(workspace: Path, *args: str, command: str = "python3", cwd: str | No
     return repository_code(McpServerEntry(command=command, args=list(args), cwd=cwd), workspace)
 
 
+def test_the_code_a_server_really_runs_is_covered_however_its_entry_names_it(workspace: Path) -> None:
+    """Found by the re-attack: a module glued to -m, a script that is a link (Python imports from where the
+    link leads), and the node_modules a require climbs to, each ran code the approval did not cover."""
+    for folder in ("srv", "lib", "app/src", "node_modules/helper", "app/node_modules/x"):
+        (workspace / folder).mkdir(parents=True)
+    (workspace / "srv.py").write_text("import json\n")
+    (workspace / "lib" / "real.py").write_text("import json\n")
+    (workspace / "srv" / "server.py").symlink_to("../lib/real.py")
+    (workspace / "app" / "src" / "index.js").write_text("require('helper')\n")
+    (workspace / "node_modules" / "helper" / "index.js").write_text("module.exports = 1\n")
+    (workspace / "app" / "node_modules" / "x" / "index.js").write_text("module.exports = 2\n")
+    assert code_of(workspace, "-msrv").folders == (".",)  # -m glued to its module: the folder it runs in
+    assert code_of(workspace, "-Im", "srv").folders == (".",)
+    assert code_of(workspace, "-W", "ignore", "srv/server.py").folders == ("lib", "srv")  # the link's and its target's
+    assert code_of(workspace, "app/src/index.js", command="node").folders == (
+        "app/node_modules", "app/src", "node_modules",
+    )  # fmt: skip
+
+
 def test_the_code_a_projects_server_runs_is_each_folder_it_runs_from_to_the_bottom(
     workspace: Path, tmp_path: Path
 ) -> None:
