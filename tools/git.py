@@ -36,10 +36,14 @@ _LOCATING = frozenset(
 
 # Zero's commits are bookkeeping: a user's pre-commit hook that rejects them would lose a member's work,
 # a signing key would prompt for a passphrase nobody types, rerere would resolve a conflict that must be
-# reported, and auto-stash or update-refs would move what Zero did not mean to move.
+# reported, and auto-stash or update-refs would move what Zero did not mean to move. The repository's config
+# is the workspace's, which a sandboxed command may write: what it names to run on every status or add
+# (core.fsmonitor) would run unconfined here.
 _GUARDS = (
     "-c",
     "core.hooksPath=/dev/null",
+    "-c",
+    "core.fsmonitor=false",
     "-c",
     "commit.gpgSign=false",
     "-c",

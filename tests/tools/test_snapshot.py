@@ -167,3 +167,17 @@ def test_without_git_installed_the_error_says_what_to_do(tmp_path: Path, monkeyp
         'isolation = "worktree" needs git, which is not installed here (no git on PATH): install it, or set '
         'isolation = "none"'
     )
+
+
+def test_a_program_the_repositorys_config_names_never_runs_in_zeros_git(tmp_path: Path) -> None:
+    """The repository's config is the workspace's, which a sandboxed command may write: a core.fsmonitor
+    program there would run, unconfined, at Zero's next snapshot."""
+    repo = make_repo(tmp_path / "repo")
+    proof = tmp_path / "ran"
+    hook = tmp_path / "monitor.sh"
+    hook.write_text(f"#!/bin/sh\ntouch {proof}\n")
+    hook.chmod(0o755)
+    run_git(repo, "config", "core.fsmonitor", str(hook))
+    (repo / "wip.txt").write_text("x\n")
+    take_snapshot(repo)
+    assert not proof.exists()
