@@ -77,6 +77,21 @@ class McpTool:
         return ToolOutput(text=_text_of(result), is_error=bool(result.is_error))
 
 
+def _across_items(value: Any) -> Any:
+    """``value`` (structured content) with a secret split across a list's strings masked in each
+    (``["glpat-CCC", "CCCC..."]``): once dumped as JSON, the quotes between them would keep it whole to a
+    reader and hidden from redaction."""
+    if isinstance(value, dict):
+        return {k: _across_items(v) for k, v in value.items()}
+    if not isinstance(value, list):
+        return value
+    items = [_across_items(v) for v in value]
+    at = [i for i, v in enumerate(items) if isinstance(v, str)]
+    for i, masked in zip(at, mask_across([items[i] for i in at], redact), strict=True):
+        items[i] = masked
+    return items
+
+
 def _text_of(result: mcp_types.CallToolResult) -> str:
     """The result as one text; a secret split across two content items is masked in both (the text
     is redacted again as a whole, like every tool's output)."""
@@ -94,7 +109,7 @@ def _text_of(result: mcp_types.CallToolResult) -> str:
         elif isinstance(item, mcp_types.ResourceLink):
             parts.append(f"[resource {item.name}: {item.uri}]")
     if result.structured_content is not None and not parts:
-        parts.append(json.dumps(result.structured_content, ensure_ascii=False, indent=2))
+        parts.append(json.dumps(_across_items(result.structured_content), ensure_ascii=False, indent=2))
     return "\n".join(mask_across(parts, redact)) or "(no content)"
 
 

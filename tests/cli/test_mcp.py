@@ -751,3 +751,14 @@ async def test_what_a_server_says_of_its_tools_is_redacted() -> None:
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
+
+
+def test_a_secret_split_across_a_structured_results_strings_is_masked() -> None:
+    from mcp import types as mcp_types
+
+    from zero.agent.mcp import _text_of
+
+    token = "glpat-" + "C" * 12 + "D" * 12
+    result = mcp_types.CallToolResult(content=[], structured_content={"parts": [token[:9], token[9:]], "n": 1})
+    shown = _text_of(result)
+    assert "CCC" not in shown and json.loads(shown) == {"parts": ["[REDACTED]", "[REDACTED]"], "n": 1}
