@@ -92,13 +92,26 @@ def _across_items(value: Any) -> Any:
     return items
 
 
+def _json_across_items(text: str) -> str:
+    """A text that is JSON (as a server dumps its structured result into its text) with a secret split across
+    a list's strings masked (``_across_items``); any other text as it is."""
+    if text[:1] not in "[{" or len(text) > 1 << 20:
+        return text
+    try:
+        value = json.loads(text)
+    except (ValueError, RecursionError):
+        return text
+    masked = _across_items(value)
+    return text if masked == value else json.dumps(masked, ensure_ascii=False, indent=2)
+
+
 def _text_of(result: mcp_types.CallToolResult) -> str:
     """The result as one text; a secret split across two content items is masked in both (the text
     is redacted again as a whole, like every tool's output)."""
     parts: list[str] = []
     for item in result.content:
         if isinstance(item, mcp_types.TextContent):
-            parts.append(item.text)
+            parts.append(_json_across_items(item.text))
         elif isinstance(item, mcp_types.ImageContent | mcp_types.AudioContent):
             kind = "image" if isinstance(item, mcp_types.ImageContent) else "audio"
             parts.append(f"[{kind}: {item.mime_type}, {len(item.data) * 3 // 4:,} bytes, not shown]")

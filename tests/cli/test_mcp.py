@@ -762,3 +762,7 @@ def test_a_secret_split_across_a_structured_results_strings_is_masked() -> None:
     result = mcp_types.CallToolResult(content=[], structured_content={"parts": [token[:9], token[9:]], "n": 1})
     shown = _text_of(result)
     assert "CCC" not in shown and json.loads(shown) == {"parts": ["[REDACTED]", "[REDACTED]"], "n": 1}
+    # as servers send it: the structured result dumped into the text too
+    dumped = json.dumps({"parts": [token[:9], token[9:]], "n": 1})
+    both = mcp_types.CallToolResult(content=[mcp_types.TextContent(type="text", text=dumped)], structured_content={})
+    assert json.loads(_text_of(both)) == {"parts": ["[REDACTED]", "[REDACTED]"], "n": 1}
