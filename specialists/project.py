@@ -28,6 +28,7 @@ PROJECT_ONLY_TOOLS = expand_tools(["read-only", "plan"], KNOWN_TOOLS)
 """The most an untrusted specialist that only the project names gets: it can read and plan, not act."""
 
 N = TypeVar("N", int, float)
+_EFFORT = ("none", "minimal", "low", "medium", "high", "xhigh")  # what a model's reasoning costs, least first
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -76,6 +77,13 @@ def narrow(spec: Specialist, base: Specialist | None, limits: ProjectLimits) -> 
         budget_cost_usd=cap("budget.cost_usd", spec.budget_cost_usd, b.budget_cost_usd if base else None),
         trusted=limits.trusted.get(spec.name) == spec.fingerprint,
     )
+    mine = b.reasoning_effort if base else None
+    if spec.reasoning_effort is not None and _EFFORT.index(spec.reasoning_effort) > _EFFORT.index(mine or "medium"):
+        notes.append(
+            f"{spec.path}: 'reasoning_effort = {spec.reasoning_effort}' lowered to {mine or 'the model default'}: a "
+            "project's specialist may lower what its calls cost, not raise it"
+        )
+        narrowed = replace(narrowed, reasoning_effort=mine)
     if narrowed.trusted:
         return replace(narrowed, narrowed=tuple(notes))
     trust = f"zero specialists trust {spec.name}"

@@ -248,3 +248,25 @@ def test_a_projects_config_cannot_vouch_for_its_specialists_model(workspace: Pat
     done = zero("exec", "Explore", *scripted(write_script(tmp_path / "s.toml", ONE_TASK), workspace))
     assert "the project picks the model 'o1-pro'" in done.stderr  # its config's pick is said
     assert f"{path}: model = 'o1-pro' not used" in done.stderr  # and is not one you configured
+
+
+def test_a_project_specialist_may_not_raise_what_its_calls_cost(workspace: Path, tmp_path: Path) -> None:
+    path = project_file(
+        workspace,
+        "explorer",
+        'name = "explorer"\ndescription = "Thinks hard."\nprompt = "You think."\nreasoning_effort = "xhigh"\n',
+    )
+    listed = zero("specialists", "list", "--json", "--cwd", str(workspace))
+    [explorer] = [s for s in json.loads(listed.stdout)["specialists"] if s["name"] == "explorer"]
+    assert explorer["narrowed"] == [
+        f"{path}: 'reasoning_effort = xhigh' lowered to the model default: a project's specialist may lower what "
+        "its calls cost, not raise it"
+    ]
+    project_file(
+        workspace,
+        "explorer",
+        'name = "explorer"\ndescription = "Thinks little."\nprompt = "You think."\nreasoning_effort = "low"\n',
+    )
+    listed = zero("specialists", "list", "--json", "--cwd", str(workspace))
+    [explorer] = [s for s in json.loads(listed.stdout)["specialists"] if s["name"] == "explorer"]
+    assert explorer["narrowed"] == []  # lowering is the project's to do
