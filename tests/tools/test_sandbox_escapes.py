@@ -961,3 +961,16 @@ def test_every_folder_of_zeros_code_is_protected_imported_or_not() -> None:
     assert {str(folder) for folder in folders.values()} <= set(shown), sorted(
         set(map(str, folders.values())) - set(shown)
     )
+
+
+def test_a_command_commits_but_leaves_no_hook_for_gits_next_run(workspace: Path) -> None:
+    """A hook a sandboxed command put in .git/hooks would run at the user's next commit, unconfined."""
+    subprocess.run(["git", "init", "-q", str(workspace)], check=True)
+    [out] = bash(
+        workspace,
+        "printf '#!/bin/sh\\ntouch /tmp/pwned\\n' > .git/hooks/pre-commit; "
+        "export GIT_AUTHOR_NAME=z GIT_AUTHOR_EMAIL=z@z GIT_COMMITTER_NAME=z GIT_COMMITTER_EMAIL=z@z; "
+        "git add -A && git commit -qm x && echo COMMITTED",
+    )
+    assert not (workspace / ".git" / "hooks" / "pre-commit").exists()
+    assert "pre-commit: Read-only file system" in out and "COMMITTED" in out, out
