@@ -14,7 +14,8 @@ Every run's files stay on disk until the whole benchmark ends: deleting hundreds
 folders leaves the file system busy for seconds (ext4 with online discard here), and a run
 started in that window pays ~0.5 ms instead of ~0.02 ms for each file it creates.
 
-    python bench/bench_swarm.py                     # N = 1, 10, 50, 200
+    python bench/bench_swarm.py                     # N = 1, 10, 50, 200: Zero, the SDK (bare and on Zero's
+                                                    # footing) and the HTTP floor side by side
     python bench/bench_swarm.py --n 200 --n 1000 --n 2000   # any N, several in one invocation
     python bench/bench_swarm.py --minimal-baseline  # against the lightest calls the server answers
     python bench/bench_swarm.py --n 200 --live      # the live view on vs --no-live (issue 5)
@@ -160,17 +161,21 @@ def zero_worker(n: int, url: str, live: bool) -> dict[str, float]:
 MINIMAL = {"system": "You map folders.", "tools": []}
 
 
-def sdk_worker(n: int, url: str, payload: dict[str, Any]) -> dict[str, float]:
+def sdk_worker(n: int, url: str, payload: dict[str, Any], equal: bool = False) -> dict[str, float]:
     """The same 3 x N calls as Zero's members make (their system prompt and tools, the tool calls
     answered with the folder's listing), written with the bare SDK as its docs show. With the
-    MINIMAL payload, the lightest calls that get the same replies: a one-line prompt, no tools."""
+    MINIMAL payload, the lightest calls that get the same replies: a one-line prompt, no tools. ``equal``:
+    on Zero's footing, with its retries, ``gc.freeze()`` and its layout of 32 pools (a client each)."""
     import anyio
     import openai
 
     ws = Path(os.environ["ZERO_HOME"]) / "ws"
     (ws / "src").mkdir(parents=True)
     (ws / "README.md").write_text("# bench\n")
-    client = openai.AsyncOpenAI(api_key="sk-bench", base_url=url, max_retries=0)
+    clients = [
+        openai.AsyncOpenAI(api_key="sk-bench", base_url=url, max_retries=3 if equal else 0)
+        for _ in range(32 if equal else 1)
+    ]
 
     def list_directory() -> str:
         return "\n".join(sorted(e.name + ("/" if e.is_dir() else "") for e in os.scandir(ws)))
@@ -180,6 +185,7 @@ def sdk_worker(n: int, url: str, payload: dict[str, Any]) -> dict[str, float]:
             {"role": "system", "content": payload["system"]},
             {"role": "user", "content": f"Map the folder ({i})."},
         ]
+        client = clients[hash(f"agent_{i}") % len(clients)]
         for _ in range(3):
             stream = await client.chat.completions.create(
                 model="gpt-4.1-mini",
@@ -214,8 +220,78 @@ def sdk_worker(n: int, url: str, payload: dict[str, Any]) -> dict[str, float]:
         async with anyio.create_task_group() as tg:
             for i in range(n):
                 tg.start_soon(chain, i)
-        await client.close()
+        for client in clients:
+            await client.close()
 
+    if equal:
+        gc.freeze()
+    times0, wall0 = os.times(), time.perf_counter()
+    anyio.run(main)
+    return {"wall": time.perf_counter() - wall0, **cpu_of(times0, os.times())}
+
+
+def floor_worker(n: int, url: str, payload: dict[str, Any]) -> dict[str, float]:
+    """The HTTP floor: the same 3 x N calls with Zero's request bodies (its messages as its adapter writes
+    them, its tools, its stream options and output cap) on the HTTP stack Zero uses (httpx2 on anyio, 32
+    pools, each agent's calls in one), the SSE lines parsed with ``json.loads`` and nothing else: no
+    session, no events, no redaction. What the server's bytes cost, and the bar Zero is held to."""
+    import anyio
+    import httpx2
+
+    ws = Path(os.environ["ZERO_HOME"]) / "ws"
+    (ws / "src").mkdir(parents=True)
+    (ws / "README.md").write_text("# bench\n")
+    tools = payload["tools"]
+    headers = {"Authorization": "Bearer sk-bench", "Accept": "text/event-stream", "Content-Type": "application/json"}
+    timeout = httpx2.Timeout(600.0, connect=5.0)
+    limits = httpx2.Limits(max_connections=250, max_keepalive_connections=100)
+    pools = [httpx2.AsyncClient(base_url=url, headers=headers, timeout=timeout, limits=limits) for _ in range(32)]
+    calls_at_once = anyio.Semaphore(256)  # as Zero's adapter: at most 256 calls under way
+
+    def list_directory() -> str:
+        return "\n".join(sorted(e.name + ("/" if e.is_dir() else "") for e in os.scandir(ws)))
+
+    async def chain(i: int) -> None:
+        pool = pools[hash(f"agent_{i}") % 32]
+        messages: list[dict[str, Any]] = [
+            {"role": "system", "content": payload["system"]},
+            {"role": "user", "content": f"Map the folder ({i})."},
+        ]
+        for _ in range(3):
+            body = {"model": "gpt-4.1-mini", "messages": messages, "stream": True,
+                    "stream_options": {"include_usage": True}, "max_tokens": 8192}  # fmt: skip
+            if tools:
+                body |= {"tools": tools, "tool_choice": "auto"}
+            text, calls = "", {}
+            async with calls_at_once, pool.stream("POST", "chat/completions", content=json.dumps(body).encode()) as r:
+                async for line in r.aiter_lines():
+                    if not line.startswith("data: ") or line == "data: [DONE]":
+                        continue
+                    for choice in json.loads(line[6:]).get("choices") or ():
+                        delta = choice.get("delta") or {}
+                        text += delta.get("content") or ""
+                        for call in delta.get("tool_calls") or ():
+                            entry = calls.setdefault(call["index"], {"id": "", "name": "", "arguments": ""})
+                            entry["id"] = call.get("id") or entry["id"]
+                            function = call.get("function") or {}
+                            entry["name"] += function.get("name") or ""
+                            entry["arguments"] += function.get("arguments") or ""
+            done = [{"id": c["id"], "type": "function", "function": {"name": c["name"], "arguments": c["arguments"]}}
+                    for c in calls.values()]  # fmt: skip
+            messages.append({"role": "assistant", "content": text, **({"tool_calls": done} if done else {})})
+            for c in calls.values():
+                json.loads(c["arguments"] or "{}")
+                messages.append({"role": "tool", "tool_call_id": c["id"], "content": list_directory()})
+        assert text.startswith("Here is what I found"), text
+
+    async def main() -> None:
+        async with anyio.create_task_group() as tg:
+            for i in range(n):
+                tg.start_soon(chain, i)
+        for pool in pools:
+            await pool.aclose()
+
+    gc.freeze()
     times0, wall0 = os.times(), time.perf_counter()
     anyio.run(main)
     return {"wall": time.perf_counter() - wall0, **cpu_of(times0, os.times())}
@@ -230,10 +306,13 @@ def cpu_of(before: os.times_result, after: os.times_result) -> dict[str, float]:
 
 def worker(kind: str, n: int, url: str, live: bool, payload: str | None) -> None:
     pin(0)
+    calls = json.loads(Path(payload).read_text()) if payload else MINIMAL
     if kind == "zero":
         result = zero_worker(n, url, live)
+    elif kind == "floor":
+        result = floor_worker(n, url, calls)
     else:
-        result = sdk_worker(n, url, json.loads(Path(payload).read_text()) if payload else MINIMAL)
+        result = sdk_worker(n, url, calls, equal=kind == "sdk-equal")
     result["rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(json.dumps(result))
 
@@ -247,7 +326,7 @@ def measure(kind: str, n: int, url: str, scratch: str, live: bool = False, minim
     os.sync()
     home = tempfile.mkdtemp(dir=scratch)
     args = [sys.executable, __file__, "--worker", kind, "--n", str(n), "--url", url] + (["--live"] if live else [])
-    if kind == "sdk" and not minimal:
+    if kind != "zero" and not minimal:
         args += ["--payload", str(next(Path(scratch).glob("*/payload.json")))]
     done = subprocess.run(args, capture_output=True, text=True, env={**os.environ, "ZERO_HOME": home})
     if done.returncode != 0:
@@ -261,7 +340,7 @@ def median_of(runs: list[dict[str, float]]) -> dict[str, float]:
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--worker", choices=("zero", "sdk"))
+    parser.add_argument("--worker", choices=("zero", "sdk", "sdk-equal", "floor"))
     parser.add_argument("--serve", action="store_true")
     parser.add_argument("--n", type=int, action="append")
     parser.add_argument("--url")
@@ -301,27 +380,26 @@ def main() -> None:
                     f"({(med['live'] / med['no-live'] - 1) * 100:+.1f} %)"
                 )
             return
+        kinds = ("zero", "sdk", "sdk-equal", "floor")
         print(
-            f"{'N':>5} {'calls':>6} | {'zero wall':>9} {'over':>6} {'cpu/call':>9} {'sys':>7} {'rss':>7} | "
-            f"{'sdk wall':>9} {'over':>6} {'cpu/call':>9} {'sys':>7} {'rss':>7} | ratio | load avg\n"
-            "(over: wall beyond the 3 x 100 ms of the calls; sys: the kernel's part of cpu/call; load: 1 min, "
-            "before and after)"
+            f"{'N':>6} {'calls':>6} | "
+            + " | ".join(f"{k + ' wall':>14} {'cpu/call':>9} {'rss':>6}" for k in kinds)
+            + " | zero/sdk zero/floor | load avg\n"
+            "(sdk: the bare SDK as its docs show; sdk-equal: with Zero's retries, gc.freeze() and 32 pools; floor: "
+            "Zero's requests on its HTTP stack, parsed, nothing recorded; load: 1 min, before and after)"
         )
         for n in args.n or [1, 10, 50, 200]:
             calls = 3 * n
             load = os.getloadavg()[0]
-            zs: list[dict[str, float]] = []
-            bs: list[dict[str, float]] = []
-            for _ in range(3):
-                zs.append(measure("zero", n, url, scratch))
-                bs.append(measure("sdk", n, url, scratch, minimal=args.minimal_baseline))
-            z, b = median_of(zs), median_of(bs)
-            zc, bc = z["cpu"] / calls * 1000, b["cpu"] / calls * 1000
-            floor = 3 * CALL_SECONDS
+            runs: dict[str, list[dict[str, float]]] = {k: [] for k in kinds}
+            for _ in range(3):  # in turns, so that a change of the machine's load falls on every side alike
+                for kind in kinds:
+                    runs[kind].append(measure(kind, n, url, scratch, minimal=args.minimal_baseline))
+            med = {k: median_of(v) for k, v in runs.items()}
+            cpu = {k: med[k]["cpu"] / calls * 1000 for k in kinds}
+            cells = " | ".join(f"{med[k]['wall']:13.2f}s {cpu[k]:7.2f}ms {med[k]['rss_mb']:4.0f}MB" for k in kinds)
             print(
-                f"{n:>5} {calls:>6} | {z['wall']:8.2f}s {z['wall'] - floor:5.2f}s {zc:7.2f}ms "
-                f"{z['sys'] / calls * 1000:5.2f}ms {z['rss_mb']:5.0f}MB | {b['wall']:8.2f}s {b['wall'] - floor:5.2f}s "
-                f"{bc:7.2f}ms {b['sys'] / calls * 1000:5.2f}ms {b['rss_mb']:5.0f}MB | {zc / bc:4.2f}x | "
+                f"{n:>6} {calls:>6} | {cells} | {cpu['zero'] / cpu['sdk']:7.2f}x {cpu['zero'] / cpu['floor']:9.2f}x | "
                 f"{load:.2f} -> {os.getloadavg()[0]:.2f}",
                 flush=True,
             )
