@@ -175,6 +175,7 @@ FORMATS: tuple[_Format, ...] = (
 # through after a single scan instead of one per trigger.
 _ANY_TRIGGER = re.compile("|".join(re.escape(t) for fmt in FORMATS for t in fmt.triggers), re.IGNORECASE)
 
+_CLEAN_LENGTH, _CLEAN_KEPT = 200, 8192  # the texts kept as clean: how long at most, how many at most
 _SECRET_ENV = re.compile(r"(KEY|TOKEN|SECRET|SECRETS|PASSWORD|PASSWD|PASS|PWD|CREDENTIAL|CREDENTIALS|AUTH)$", re.I)
 _NOT_SECRET_ENV = {"PWD", "OLDPWD", "XAUTHORITY"}
 
@@ -194,8 +195,19 @@ class Redactor:
         values = {v for v in values if len(v) >= 8} | {v for k, v in env.items() if secret_name(k) and len(v) >= 8}
         # Longest first, so a value containing another is masked whole.
         self.literals = sorted(values, key=len, reverse=True)
+        self._clean: dict[str, None] = {}  # short texts found clean (redaction is a function of the text alone)
 
     def __call__(self, text: str) -> str:
+        if text in self._clean:  # a short text seen clean before (a session id, a model, a status): clean still
+            return text
+        out = self._redact(text)
+        if len(text) <= _CLEAN_LENGTH and out == text:
+            if len(self._clean) >= _CLEAN_KEPT:
+                self._clean.clear()
+            self._clean[text] = None
+        return out
+
+    def _redact(self, text: str) -> str:
         for value in self.literals:
             if value in text:
                 text = text.replace(value, MASK)

@@ -105,3 +105,11 @@ def test_a_command_between_two_key_markers_stays_visible() -> None:
     assert Redactor({})(command) == command  # not a key block: what ran is what is recorded
     stream = StreamRedactor(Redactor({}))
     assert "".join([stream.feed(command[i : i + 7]) for i in range(0, len(command), 7)] + [stream.flush()]) == command
+
+
+def test_a_text_found_clean_is_known_clean_and_a_secret_is_masked_every_time() -> None:
+    r = Redactor({"DEPLOY_TOKEN": "s3cr3t-value-1"})
+    for _ in range(2):  # the second time from what the first found
+        assert r("member_20261201181427_55945bb92e0f") == "member_20261201181427_55945bb92e0f"
+        assert r("token s3cr3t-value-1") == "token [REDACTED]"
+        assert r("ghp_" + "a" * 36) == "[REDACTED]"
