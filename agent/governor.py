@@ -203,7 +203,8 @@ class RateGovernor:
                 waiting(reason, None if seconds is None else round(seconds, 1))
             with anyio.move_on_after(seconds if seconds is not None and seconds < math.inf else 1.0):
                 await self._changed.wait()
-        taken = {kind: cost[kind] for kind in self.buckets}
+        # (a call larger than a bucket waited for it full, and empties it: it never owes more than it holds)
+        taken = {kind: min(cost[kind], bucket.capacity) for kind, bucket in self.buckets.items()}
         for kind, amount in taken.items():
             self.buckets[kind].level -= amount
         self.running += 1

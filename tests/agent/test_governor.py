@@ -138,3 +138,35 @@ def test_a_spent_quota_is_said_and_never_waited_for() -> None:
     assert "check the plan and billing" in str(error)
     refused = status_error("openai", 503, "busy", {"x-should-retry": "false"})
     assert isinstance(refused, errors.OverloadedError) and not refused.retryable  # the server said not to
+
+
+def test_a_rate_limit_in_your_config_paces_the_run_and_says_so(workspace: Path, tmp_path: Path) -> None:
+    """``[rate_limits."scripted/scripted"] rpm = 1``: the first call takes the minute's one request, the second
+    waits for the next, and stream-json says so as it starts waiting."""
+    import json
+    import os
+    import subprocess
+
+    from support.cli import ZERO, write_script
+
+    config = Path(os.environ["XDG_CONFIG_HOME"]) / "zero" / "config.toml"
+    config.parent.mkdir(parents=True)
+    config.write_text('[rate_limits."scripted/scripted"]\nrpm = 1\n')
+    script = write_script(
+        tmp_path / "s.toml",
+        '[[turns]]\nmatch = { turn = 1 }\ntool_calls = [{ name = "list_directory", arguments = {} }]\n'
+        '[[turns]]\nmatch = { turn = 2 }\ntext = "done"\n',
+    )
+    args = ["exec", "go", "--provider", "scripted", "--script", str(script), "--cwd", str(workspace)]
+    with subprocess.Popen([ZERO, *args, "--output-format", "stream-json"], stdout=subprocess.PIPE, text=True) as proc:
+        assert proc.stdout is not None
+        try:
+            for line in proc.stdout:
+                event = json.loads(line)
+                if event["type"] == "rate_limit":
+                    break
+            else:
+                raise AssertionError("no rate_limit event")
+        finally:
+            proc.kill()
+    assert event["reason"] == "rate limit: requests per minute" and 55 <= event["waitSeconds"] <= 60
