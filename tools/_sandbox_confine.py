@@ -304,6 +304,8 @@ def private_view(private: str, roots: list[str], protected: list[str], empty: li
     _mount("proc", "/proc", "proc", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC)
     ways = [_lookup(path, roots) for path in protected]
     entries = [entry for way, _ in ways for entry in way]
+    # a protected file (a repository's .git/config) is the last entry of its way, a regular file
+    files = [way[-1] for way, real in ways if real is None and way and stat.S_ISREG(os.fstat(way[-1][1]).st_mode)]
     protected = list(dict.fromkeys(real for _, real in ways if real is not None))
     kept = {path: fd for path in roots + protected if (fd := _open(path, os.O_DIRECTORY)) is not None}
     temp = _private_folders(private)
@@ -350,6 +352,11 @@ def private_view(private: str, roots: list[str], protected: list[str], empty: li
         opened.append(seen)
         _attach(tree, seen)
     opened += _pin(entries)
+    for entry, fd in files:  # read-only where it is (pinned: it cannot be renamed, removed or replaced)
+        seen = _open(entry, os.O_NOFOLLOW)
+        if seen is not None and _same(seen, fd):
+            _bind(seen, seen, read_only=True)
+        opened += [seen] if seen is not None else []
     for path in protected:
         seen = _open(path, os.O_DIRECTORY)
         if path in kept and seen is not None and _same(seen, kept[path]):

@@ -974,3 +974,18 @@ def test_a_command_commits_but_leaves_no_hook_for_gits_next_run(workspace: Path)
     )
     assert not (workspace / ".git" / "hooks" / "pre-commit").exists()
     assert "pre-commit: Read-only file system" in out and "COMMITTED" in out, out
+
+
+def test_a_command_cannot_name_a_program_in_the_repositorys_config(workspace: Path) -> None:
+    """A filter's clean command in .git/config (with a .gitattributes naming it) would run unconfined at the
+    user's next git add, or Zero's next snapshot of the workspace."""
+    subprocess.run(["git", "init", "-q", str(workspace)], check=True)
+    config = workspace / ".git" / "config"
+    before = config.read_bytes()
+    [out] = bash(
+        workspace,
+        "git config filter.x.clean 'touch /tmp/pwned'; echo '[filter \"x\"] clean = evil' >> .git/config; "
+        "mv .git/config .git/config.old; echo '* filter=x' > .gitattributes && echo ATTRIBUTES",
+    )
+    assert config.read_bytes() == before and not (workspace / ".git" / "config.old").exists()
+    assert ".git/config: Read-only file system" in out and "ATTRIBUTES" in out, out

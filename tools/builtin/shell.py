@@ -173,13 +173,15 @@ def _protected(ctx: ToolContext, roots: list[str]) -> list[str]:
         if not os.path.exists(real) and any(real.startswith(root.rstrip("/") + "/") for root in roots):
             os.makedirs(real, 0o700, exist_ok=True)
         folders.append(os.path.join(os.getcwd(), folder))
-    for root in roots:  # the hooks git runs by itself: one a command put there would run at your next commit
-        git = os.path.join(root, ".git")
-        if os.path.isdir(git) and not os.path.islink(git):
+    for root in roots:  # what git runs by itself: a hook, or a program the config names (a filter's clean
+        git = os.path.join(root, ".git")  # command, a merge driver), would run unconfined, at your next commit
+        if os.path.isdir(git) and not os.path.islink(git):  # or Zero's next snapshot
             hooks = os.path.join(git, "hooks")
             if not os.path.lexists(hooks):
                 os.makedirs(hooks, 0o755, exist_ok=True)
             folders.append(hooks)
+            if os.path.isfile(os.path.join(git, "config")):
+                folders.append(os.path.join(git, "config"))
     return folders
 
 
