@@ -237,7 +237,7 @@ tool_calls = [{ name = "bash", arguments = { command = "sleep 60" } }]
     proc.send_signal(signal.SIGINT)
     started = time.monotonic()
     rest, _ = proc.communicate(timeout=10)
-    assert proc.returncode == 130 and time.monotonic() - started < 2
+    assert proc.returncode == 130 and time.monotonic() - started < 5  # (a bound on a hang: it waits for no command)
     assert lines(rest)[-1]["type"] == "run_end" and lines(rest)[-1]["status"] == "interrupted"
     [meta] = sessions().list()
     assert meta.status == "interrupted"

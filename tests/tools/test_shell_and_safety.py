@@ -26,7 +26,7 @@ async def test_bash_timeout_kills_the_whole_process_group(workspace: Path, tmp_p
     command = f"(sleep 0.6; touch {marker}) & sleep 30"
     started = time.monotonic()
     out = await Bash().call({"command": command, "timeout_seconds": 0.3}, ToolContext(workspace=Workspace([workspace])))
-    assert time.monotonic() - started < 3
+    assert time.monotonic() - started < 10  # it did not wait for the sleep 30 (a bound on a hang, not a speed)
     assert out.is_error and out.text.endswith("[killed after 0.3 s timeout]")
     await anyio.sleep(0.8)
     assert not marker.exists()  # the background child died with the command
