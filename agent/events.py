@@ -22,17 +22,17 @@ from zero.agent.status import RunStatus, Status
 from zero.tools import PermissionMode, SideEffect
 
 __all__ = [
+    "COMPACTED_PREFIX",
     "STORED",
     "AssistantText",
-    "COMPACTED_PREFIX",
     "BudgetTripped",
     "ChildFinished",
     "ChildMode",
     "ChildStarted",
     "Compacted",
-    "compact_history",
     "ErrorRaised",
     "Event",
+    "LandChanged",
     "MessageAdded",
     "ModelStreaming",
     "PermissionDecided",
@@ -52,6 +52,7 @@ __all__ = [
     "ToolFinished",
     "UsageUpdated",
     "WarningRaised",
+    "compact_history",
     "decode_event",
     "event_payload",
     "waiting_text",
@@ -418,6 +419,27 @@ class BudgetTripped:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class LandChanged:
+    """An isolated member's branch moved on its way back (docs/STREAM_JSON_PROTOCOL.md, ``land``): ``state``
+    is ``committed`` when the member ended and its work was committed on ``branch``, then how landing it
+    ended (``landed``, ``conflict``, ``check_failed``, ``skipped``, ``nothing_to_land``). ``files``,
+    ``added`` and ``removed``: its diff stat; ``conflicts``: the files that did not merge; ``detail``: the
+    check's output tail, or why it was skipped."""
+
+    __pydantic_config__ = CAMEL
+    session_id: str
+    member: str
+    state: Literal["committed", "landed", "conflict", "check_failed", "skipped", "nothing_to_land"]
+    branch: str = ""
+    files: int = 0
+    added: int = 0
+    removed: int = 0
+    conflicts: tuple[str, ...] = ()
+    detail: str = ""
+    kind: Literal["land"] = "land"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class TeamFinished:
     __pydantic_config__ = CAMEL
     session_id: str
@@ -453,6 +475,7 @@ Event = (
     | TeamStarted
     | TeamMessageSent
     | BudgetTripped
+    | LandChanged
     | TeamFinished
 )
 
@@ -478,6 +501,7 @@ STORED = frozenset(
         "team_start",
         "team_message",
         "budget",
+        "land",
         "team_end",
     }
 )

@@ -33,6 +33,7 @@ from zero.agent import (
     Compacted,
     ErrorRaised,
     Event,
+    LandChanged,
     Message,
     MessageAdded,
     ModelStreaming,
@@ -164,6 +165,7 @@ class Shown:
                 | TeamStarted()
                 | TeamMessageSent()
                 | BudgetTripped()
+                | LandChanged()
                 | TeamFinished()
             ):
                 return None

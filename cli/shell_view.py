@@ -25,6 +25,7 @@ from zero.agent import (
     Compacted,
     ErrorRaised,
     Event,
+    LandChanged,
     MessageAdded,
     ModelStreaming,
     PermissionDecided,
@@ -157,6 +158,7 @@ class TurnView:
                 | TeamStarted()
                 | TeamMessageSent()
                 | BudgetTripped()
+                | LandChanged()
                 | TeamFinished()
             ):
                 pass

@@ -24,6 +24,7 @@ from zero.agent import (
     Compacted,
     ErrorRaised,
     Event,
+    LandChanged,
     MessageAdded,
     ModelStreaming,
     PermissionDecided,
@@ -191,6 +192,10 @@ class StreamJsonWriter:
                 self.emit("warning", {"code": event.code, "message": event.message}, sid)
             case BudgetTripped():
                 self.emit("warning", {"code": "budget_exhausted", "message": event.message}, sid)
+            case LandChanged():
+                stat = {"files": event.files, "added": event.added, "removed": event.removed}
+                fields = {"member": event.member, "state": event.state, "branch": event.branch, "diffStat": stat}
+                self.emit("land", {**fields, "conflicts": list(event.conflicts), "detail": event.detail}, sid)
             case ErrorRaised():
                 if root:
                     self._error = event  # written with the run's end

@@ -6,6 +6,7 @@ import functools
 import json
 import time
 from pathlib import Path
+from textwrap import indent
 from typing import TextIO
 
 import anyio
@@ -33,12 +34,26 @@ from zero.cli.streamjson import StreamJsonWriter, new_run_id
 from zero.cli.swarm_progress import PlainProgress
 from zero.cli.trust import load_specialists, specialist_warnings
 from zero.errors import ConfigError, UsageError, ZeroError
-from zero.orchestrator import TeamError, TeamPlan, TeamResult, TeamRunner, build_plan, load_team
+from zero.orchestrator import (
+    CheckFailed,
+    Conflict,
+    Landed,
+    NothingToLand,
+    Skipped,
+    TeamError,
+    TeamPlan,
+    TeamResult,
+    TeamRunner,
+    build_plan,
+    load_team,
+)
+from zero.orchestrator.isolation import LandReport
+from zero.orchestrator.land import tail
 from zero.orchestrator.live import draw_live, follow_run, tree_from_store
 from zero.orchestrator.resume import RecordedTeam, read_team
 from zero.orchestrator.team import with_limits
 from zero.orchestrator.view import TeamTree, TreeNode
-from zero.sessions import session_workspace
+from zero.sessions import session_workspace, short_id
 from zero.specialists import SpecialistRegistry
 from zero.tools import Redactor, redact_values, within
 from zero.tools.describe import printable
@@ -146,6 +161,7 @@ def _plan(
         max_concurrency=args.max_concurrency,
         goal=args.goal,
         recorded=None if from_file else team,
+        workspace=workspace,
     )
     warnings = [
         *configs.warnings,
@@ -195,6 +211,7 @@ def _print_plan(plan: TeamPlan, settings: RunSettings | None, out: TextIO, as_js
                     "onFailure": plan.team.scheduler.on_failure,
                     "retries": plan.team.scheduler.retries,
                     "waves": plan.waves,
+                    "land": plan.team.land.model_dump(),
                     "members": [
                         {
                             "name": m.name,
@@ -206,6 +223,7 @@ def _print_plan(plan: TeamPlan, settings: RunSettings | None, out: TextIO, as_js
                             "maxTurns": m.max_turns,
                             "dependsOn": m.spec.depends_on,
                             "wave": m.wave + 1,
+                            "isolation": m.isolation,
                             "budget": m.spec.budget.model_dump() if m.spec.budget else None,
                         }
                         for m in plan.members.values()
@@ -234,10 +252,15 @@ def _print_plan(plan: TeamPlan, settings: RunSettings | None, out: TextIO, as_js
                 grant = " · budget " + ", ".join(f"{k} {v:,}" for k, v in m.spec.budget.model_dump().items() if v)
             asked = m.spec.permission_mode or plan.team.defaults.permission_mode
             mode = f"{m.permission_mode} (asked for {asked})" if m.narrowed else m.permission_mode
+            where = " · in a worktree" if m.isolated else ""
             console.print(
                 f"  {name:<16} {m.specialist.name} · {m.provider}/{m.model} · {mode} · "
-                f"max {m.max_turns} turns{grant}{deps}"
+                f"max {m.max_turns} turns{where}{grant}{deps}"
             )
+    if any(m.isolated for m in plan.members.values()):
+        land = plan.team.land
+        check = f"check `{land.check}` (at most {land.timeout_seconds:g}s)" if land.check else "no check"
+        console.print(f"Landing: {land.mode}, onto zero/<run>/land, {check}, into {land.into}")
     limits = [f"{k} {v:,}" for k, v in budget.items() if v is not None]
     console.print(f"Budget: {', '.join(limits) if limits else 'none (no shared limit)'}")
     if settings is None:
@@ -339,6 +362,53 @@ def _print_summary(result: TeamResult, plan: TeamPlan, out: TextIO) -> None:
     console.print("Totals: " + " · ".join(parts))
     if result.trip:
         console.print(f"[red]Budget exhausted: {result.trip}[/red]")
+    if result.land is not None:
+        print_landing(result.land, plan, console, team_id=result.session_id)
+
+
+def print_landing(report: LandReport, plan: TeamPlan, console: Console, *, team_id: str) -> None:
+    """How each isolated member's work came back, and what to type next."""
+    check = plan.team.land.check
+    console.rule(
+        f"landing onto {report.land_branch}" + (f" · check: {check}" if check else " · no check"), align="left"
+    )
+    for name, outcome in report.outcomes.items():
+        stat, branch = report.stats[name], report.branches[name]
+        match outcome:
+            case Landed():
+                s = "" if outcome.commits == 1 else "s"
+                console.print(f"  {name}: [green]landed[/green] · {outcome.commits} commit{s} · {stat}")
+            case NothingToLand():
+                console.print(f"  {name}: nothing to land (its branch changed nothing)")
+            case Skipped():
+                console.print(f"  {name}: [yellow]skipped[/yellow]: {outcome.dependency} did not land · {branch} kept")
+            case Conflict():
+                files = ", ".join(f.path for f in outcome.files)
+                console.print(f"  {name}: [red]conflict: {files}[/red] · {stat} · {branch} kept", markup=True)
+                for f in outcome.files:
+                    for side, text in ((report.land_branch, f.landed), (branch, f.member)):
+                        console.print(f"    {f.path} on {side}:", markup=False)
+                        body = "(deleted)" if text is None else tail(text, 12)
+                        console.print(indent(printable(body), "      "), markup=False)
+            case CheckFailed():
+                why = "timed out" if outcome.timed_out else "failed"
+                console.print(f"  {name}: [red]check {why}[/red] · {stat} · {branch} kept")
+                console.print(indent(printable(outcome.tail), "      "), markup=False)
+    left = [n for n, m in plan.members.items() if m.isolated and n not in report.outcomes]
+    for name in left:
+        console.print(f"  {name}: not landed (it did not complete)")
+    if report.merged:
+        console.print(f"Your branch now holds what landed (fast-forwarded to {report.land_branch}).")
+    elif report.merge_command:
+        why = f" (not merged: {report.not_merged})" if report.not_merged else ""
+        console.print(f"Bring it into your branch with: {report.merge_command}{why}", markup=False)
+    kept = [report.branches[n] for n, o in report.outcomes.items() if not isinstance(o, Landed | NothingToLand)]
+    if kept:
+        console.print(
+            f"See what did not land with: zero swarm diff {short_id(team_id)}; once a branch is fixed, "
+            f"land it with: zero swarm land {short_id(team_id)}",
+            markup=False,
+        )
 
 
 def _watch(args: SwarmOptions, streams: Streams) -> int:

@@ -13,6 +13,7 @@ from zero.agent import (
     ChildFinished,
     ChildStarted,
     Event,
+    LandChanged,
     RateLimitWait,
     RetryScheduled,
     TeamStarted,
@@ -22,7 +23,9 @@ from zero.agent import (
     waiting_text,
 )
 from zero.orchestrator import TeamPlan
+from zero.orchestrator.view import landing_state
 from zero.tools.describe import printable
+from zero.tools.worktrees import DiffStat
 
 __all__ = ["PlainProgress"]
 
@@ -85,6 +88,10 @@ class PlainProgress:
             self._line(name, text, "yellow")
         elif isinstance(event, RateLimitWait):
             self._line(self._names.get(event.session_id, event.session_id), waiting_text(event), "yellow")
+        elif isinstance(event, LandChanged):
+            stat = DiffStat(files=event.files, added=event.added, removed=event.removed)
+            style = "red" if event.state in ("conflict", "check_failed") else "green" if event.state == "landed" else ""
+            self._line(event.member, f"{event.branch} {stat} · {landing_state(event)}", style)
         elif isinstance(event, WarningRaised):
             name = self._names.get(event.session_id, event.session_id)
             self._line(name, f"warning: {event.message} ({event.code})", "yellow")

@@ -18,7 +18,7 @@ from zero.orchestrator.ledger import BudgetGuard, Ledger
 from zero.orchestrator.plan import MemberPlan
 from zero.sessions import AgentSession, RunNode
 from zero.specialists import AgentContext, Specialist, SpecialistOptions, open_specialist
-from zero.tools import Tool
+from zero.tools import Tool, Workspace
 
 __all__ = ["InProcessExecutor", "MemberExecutor", "MemberOutcome", "MemberRun", "MemberTask", "open_member"]
 
@@ -35,6 +35,7 @@ class MemberTask:
     ledger: Ledger
     tools: Sequence[Tool] = ()  # the team's own tools for it (messaging)
     resume: bool = False  # continue the member's recorded conversation (a resumed team run)
+    workspace: Workspace | None = None  # where it works, if not the run's workspace (its git worktree)
 
 
 @dataclass(frozen=True)
@@ -106,7 +107,8 @@ class _InProcessRun:
             extra_tools=task.tools,
             role=task.role,
         )
-        self.session = session = await open_member(self.executor.ctx, plan.specialist, options, ledger=task.ledger)
+        ctx = self.executor.ctx if task.workspace is None else replace(self.executor.ctx, workspace=task.workspace)
+        self.session = session = await open_member(ctx, plan.specialist, options, ledger=task.ledger)
         async with session:
             result = await session.send(task.prompt)
         return MemberOutcome(result, session.run_usage)

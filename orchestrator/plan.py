@@ -8,9 +8,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from zero.agent import PriceTable, smallest_cap
-from zero.errors import did_you_mean
+from zero.errors import ConfigError, did_you_mean
 from zero.orchestrator.team import (
     TEMPLATE,
+    Isolation,
     MemberSpec,
     TeamBudget,
     TeamError,
@@ -21,9 +22,14 @@ from zero.orchestrator.team import (
 )
 from zero.specialists import Specialist, SpecialistRegistry
 from zero.strictfile import KeyLines
-from zero.tools import PermissionMode, within
+from zero.tools import CATEGORIES, PermissionMode, within
+from zero.tools.git import GitError
+from zero.tools.snapshot import repository_of
 
-__all__ = ["MemberPlan", "TeamPlan", "build_plan", "render_prompt"]
+__all__ = ["WRITING_TOOLS", "MemberPlan", "TeamPlan", "build_plan", "render_prompt"]
+
+WRITING_TOOLS = frozenset(CATEGORIES["edit"] + CATEGORIES["execute"]) - frozenset(CATEGORIES["read-only"])
+"""The tools that change files: a member with one of them works in a worktree by default, in a git repository."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -37,6 +43,11 @@ class MemberPlan:
     wave: int
     max_output_tokens: int | None = None  # the team file's cap (member, else [defaults]); the smallest set wins
     narrowed: str | None = None  # why its mode is narrower than what the team file asked for
+    isolation: Isolation = "none"  # where it works: its own git worktree, or the workspace itself
+
+    @property
+    def isolated(self) -> bool:
+        return self.isolation == "worktree"
 
     @property
     def name(self) -> str:
@@ -69,12 +80,15 @@ def build_plan(
     max_concurrency: int | None = None,
     goal: str | None = None,
     recorded: TeamFile | None = None,
+    workspace: Path | None = None,
 ) -> TeamPlan:
     """Validate everything that can be checked without a model; raise ``TeamError`` listing every problem.
 
     ``provider`` and ``model`` are what members inherit (flags, the team's defaults, environment and
     config already applied); a member's or its manifest's own model wins over them. ``permission_mode``
-    is the ceiling: a member (or ``[defaults]``) that asks for a wider mode gets this one.
+    is the ceiling: a member (or ``[defaults]``) that asks for a wider mode gets this one. ``workspace``:
+    where the team runs; in a git repository its writing members default to ``isolation = "worktree"``,
+    and a member that asks for a worktree elsewhere is a problem naming the fix.
     """
     if recorded is not None:  # the team a run recorded, resumed (``path`` names where it came from)
         problems: list[TeamProblem] = []
@@ -136,6 +150,7 @@ def build_plan(
     limits = budget or team.budget
     members: dict[str, MemberPlan] = {}
     if not problems:
+        git_ok = _in_git(workspace) is None
         waves = [sorted(w, key=names.index) for w in nx.topological_generations(graph)]
         wave_of = {n: i for i, wave in enumerate(waves) for n in wave}
         for m in team.members:
@@ -144,8 +159,12 @@ def build_plan(
             # The team file may narrow the run's permission mode, never widen it.
             asked = m.permission_mode or team.defaults.permission_mode
             mode, narrowed = within(permission_mode, asked, f"member {m.name!r}")
+            isolation, why_not = _isolation(m, team, spec, workspace, git_ok)
+            if why_not is not None:
+                problem(names.index(m.name), "isolation", why_not)
             plan = MemberPlan(
                 spec=m,
+                isolation=isolation,
                 specialist=spec,
                 provider=m.provider or spec.provider or provider,
                 model=member_model,
@@ -182,6 +201,31 @@ def build_plan(
         budget=limits,
         max_concurrency=max_concurrency or team.scheduler.max_concurrency,
     )
+
+
+def _in_git(workspace: Path | None, who: str = "") -> str | None:
+    """Why ``workspace`` cannot hold the worktree ``who`` asks for (None: it is in a git working tree)."""
+    if workspace is None:
+        return "the team's workspace is not known, so it cannot have a git worktree"
+    try:
+        repository_of(workspace, who=who)
+    except (ConfigError, GitError) as e:  # not a repository, or no git installed: the message names the fix
+        return str(e)
+    return None
+
+
+def _isolation(
+    member: MemberSpec, team: TeamFile, spec: Specialist, workspace: Path | None, git_ok: bool
+) -> tuple[Isolation, str | None]:
+    """Where ``member`` works, and why it cannot (None: it can). Asked for by the member, else ``[defaults]``,
+    else its specialist's manifest; by default a worktree for a member whose tools write, in a git repository
+    (``git_ok``: the workspace is in one)."""
+    asked = member.isolation or team.defaults.isolation or spec.isolation
+    if asked == "none":
+        return "none", None
+    if asked is None:
+        return ("worktree" if git_ok and WRITING_TOOLS & set(spec.tools) else "none"), None
+    return "worktree", None if git_ok else _in_git(workspace, f"member {member.name!r}")
 
 
 def render_prompt(prompt: str, goal: str, output: Callable[[str], str]) -> str:

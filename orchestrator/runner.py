@@ -9,6 +9,7 @@ node below it. Members run through a ``MemberExecutor``; their events, and the t
 
 from __future__ import annotations
 
+import functools
 import itertools
 import time
 from dataclasses import dataclass, field, replace
@@ -36,6 +37,7 @@ from zero.agent import (
 )
 from zero.errors import ZeroError
 from zero.orchestrator.executor import InProcessExecutor, MemberExecutor, MemberOutcome, MemberRun, MemberTask
+from zero.orchestrator.isolation import LandReport, NotLanded, TeamWorktrees
 from zero.orchestrator.ledger import Ledger, Trip
 from zero.orchestrator.mailbox import Mailbox, ReadInbox, SendMessage
 from zero.orchestrator.plan import MemberPlan, TeamPlan, render_prompt
@@ -50,6 +52,7 @@ from zero.sessions import (
     session_tree,
 )
 from zero.specialists import AgentContext
+from zero.tools import Workspace
 
 __all__ = ["MemberState", "TeamResult", "TeamRunner"]
 
@@ -70,6 +73,7 @@ class MemberState:
     run: MemberRun | None = None
     done: anyio.Event = field(default_factory=anyio.Event)
     kept: bool = False  # a resumed run keeps this member's completed work: it does not run again
+    branch: str = ""  # an isolated member's branch, once its worktree is open
 
     @property
     def name(self) -> str:
@@ -95,6 +99,7 @@ class TeamResult:
     duration: float
     ledger: Ledger
     error_code: str | None = None  # of the member whose status is the team's
+    land: LandReport | None = None  # how its isolated members' work came back (None: none is isolated)
 
     @property
     def exit_code(self) -> int:
@@ -143,6 +148,7 @@ class TeamResult:
                 }
                 for m in self.members
             ],
+            "land": self.land.to_json() if self.land is not None else None,
         }
 
     def failure_summary(self) -> str:
@@ -206,6 +212,7 @@ class TeamRunner:
                     state.kept = True
         self.mailbox = Mailbox(store=self.store, team_session_id=self.session_id, members=list(plan.members))
         self._scope: anyio.CancelScope | None = None
+        self.isolation: TeamWorktrees | None = None  # the isolated members' worktrees and land queue
         self._limiter = anyio.CapacityLimiter(plan.max_concurrency)
 
     def events(self) -> MemoryObjectReceiveStream[Event]:
@@ -220,6 +227,18 @@ class TeamRunner:
 
     async def run(self) -> TeamResult:
         started = time.monotonic()
+        opening = functools.partial(
+            TeamWorktrees.open,
+            self.plan,
+            session_id=self.session_id,
+            folder=self.ctx.workspace.root,
+            shell=self.ctx.shell,
+            emit=self.tree.emit,
+            resume=self.resume is not None,
+        )
+        self.isolation = await anyio.to_thread.run_sync(opening)  # the snapshot, before anything runs
+        if self.isolation is not None and self.resume is not None:
+            await self.isolation.settle({s.name: s.session_id for s in self.members.values() if s.kept})
         await anyio.to_thread.run_sync(self._take_sessions if self.resume else self._create_sessions)
         self.tree.emit(self._team_started())
         try:
@@ -351,7 +370,15 @@ class TeamRunner:
         member_ledger = self.ledger
         if plan.spec.budget is not None:
             member_ledger = Ledger(plan.spec.budget, parent=self.ledger, name=f"member {plan.name!r}")
-        state.run = self.executor.start(self._task(state, member_ledger))
+        workspace = None
+        if plan.isolated and self.isolation is not None:
+            try:
+                tree = await self.isolation.enter(plan.name)
+            except NotLanded as e:
+                self._end_unstarted(state, "skipped", str(e))
+                return
+            state.branch, workspace = tree.branch, Workspace([tree.workspace])
+        state.run = self.executor.start(replace(self._task(state, member_ledger), workspace=workspace))
         state.status, state.started = "running", time.monotonic()
         self.tree.emit(
             ChildStarted(
@@ -376,6 +403,8 @@ class TeamRunner:
             )
         finally:
             self._end_member(state, state.run.current(), member_ledger)
+            if workspace is not None and self.isolation is not None:
+                await self.isolation.leave(plan.name, state.session_id, state.status)
 
     def _end_member(self, state: MemberState, outcome: MemberOutcome | None, member_ledger: Ledger) -> None:
         state.finished = time.monotonic()
@@ -504,6 +533,10 @@ class TeamRunner:
         status, code = worst((s.status, s.error_code) for s in self.members.values())
         if self.node.status == "interrupted":
             status, code = "interrupted", None
+        land = None
+        if self.isolation is not None:
+            completed = [s.name for s in self.members.values() if s.status == "completed"]
+            land = await self.isolation.close(completed, land=self.node.status != "interrupted")
         usage = await anyio.to_thread.run_sync(self._totals)
         trip = self.ledger.trip
         result = TeamResult(
@@ -515,6 +548,7 @@ class TeamRunner:
             duration=time.monotonic() - started,
             ledger=self.ledger,
             error_code=code,
+            land=land,
         )
         self.tree.emit(
             TeamFinished(

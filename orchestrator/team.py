@@ -14,6 +14,8 @@ from zero.tools import PermissionMode
 
 __all__ = [
     "NO_LIMIT",
+    "Isolation",
+    "Land",
     "MemberSpec",
     "TeamBudget",
     "TeamError",
@@ -24,6 +26,9 @@ __all__ = [
     "template_refs",
     "with_limits",
 ]
+
+Isolation = Literal["worktree", "none"]
+"""Where a member works: a git worktree of its own (``worktree``), or the workspace itself (``none``)."""
 
 TEMPLATE = re.compile(r"\{\{\s*([^{}]*?)\s*\}\}")
 TeamProblem = Problem
@@ -74,6 +79,16 @@ class Defaults(_Strict):
     max_turns: int | None = Field(None, ge=1, le=10_000)
     max_output_tokens: int | None = Field(None, ge=1, le=10_000_000)
     reasoning_effort: Literal["none", "minimal", "low", "medium", "high", "xhigh"] | None = None
+    isolation: Isolation | None = None
+
+
+class Land(_Strict):
+    """How isolated members' branches come back (docs/TEAMS.md, "Isolation and landing")."""
+
+    mode: Literal["end", "eager"] = "end"
+    check: str | None = Field(None, min_length=1)
+    timeout_seconds: float = Field(600, gt=0, le=1800)
+    into: Literal["branch", "current"] = "branch"
 
 
 class Scheduler(_Strict):
@@ -93,6 +108,7 @@ class MemberSpec(_Strict):
     max_turns: int | None = Field(None, ge=1, le=10_000)
     max_output_tokens: int | None = Field(None, ge=1, le=10_000_000)
     budget: MemberBudget | None = None
+    isolation: Isolation | None = None
 
 
 class TeamFile(_Strict):
@@ -101,6 +117,7 @@ class TeamFile(_Strict):
     defaults: Defaults = Field(default_factory=Defaults)
     budget: TeamBudget = Field(default_factory=TeamBudget)
     scheduler: Scheduler = Field(default_factory=Scheduler)
+    land: Land = Field(default_factory=Land)
     members: list[MemberSpec] = Field(min_length=1)
 
 

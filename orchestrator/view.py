@@ -33,6 +33,7 @@ from zero.agent import (
     Compacted,
     ErrorRaised,
     Event,
+    LandChanged,
     MessageAdded,
     ModelStreaming,
     PermissionDecided,
@@ -58,8 +59,9 @@ from zero.agent import (
 )
 from zero.sessions import short_id
 from zero.tools.describe import describe_call, printable
+from zero.tools.worktrees import DiffStat
 
-__all__ = ["BudgetLine", "NodeKind", "TeamTree", "TreeNode", "epoch", "render_tree"]
+__all__ = ["BudgetLine", "NodeKind", "TeamTree", "TreeNode", "epoch", "landing_state", "render_tree"]
 
 STALL_SECONDS = 120.0
 SPINNER = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
@@ -89,6 +91,9 @@ class TreeNode:
     error_code: str | None = None  # a team's: of the member whose status is the team's
     last_event: float = 0.0
     waiting_for: list[str] = field(default_factory=list)
+    branch: str = ""  # an isolated member's: its branch, its diff stat and how landing it went
+    diff_stat: str = ""
+    landing: str = ""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -223,6 +228,13 @@ class TeamTree:
                 | BudgetTripped()
             ):
                 pass
+            case LandChanged():
+                member = next((self.nodes[c] for c in node.children if self.nodes[c].name == event.member), None)
+                if member is None:
+                    return
+                member.branch = event.branch
+                member.diff_stat = str(DiffStat(files=event.files, added=event.added, removed=event.removed))
+                member.landing = landing_state(event)
             case _:
                 assert_never(event)
         self.changes += 1
@@ -299,6 +311,16 @@ class TeamTree:
         return lines
 
 
+def landing_state(event: LandChanged) -> str:
+    """How an isolated member's landing stands, as the tree shows it: ``landed``, ``conflict: src/a.py``,
+    ``check failed``, ``skipped``, ``nothing to land``; ``not landed yet`` once its work is committed."""
+    if event.state == "conflict":
+        return "conflict: " + ", ".join(event.conflicts)
+    if event.state == "committed":
+        return "not landed yet"
+    return event.state.replace("_", " ")
+
+
 def epoch(stamp: str) -> float:
     """Seconds since the epoch of an ISO-8601 UTC stamp from a session file."""
     return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
@@ -359,6 +381,12 @@ def _label(tree: TeamTree, node: TreeNode, now: float, ids: bool = False) -> Tex
     elif node.status == "running" and node.activity:
         text.append(" · ")
         text.append(node.activity, style="italic")
+    if node.branch:
+        text.append(" · ")
+        text.append(f"{node.branch} {node.diff_stat}", style="cyan")
+        if node.landing:
+            text.append(" · ")
+            text.append(node.landing, style="green" if node.landing == "landed" else "yellow")
     if node.reason and status in TERMINAL:
         text.append(" ")
         text.append(f"({printable(node.reason)})", style="dim")

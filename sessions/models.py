@@ -22,6 +22,7 @@ from zero.agent import (
     Compacted,
     ErrorRaised,
     Event,
+    LandChanged,
     MessageAdded,
     ModelStreaming,
     PermissionDecided,
@@ -181,6 +182,7 @@ def apply_event(meta: SessionMetadata, event: Event) -> None:
             | ChildStarted()
             | TeamMessageSent()
             | BudgetTripped()
+            | LandChanged()
         ):
             pass
         case _:

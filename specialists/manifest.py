@@ -56,6 +56,7 @@ class Manifest(BaseModel):
     timeout_seconds: float | None = Field(None, gt=0)
     prompt: str = ""
     budget: ManifestBudget | None = None
+    isolation: Literal["worktree", "none"] | None = None
 
 
 @dataclass(frozen=True, kw_only=True)

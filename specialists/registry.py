@@ -46,6 +46,7 @@ class Specialist:
     timeout_seconds: float | None = None
     budget_tokens: int | None = None
     budget_cost_usd: float | None = None
+    isolation: str | None = None  # "worktree" or "none"; None: the default for its tools (docs/SPECIALISTS.md)
     tool_selection: tuple[str, ...] = ()
     default_tools: bool = False
     fingerprint: str = ""  # of its project files' text (a project's specialist): what trusting it covers
@@ -231,6 +232,7 @@ def _specialist(file: ManifestFile, description: str, prompt: str, base: Special
         timeout_seconds=_pick("timeout_seconds" in own, m.timeout_seconds, b.timeout_seconds),
         budget_tokens=_pick(has_budget, budget.tokens if budget else None, b.budget_tokens),
         budget_cost_usd=_pick(has_budget, budget.cost_usd if budget else None, b.budget_cost_usd),
+        isolation=_pick("isolation" in own, m.isolation, b.isolation),
         tool_selection=selection,
         default_tools="tools" not in file.set_fields and (base is None or base.default_tools),
         fingerprint=_fingerprint(b.fingerprint, file) if file.location == "project" else b.fingerprint,
@@ -251,6 +253,7 @@ def _given(spec: Specialist) -> dict[str, object]:
         "max_output_tokens": spec.max_output_tokens,
         "timeout_seconds": spec.timeout_seconds,
         "budget": spec.budget_tokens or spec.budget_cost_usd,
+        "isolation": spec.isolation,
     }
 
 

@@ -344,13 +344,12 @@ def private_view(private: str, roots: list[str], protected: list[str], empty: li
     _attach(temps["/dev/shm"], opened[-1])
     for name, target in DEV_LINKS.items():
         os.symlink(target, f"/dev/{name}")
+    # A root beneath a protected folder (a member's worktree in $ZERO_HOME/worktrees) is attached after that
+    # folder is made read-only: attached before, the folder's read-only copy would cover it.
+    beneath = [path for path in writable if any(path.startswith(f"{folder}/") for folder in protected)]
     for path, tree in writable.items():  # parents first
-        seen = _open(path, os.O_DIRECTORY)
-        if seen is None or not _same(seen, kept[path]):
-            opened += [seen] if seen is not None else []
-            seen = _mount_point(path)  # in the private folder that covers it
-        opened.append(seen)
-        _attach(tree, seen)
+        if path not in beneath:
+            opened += _attach_writable(path, tree, kept[path])
     opened += _pin(entries)
     for entry, fd in files:  # read-only where it is (pinned: it cannot be renamed, removed or replaced)
         seen = _open(entry, os.O_NOFOLLOW)
@@ -362,6 +361,8 @@ def private_view(private: str, roots: list[str], protected: list[str], empty: li
         if path in kept and seen is not None and _same(seen, kept[path]):
             _bind(kept[path], seen, read_only=True)
         opened += [seen] if seen is not None else []
+    for path in beneath:
+        opened += _attach_writable(path, writable[path], kept[path])
     for fd in opened:
         os.close(fd)
     try:
@@ -369,6 +370,20 @@ def private_view(private: str, roots: list[str], protected: list[str], empty: li
     except OSError:
         os.chdir("/")
     return protected
+
+
+def _attach_writable(path: str, tree: int, kept: int) -> list[int]:
+    """Attach the writable copy ``tree`` of the workspace root ``path`` (``kept``: the root as the host has
+    it) at its own path, or at a mount point made for it where a covered folder hides it; the descriptors
+    opened, to close."""
+    opened = []
+    seen = _open(path, os.O_DIRECTORY)
+    if seen is None or not _same(seen, kept):
+        opened += [seen] if seen is not None else []
+        seen = _mount_point(path)  # in the private folder that covers it
+    opened.append(seen)
+    _attach(tree, seen)
+    return opened
 
 
 def writable_inside(roots: list[str]) -> list[str]:

@@ -220,15 +220,26 @@ class Worktrees:
         if tip is not None and self.changed(member) and not on_land:
             return False
         if entry is not None:
-            if path.exists():
-                trash = self.folder / ".trash"
-                trash.mkdir(exist_ok=True)
-                path.rename(trash / f"{member}-{secrets.token_hex(4)}")
-            with self._repository_lock():
-                git("worktree", "remove", "--force", str(path), cwd=repo)
+            self._discard(member, path)
         self._pending(member).unlink(missing_ok=True)
         if tip is not None:
             git("update-ref", "-d", ref, tip, cwd=repo)
+        return True
+
+    def stow(self, member: str) -> bool:
+        """Remove ``member``'s worktree and keep its branch, once nothing is left uncommitted in it (its
+        work did not land: ``zero swarm diff`` shows it, ``zero swarm land`` and resume make the worktree
+        again from the branch). Whether it was removed; a member that can be released is."""
+        if self.release(member):
+            return True
+        path = self.path_of(member)
+        with self._repository_lock():
+            entry = self._entries().get(str(path))
+        if entry is None or entry.prunable or self._pending(member).exists():
+            return entry is None
+        if git("status", "--porcelain", cwd=path):
+            return False
+        self._discard(member, path)
         return True
 
     def prune(self) -> list[str]:
@@ -289,6 +300,15 @@ class Worktrees:
         return DiffStat(files=len(counts), added=added, removed=removed)
 
     # -- helpers --------------------------------------------------------------------------
+
+    def _discard(self, member: str, path: Path) -> None:
+        """Move ``member``'s worktree folder to the trash and drop its entry (its branch stays)."""
+        if path.exists():
+            trash = self.folder / ".trash"
+            trash.mkdir(exist_ok=True)
+            path.rename(trash / f"{member}-{secrets.token_hex(4)}")
+        with self._repository_lock():
+            git("worktree", "remove", "--force", str(path), cwd=self.snapshot.repo)
 
     @property
     def _record_path(self) -> Path:
