@@ -377,7 +377,8 @@ def print_landing(report: LandReport, plan: TeamPlan, console: Console, *, team_
         match outcome:
             case Landed():
                 s = "" if outcome.commits == 1 else "s"
-                console.print(f"  {name}: [green]landed[/green] · {outcome.commits} commit{s} · {stat}")
+                checked = " · check passed" if name in report.checked else ""
+                console.print(f"  {name}: [green]landed[/green] · {outcome.commits} commit{s} · {stat}{checked}")
             case NothingToLand():
                 console.print(f"  {name}: nothing to land (its branch changed nothing)")
             case Skipped():

@@ -21,6 +21,7 @@ from zero.agent import (
     Compacted,
     ErrorRaised,
     Event,
+    LandChanged,
     MessageAdded,
     ModelStreaming,
     PermissionDecided,
@@ -43,8 +44,10 @@ from zero.agent import (
     waiting_text,
 )
 from zero.errors import SessionError
+from zero.orchestrator.view import landing_state
 from zero.sessions import Rollup, SessionMetadata, SessionStore, StoredEvent
 from zero.tools.describe import printable
+from zero.tools.worktrees import DiffStat
 
 __all__ = ["Transcript", "logged_events"]
 
@@ -168,6 +171,9 @@ class Transcript:
                 return [f"{at}✉ {e.sender} → {e.to}: {printable(self._trim(e.body, MESSAGE_CHARS))}"]
             case BudgetTripped():
                 return [f"{at}! budget: {e.message}"]
+            case LandChanged():
+                stat = DiffStat(files=e.files, added=e.added, removed=e.removed)
+                return [f"{at}⎇ {e.member} {e.branch} {stat} · {landing_state(e)}"]
             case TeamFinished():
                 reason = f": {printable(e.reason)}" if e.reason else ""
                 return [f"{at}── team ends {e.status}{reason} · {_usage(e.usage)}"]

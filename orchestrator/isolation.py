@@ -13,7 +13,7 @@ landed or holds nothing, else the branch stays for ``zero swarm diff`` and ``zer
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import anyio
@@ -22,6 +22,7 @@ import anyio.to_thread
 from zero.agent import Event, LandChanged
 from zero.errors import UsageError
 from zero.orchestrator.land import (
+    Check,
     CheckFailed,
     CheckResult,
     CommandRunner,
@@ -32,6 +33,7 @@ from zero.orchestrator.land import (
     NothingToLand,
     Skipped,
     command_check,
+    tail,
 )
 from zero.orchestrator.plan import TeamPlan
 from zero.sessions import default_data_dir, short_id
@@ -58,6 +60,7 @@ class LandReport:
     branches: dict[str, str]
     land_branch: str
     merge_command: str | None
+    checked: dict[str, str] = field(default_factory=dict)
     merged: bool = False
     not_merged: str | None = None
 
@@ -68,7 +71,8 @@ class LandReport:
             "merged": self.merged,
             "notMerged": self.not_merged,
             "members": {
-                name: _outcome_json(o, self.stats[name], self.branches[name]) for name, o in self.outcomes.items()
+                name: {**_outcome_json(o, self.stats[name], self.branches[name]), "check": self.checked.get(name)}
+                for name, o in self.outcomes.items()
             },
         }
 
@@ -143,8 +147,10 @@ class TeamWorktrees:
     worktrees: Worktrees
     queue: LandQueue
     emit: Callable[[Event], None]
+    checked: dict[str, str] = field(default_factory=dict)  # a landed member's: the tail of its passing check
     _lock: anyio.Lock = field(default_factory=anyio.Lock)
     _stats: dict[str, DiffStat] = field(default_factory=dict)  # each landed member's, as landing found it
+    _checks: dict[Path, CheckResult] = field(default_factory=dict)  # the last check of each tree landed
 
     @classmethod
     def open(
@@ -172,14 +178,18 @@ class TeamWorktrees:
         if worktrees is None:
             worktrees = Worktrees.create(take_snapshot(folder), root=root, home=home)
         land = plan.team.land
-        check = (
-            command_check(land.check, timeout=land.timeout_seconds, runner=sandboxed_runner(shell))
-            if land.check
-            else None
-        )
+        checks: dict[Path, CheckResult] = {}
+        check: Check | None = None
+        if land.check:
+            run = command_check(land.check, timeout=land.timeout_seconds, runner=sandboxed_runner(shell))
+
+            async def check(tree: Path) -> CheckResult:
+                checks[tree] = result = await run(tree)  # what it said, for the member's land event
+                return result
+
         depends_on = {name: _isolated_ancestors(plan, name) for name in isolated}
         queue = LandQueue(worktrees=worktrees, check=check, depends_on=depends_on)
-        return cls(plan=plan, session_id=session_id, worktrees=worktrees, queue=queue, emit=emit)
+        return cls(plan=plan, session_id=session_id, worktrees=worktrees, queue=queue, emit=emit, _checks=checks)
 
     @property
     def isolated(self) -> list[str]:
@@ -237,7 +247,11 @@ class TeamWorktrees:
             outcome = await self.queue.land(name)
             if isinstance(outcome, Landed):
                 stat = await anyio.to_thread.run_sync(self._stat, name)
-            self.emit(land_event(self.session_id, outcome, stat, self.worktrees.branch_of(name)))
+            checked = self._checks.pop(self.worktrees.path_of(name) / self.worktrees.snapshot.prefix, None)
+            if isinstance(outcome, Landed) and checked is not None:
+                self.checked[name] = tail(checked.output, 5)
+            event = land_event(self.session_id, outcome, stat, self.worktrees.branch_of(name))
+            self.emit(replace(event, detail=self.checked[name]) if name in self.checked else event)
             self._stats[name] = stat
             return outcome
 
@@ -250,7 +264,8 @@ class TeamWorktrees:
                 if name in done and name in self.worktrees.members:
                     await self.land(name)
         with anyio.CancelScope(shield=True):
-            return await anyio.to_thread.run_sync(self._close)
+            report = await anyio.to_thread.run_sync(self._close)
+        return report
 
     def _close(self) -> LandReport:
         wt = self.worktrees
@@ -267,6 +282,7 @@ class TeamWorktrees:
             stats={name: self._stats.get(name, DiffStat(files=0, added=0, removed=0)) for name in outcomes},
             branches={name: wt.branch_of(name) for name in outcomes},
             land_branch=wt.land_branch,
+            checked=dict(self.checked),
             merge_command=None if merged else self.queue.merge_command(),
             merged=merged,
             not_merged=why,
