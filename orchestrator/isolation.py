@@ -12,6 +12,7 @@ landed or holds nothing, else the branch stays for ``zero swarm diff`` and ``zer
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -41,6 +42,8 @@ from zero.tools import ShellSettings, ToolContext, Workspace
 from zero.tools.builtin import Bash
 from zero.tools.snapshot import take_snapshot
 from zero.tools.worktrees import DiffStat, MemberWorktree, Worktrees
+
+_EXIT_NOTE = re.compile(r"\n*\[exit code \d+\]$")
 
 __all__ = ["LandReport", "NotLanded", "TeamWorktrees", "land_event", "sandboxed_runner"]
 
@@ -133,7 +136,8 @@ def sandboxed_runner(shell: ShellSettings) -> CommandRunner:
         finally:
             await ctx.end_background()
         timed_out = done.text.endswith(f"[killed after {seconds:g} s timeout]")
-        return CheckResult(passed=not done.is_error, output=done.text, timed_out=timed_out)
+        output = _EXIT_NOTE.sub("", done.text)  # (the bash tool's note for the model)
+        return CheckResult(passed=not done.is_error, output=output, timed_out=timed_out)
 
     return run
 

@@ -1,5 +1,8 @@
 from __future__ import annotations
 
+import os
+import shutil
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -38,3 +41,14 @@ def workspace(tmp_path: Path) -> Path:
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
+
+
+@pytest.fixture
+def outside(tmp_path: Path) -> Iterator[Path]:
+    """A folder outside the workspace that the sandbox still shows (not a temp or runtime folder)."""
+    folder = Path.home() / f".zero-sandbox-test-{os.getpid()}-{tmp_path.name}"
+    if str(folder.resolve()).startswith(("/tmp", "/var/tmp", "/run", "/dev", tempfile.gettempdir())):
+        pytest.skip("no folder outside the temp folders to test with")
+    folder.mkdir()
+    yield folder
+    shutil.rmtree(folder)

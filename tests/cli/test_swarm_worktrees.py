@@ -1,0 +1,270 @@
+"""Members that write, each in a git worktree of its own, landed one at a time: ``zero swarm run`` on real
+git repositories, with scripted models and real tools."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+from support.cli import lines, scripted, write_script, zero
+from support.sandbox import needs_sandbox
+
+from zero.sessions import short_id
+
+APP = "def first():\n    return 1\n\n\ndef middle():\n    return 0\n\n\ndef last():\n    return 2\n"
+
+
+def git(repo: Path, *args: str) -> str:
+    done = subprocess.run(
+        ["git", "-c", "user.name=Test", "-c", "user.email=test@localhost", *args],
+        cwd=repo,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return done.stdout.strip()
+
+
+def repository(tmp_path: Path, files: dict[str, str]) -> Path:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "main")
+    for name, text in files.items():
+        (repo / name).write_text(text)
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "start")
+    return repo
+
+
+def turns(name: str, *calls: dict[str, Any], delay: float = 0.0) -> list[dict[str, Any]]:
+    """A member's two scripted calls: its tool calls, then (``delay`` seconds later) its report."""
+    who = f'You are "{name}"'
+    return [
+        {"match": {"system": who, "turn": 1}, "tool_calls": list(calls)},
+        {"match": {"system": who, "turn": 2}, "text": f"{name} done", "delay": delay},
+    ]
+
+
+def call(tool: str, **arguments: Any) -> dict[str, Any]:
+    return {"name": tool, "arguments": arguments}
+
+
+def member(name: str, prompt: str = "Do it.", **keys: Any) -> str:
+    extra = "".join(f"{key} = {json.dumps(value)}\n" for key, value in keys.items())
+    return f'[[members]]\nname = "{name}"\nspecialist = "worker"\nprompt = "{prompt}"\n{extra}'
+
+
+def run(
+    tmp_path: Path, repo: Path, team: str, script: list[dict[str, Any]], *flags: str
+) -> tuple[int, list[dict[str, Any]], str]:
+    team_path = write_script(tmp_path / "team.toml", team)
+    script_path = write_script(tmp_path / "script.json", json.dumps({"turns": script}))
+    done = zero("swarm", "run", str(team_path), *scripted(script_path, repo), *flags)
+    return (
+        done.returncode,
+        lines(done.stdout) if any("json" in flag for flag in flags) else [],
+        done.stdout + done.stderr,
+    )
+
+
+def worktree_list(repo: Path) -> list[str]:
+    return [line for line in git(repo, "worktree", "list", "--porcelain").splitlines() if line.startswith("worktree ")]
+
+
+FIVE = (
+    'name = "five"\n[scheduler]\nmax_concurrency = 5\n[land]\n'
+    """check = 'grep -q "def first" app.py && echo checked $(ls | tr "\\n" " ")'\n"""
+    + member("top")
+    + member("bottom")
+    + member("clash")
+    + member("docs")
+    + member("notes")
+)
+
+
+def five_script() -> list[dict[str, Any]]:
+    return (
+        turns("top", call("edit_file", path="app.py", old_text="return 1", new_text="return 10"), delay=0.3)
+        + turns("bottom", call("edit_file", path="app.py", old_text="return 2", new_text="return 20"))
+        + turns("clash", call("edit_file", path="app.py", old_text="return 1", new_text="return 11"))
+        + turns("docs", call("write_file", path="docs.md", content="# Docs\n"))
+        + turns("notes", call("bash", command="echo 'a note' > notes.md"))
+    )
+
+
+def test_five_writers_at_once_lose_nothing_and_land_one_at_a_time(tmp_path: Path) -> None:
+    repo = repository(tmp_path, {"app.py": APP})
+    start = git(repo, "rev-parse", "HEAD")
+    code, out, _ = run(tmp_path, repo, FIVE, five_script(), "--output-format", "json")
+    assert code == 0
+    result = out[-1]
+    land = result["land"]
+    states = {name: m["state"] for name, m in land["members"].items()}
+    assert states == {"top": "landed", "bottom": "landed", "clash": "conflict", "docs": "landed", "notes": "landed"}
+    # The check ran on each tree it landed, after the ones before it had landed
+    checks = {name: m["check"] for name, m in land["members"].items()}
+    assert checks == {
+        "top": "checked app.py",
+        "bottom": "checked app.py",
+        "clash": None,
+        "docs": "checked app.py docs.md",
+        "notes": "checked app.py docs.md notes.md",
+    }
+    [conflict] = land["members"]["clash"]["conflicts"]
+    assert conflict["path"] == "app.py"
+    assert "return 10" in conflict["landed"] and "return 20" in conflict["landed"]
+    assert "return 11" in conflict["member"] and "return 2\n" in conflict["member"]
+    assert land["members"]["top"]["diffStat"] == {"files": 1, "added": 1, "removed": 1}
+    # No write lost: four on the integration branch, the fifth on its branch; the user's checkout as it was
+    branch = land["branch"]
+    root = branch.split("/")[1]
+    assert (
+        git(repo, "show", f"{branch}:app.py")
+        == APP.replace("return 1", "return 10").replace("return 2", "return 20").strip()
+    )
+    assert git(repo, "show", f"{branch}:docs.md") == "# Docs"
+    assert git(repo, "show", f"{branch}:notes.md") == "a note"
+    assert "return 11" in git(repo, "show", f"zero/{root}/clash:app.py")
+    log = git(repo, "log", "-1", "--format=%B", f"zero/{root}/clash")
+    assert log.startswith(f"clash: what session {result['members'][2]['sessionId']} changed (it ended completed)")
+    assert git(repo, "rev-parse", "HEAD") == start and git(repo, "status", "--porcelain") == ""
+    assert (repo / "app.py").read_text() == APP
+    assert land["mergeCommand"] == f"git merge {branch}"
+    # Only the kept branch and the integration branch are left; no worktree is
+    assert sorted(git(repo, "branch", "--list", "zero/*", "--format=%(refname:short)").split()) == [
+        f"zero/{root}/clash",
+        branch,
+    ]
+    assert worktree_list(repo) == [f"worktree {repo}"]
+
+
+def test_the_summary_and_the_stream_say_how_each_member_landed(tmp_path: Path) -> None:
+    repo = repository(tmp_path, {"app.py": APP})
+    code, _, text = run(tmp_path, repo, FIVE, five_script())
+    assert code == 0
+    root = next(line for line in text.splitlines() if line.startswith("landing onto ")).split("/")[1]
+    assert "  top: landed · 1 commit · +1 −1 in 1 file · check passed" in text
+    assert f"  clash: conflict: app.py · +1 −1 in 1 file · zero/{root}/clash kept" in text
+    assert f"    app.py on zero/{root}/land:" in text and f"    app.py on zero/{root}/clash:" in text
+    assert f"Bring it into your branch with: git merge zero/{root}/land" in text
+    assert f"zero swarm diff {root}; once a branch is fixed, land it with: zero swarm land {root}" in text
+    other = tmp_path / "other"
+    other.mkdir()
+    code, events, _ = run(
+        other, repository(other, {"app.py": APP}), FIVE, five_script(), "--output-format", "stream-json"
+    )
+    land = [e for e in events if e["type"] == "land"]
+    committed = {e["member"] for e in land if e["state"] == "committed"}
+    assert committed == {"top", "bottom", "clash", "docs", "notes"}
+    clash = next(e for e in land if e["member"] == "clash" and e["state"] != "committed")
+    assert clash["state"] == "conflict" and clash["conflicts"] == ["app.py"]
+    assert clash["diffStat"] == {"files": 1, "added": 1, "removed": 1}
+    assert clash["branch"].endswith("/clash")
+
+
+def test_a_member_starts_from_what_the_caller_sees_and_after_its_dependency_landed(tmp_path: Path) -> None:
+    repo = repository(tmp_path, {"README.md": "# Demo\n"})
+    git(repo, "update-ref", "refs/remotes/origin/HEAD", git(repo, "rev-parse", "HEAD"))  # a stale origin/HEAD
+    (repo / "second.txt").write_text("committed after origin\n")
+    git(repo, "add", "second.txt")
+    git(repo, "commit", "-q", "-m", "second")
+    (repo / "README.md").write_text("# Demo\nnot committed yet\n")
+    (repo / "draft.txt").write_text("untracked\n")
+    team = 'name = "chain"\n' + member("writer") + member("reader", depends_on=["writer"])
+    script = turns("writer", call("bash", command="cat README.md second.txt draft.txt > seen.txt")) + turns(
+        "reader", call("bash", command="cat seen.txt > reader-saw.txt")
+    )
+    code, out, _ = run(tmp_path, repo, team, script, "--output-format", "json")
+    assert code == 0
+    land = out[-1]["land"]
+    assert {n: m["state"] for n, m in land["members"].items()} == {"writer": "landed", "reader": "landed"}
+    seen = "# Demo\nnot committed yet\ncommitted after origin\nuntracked"
+    assert git(repo, "show", f"{land['branch']}:seen.txt") == seen
+    assert git(repo, "show", f"{land['branch']}:reader-saw.txt") == seen
+    # The user's edits stay theirs: what landed is picked onto them, never merged with the snapshot
+    assert land["mergeCommand"].startswith("git cherry-pick ")
+    assert (repo / "README.md").read_text() == "# Demo\nnot committed yet\n"
+
+
+def test_a_member_asking_for_a_worktree_outside_git_is_refused_naming_the_fix(tmp_path: Path) -> None:
+    folder = tmp_path / "plain"
+    folder.mkdir()
+    team = write_script(tmp_path / "team.toml", 'name = "t"\n' + member("w", isolation="worktree"))
+    done = zero("swarm", "validate", str(team), "--cwd", str(folder), env={"GIT_CEILING_DIRECTORIES": str(tmp_path)})
+    assert done.returncode == 2
+    assert done.stderr == (
+        f"zero: error: {team}:6: member 'w': {folder} is not in a git working tree, and member 'w' asks for "
+        'isolation = "worktree" (a git worktree for each writer): run `git init` there, or set isolation = "none"\n'
+    )
+    # Without asking, a writer outside git works in the folder itself
+    plain = write_script(tmp_path / "plain.toml", 'name = "t"\n' + member("w"))
+    done = zero(
+        "swarm", "validate", str(plain), "--cwd", str(folder), "--json", env={"GIT_CEILING_DIRECTORIES": str(tmp_path)}
+    )
+    assert done.returncode == 0
+    assert json.loads(done.stdout)["members"][0]["isolation"] == "none"
+
+
+@needs_sandbox
+def test_a_member_cannot_write_the_main_checkout_from_its_worktree(tmp_path: Path, outside: Path) -> None:
+    repo = repository(outside, {"app.py": APP})  # where the sandbox shows it (a temp folder it would not)
+    start = git(repo, "rev-parse", "HEAD")
+    main = str(repo)
+    script = turns(
+        "intruder",
+        call("write_file", path=f"{main}/abs.txt", content="escaped"),
+        call("bash", command=f"git -C {main} commit -q --allow-empty -m escaped; echo status $?"),
+        call("bash", command=f"cd {main} && echo x > f; echo status $?"),
+        call("bash", command=f"ln -s {main} link && echo inside > inside.txt"),
+        call("write_file", path="link/linked.txt", content="escaped"),
+    )
+    team = 'name = "escape"\n' + member("intruder")
+    code, events, _ = run(tmp_path, repo, team, script, "--output-format", "stream-json")
+    assert code == 0
+    results = [e for e in events if e["type"] == "tool_result"]
+    assert [r["status"] for r in results] == ["error", "ok", "ok", "ok", "error"]
+    worktree = Path(os.environ["ZERO_HOME"]).resolve() / "worktrees" / short_id(events[0]["sessionId"]) / "intruder"
+    refused = "is outside the workspace ({}); only paths inside it can be read or written"
+    assert results[0]["output"] == f"Error: '{main}/abs.txt' " + refused.format(worktree)
+    assert results[1]["output"] == (
+        f"fatal: Unable to create '{main}/.git/index.lock': Read-only file system\nstatus 128\n\n[exit code 0]"
+    )
+    assert results[2]["output"] == "bash: line 1: f: Read-only file system\nstatus 1\n\n[exit code 0]"
+    assert results[4]["output"] == "Error: 'link/linked.txt' " + refused.format(worktree)
+    # The main checkout is as it was; what the member wrote in its own worktree landed
+    assert git(repo, "rev-parse", "HEAD") == start and git(repo, "status", "--porcelain", "--ignored") == ""
+    assert sorted(p.name for p in repo.iterdir()) == [".git", "app.py"]
+    land = next(e for e in events if e["type"] == "land" and e["state"] != "committed")
+    assert land["state"] == "landed"
+    branch = land["branch"].rsplit("/", 1)[0] + "/land"
+    assert git(repo, "show", f"{branch}:inside.txt") == "inside"
+
+
+@pytest.mark.parametrize("mode", ["end", "eager"])
+def test_a_failing_check_keeps_the_branch_and_skips_its_dependents(tmp_path: Path, mode: str) -> None:
+    repo = repository(tmp_path, {"app.py": APP})
+    team = (
+        f'name = "checked"\n[land]\nmode = "{mode}"\ncheck = "test ! -e BROKEN || (echo found BROKEN; exit 1)"\n'
+        + member("breaker")
+        + member("after", depends_on=["breaker"])
+        + member("fine")
+    )
+    script = turns("breaker", call("write_file", path="BROKEN", content="x")) + turns(
+        "fine", call("write_file", path="fine.txt", content="fine")
+    )
+    code, out, _ = run(tmp_path, repo, team, script, "--output-format", "json")
+    result = out[-1]
+    land = result["land"]
+    assert {n: m["state"] for n, m in land["members"].items()} == {"breaker": "check_failed", "fine": "landed"}
+    assert "found BROKEN" in land["members"]["breaker"]["tail"]
+    after = next(m for m in result["members"] if m["name"] == "after")
+    assert after["status"] == "skipped"
+    assert after["reason"] == "dependency 'breaker' did not land (its check failed)"
+    assert code == result["exitCode"]
+    root = land["branch"].split("/")[1]
+    assert git(repo, "show", f"zero/{root}/breaker:BROKEN") == "x"
+    assert worktree_list(repo) == [f"worktree {repo}"]
