@@ -210,8 +210,13 @@ def test_a_member_asking_for_a_worktree_outside_git_is_refused_naming_the_fix(tm
 
 
 @needs_sandbox
-def test_a_member_cannot_write_the_main_checkout_from_its_worktree(tmp_path: Path, outside: Path) -> None:
-    repo = repository(outside, {"app.py": APP})  # where the sandbox shows it (a temp folder it would not)
+def test_a_member_cannot_write_the_main_checkout_from_its_worktree(
+    tmp_path: Path, outside: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Both where the sandbox shows them (it hides the temp folders): the checkout, and ZERO_HOME (read-only
+    # but for the member's worktree in it)
+    repo = repository(outside, {"app.py": APP})
+    monkeypatch.setenv("ZERO_HOME", str(outside / "zero-home"))
     start = git(repo, "rev-parse", "HEAD")
     main = str(repo)
     script = turns(
@@ -219,7 +224,7 @@ def test_a_member_cannot_write_the_main_checkout_from_its_worktree(tmp_path: Pat
         call("write_file", path=f"{main}/abs.txt", content="escaped"),
         call("bash", command=f"git -C {main} commit -q --allow-empty -m escaped; echo status $?"),
         call("bash", command=f"cd {main} && echo x > f; echo status $?"),
-        call("bash", command=f"ln -s {main} link && echo inside > inside.txt"),
+        call("bash", command=f"ln -s {main} link && echo inside > inside.txt && echo x > ../record.json; echo $?"),
         call("write_file", path="link/linked.txt", content="escaped"),
     )
     team = 'name = "escape"\n' + member("intruder")
@@ -234,6 +239,8 @@ def test_a_member_cannot_write_the_main_checkout_from_its_worktree(tmp_path: Pat
         f"fatal: Unable to create '{main}/.git/index.lock': Read-only file system\nstatus 128\n\n[exit code 0]"
     )
     assert results[2]["output"] == "bash: line 1: f: Read-only file system\nstatus 1\n\n[exit code 0]"
+    # It writes its worktree, never the rest of ZERO_HOME (the record of the run's worktrees beside it)
+    assert results[3]["output"] == "bash: line 1: ../record.json: Read-only file system\n1\n\n[exit code 0]"
     assert results[4]["output"] == "Error: 'link/linked.txt' " + refused.format(worktree)
     # The main checkout is as it was; what the member wrote in its own worktree landed
     assert git(repo, "rev-parse", "HEAD") == start and git(repo, "status", "--porcelain", "--ignored") == ""
