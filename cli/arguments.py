@@ -178,6 +178,23 @@ def _swarm(swarm: argparse.ArgumentParser) -> None:
     sw_watch.add_argument("session_id", metavar="TEAM_ID", help="the team session (an id, a prefix, or last)")
     sw_watch.add_argument("--here", action="store_true", help="'last' means the newest team of this folder")
     sw_watch.add_argument("--cwd", help="the folder --here means (default: the current folder)")
+    sw_diff = sw.add_parser(
+        "diff",
+        help="what a team's isolated members changed: what each landed, else what its branch holds",
+    )
+    sw_land = sw.add_parser(
+        "land",
+        help="land again the branches of a team's members that did not land (after you fixed them)",
+        description="Land, one at a time and in dependency order, each isolated member of the team whose branch "
+        "holds work not on the integration branch: rebased onto it, checked with the team's [land] check, "
+        "fast-forwarded. Exit 1 if one still does not land.",
+    )
+    sw_land.add_argument("--json", action="store_true", help="print JSON")
+    for sub in (sw_diff, sw_land):
+        sub.add_argument("session_id", metavar="TEAM_ID", help="the team session (an id, a prefix, or last)")
+        sub.add_argument("--here", action="store_true", help="'last' means the newest team of this folder")
+        sub.add_argument("--cwd", help="the folder --here means (default: the current folder)")
+    sw_diff.add_argument("member", nargs="?", metavar="MEMBER", help="only this member")
 
 
 def _sessions(sessions: argparse.ArgumentParser) -> None:

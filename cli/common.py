@@ -176,15 +176,18 @@ async def open_context(
                 approver=approver,
                 governors=RateGovernors({k: (v.rpm, v.tpm) for k, v in settings.configs.user.rate_limits.items()}),
                 tree=RunTree(),  # the command's run: every session it runs is a node of it
-                shell=ShellSettings(
-                    protected=_zero_folders(),
-                    env_passthrough=tuple(settings.configs.user.shell.env_passthrough),
-                ),
+                shell=shell_settings(settings.configs),
             )
     finally:
         with anyio.CancelScope(shield=True):
             await pool.aclose()
             await anyio.to_thread.run_sync(store.flush)  # every session's final status, on disk
+
+
+def shell_settings(configs: Configs) -> ShellSettings:
+    """What shell commands run with (the bash tool's, a landing's check): Zero's own folders never
+    writable, and the variables the user's config lets through."""
+    return ShellSettings(protected=_zero_folders(), env_passthrough=tuple(configs.user.shell.env_passthrough))
 
 
 def _zero_folders() -> tuple[Path, ...]:

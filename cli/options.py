@@ -128,8 +128,9 @@ class SwarmOptions(Options):
     """``zero swarm ACTION``: a team file run, checked, resumed or watched; a budget flag's ``"none"`` lifts
     the team file's limit."""
 
-    action: Literal["run", "validate", "resume", "watch"]
+    action: Literal["run", "validate", "resume", "watch", "diff", "land"]
     team: str | None = None
+    member: str | None = None
     session_id: str = ""
     here: bool = False
     max_concurrency: int | None = None

@@ -1,4 +1,5 @@
-"""``zero swarm run TEAM.toml``, ``zero swarm validate TEAM.toml`` and ``zero swarm watch ID``."""
+"""``zero swarm run TEAM.toml``, ``zero swarm validate TEAM.toml`` and ``zero swarm watch ID`` (``diff`` and
+``land``: ``swarm_land``)."""
 
 from __future__ import annotations
 
@@ -51,7 +52,7 @@ from zero.orchestrator.isolation import LandReport
 from zero.orchestrator.land import tail
 from zero.orchestrator.live import draw_live, follow_run, tree_from_store
 from zero.orchestrator.resume import RecordedTeam, read_team
-from zero.orchestrator.team import with_limits
+from zero.orchestrator.team import TeamFile, with_limits
 from zero.orchestrator.view import TeamTree, TreeNode
 from zero.sessions import session_workspace, short_id
 from zero.specialists import SpecialistRegistry
@@ -64,6 +65,10 @@ __all__ = ["run_swarm"]
 def run_swarm(args: SwarmOptions, streams: Streams) -> int:
     if args.action == "watch":
         return _watch(args, streams)
+    if args.action in ("diff", "land"):
+        from zero.cli.swarm_land import run_diff, run_land
+
+        return (run_diff if args.action == "diff" else run_land)(args, streams)
     run_id = new_run_id()
     out = streams.stdout
     recorded: RecordedTeam | None = None
@@ -363,12 +368,13 @@ def _print_summary(result: TeamResult, plan: TeamPlan, out: TextIO) -> None:
     if result.trip:
         console.print(f"[red]Budget exhausted: {result.trip}[/red]")
     if result.land is not None:
-        print_landing(result.land, plan, console, team_id=result.session_id)
+        isolated = [name for name, m in plan.members.items() if m.isolated]
+        print_landing(result.land, plan.team, console, team_id=result.session_id, isolated=isolated)
 
 
-def print_landing(report: LandReport, plan: TeamPlan, console: Console, *, team_id: str) -> None:
-    """How each isolated member's work came back, and what to type next."""
-    check = plan.team.land.check
+def print_landing(report: LandReport, team: TeamFile, console: Console, *, team_id: str, isolated: list[str]) -> None:
+    """How each of the ``isolated`` members' work came back, and what to type next."""
+    check = team.land.check
     console.rule(
         f"landing onto {report.land_branch}" + (f" · check: {check}" if check else " · no check"), align="left"
     )
@@ -395,7 +401,7 @@ def print_landing(report: LandReport, plan: TeamPlan, console: Console, *, team_
                 why = "timed out" if outcome.timed_out else "failed"
                 console.print(f"  {name}: [red]check {why}[/red] · {stat} · {branch} kept")
                 console.print(indent(printable(outcome.tail), "      "), markup=False)
-    left = [n for n, m in plan.members.items() if m.isolated and n not in report.outcomes]
+    left = [name for name in isolated if name not in report.outcomes]
     for name in left:
         console.print(f"  {name}: not landed (it did not complete)")
     if report.merged:

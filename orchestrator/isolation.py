@@ -37,6 +37,7 @@ from zero.orchestrator.land import (
     tail,
 )
 from zero.orchestrator.plan import TeamPlan
+from zero.orchestrator.team import TeamFile
 from zero.sessions import default_data_dir, short_id
 from zero.tools import ShellSettings, ToolContext, Workspace
 from zero.tools.builtin import Bash
@@ -146,7 +147,8 @@ def sandboxed_runner(shell: ShellSettings) -> CommandRunner:
 class TeamWorktrees:
     """The worktrees and land queue of one team run (``session_id``: the team's session)."""
 
-    plan: TeamPlan
+    team: TeamFile
+    isolated: list[str]  # the isolated members, in dependency order
     session_id: str
     worktrees: Worktrees
     queue: LandQueue
@@ -169,7 +171,7 @@ class TeamWorktrees:
     ) -> TeamWorktrees | None:
         """The run's set (None: no member is isolated): a new one from a snapshot of ``folder``, or, for a
         resumed run, the one it recorded (blocking: run it in a worker thread)."""
-        isolated = [name for name, m in plan.members.items() if m.isolated]
+        isolated = [name for wave in plan.waves for name in wave if plan.members[name].isolated]
         if not isolated:
             return None
         root, home = short_id(session_id), default_data_dir()
@@ -181,7 +183,21 @@ class TeamWorktrees:
                 worktrees = None
         if worktrees is None:
             worktrees = Worktrees.create(take_snapshot(folder), root=root, home=home)
-        land = plan.team.land
+        return cls.of(plan.team, isolated, worktrees=worktrees, session_id=session_id, shell=shell, emit=emit)
+
+    @classmethod
+    def of(
+        cls,
+        team: TeamFile,
+        isolated: list[str],
+        *,
+        worktrees: Worktrees,
+        session_id: str,
+        shell: ShellSettings,
+        emit: Callable[[Event], None],
+    ) -> TeamWorktrees:
+        """The set of ``team``'s ``isolated`` members (in dependency order) in ``worktrees``."""
+        land = team.land
         checks: dict[Path, CheckResult] = {}
         check: Check | None = None
         if land.check:
@@ -191,20 +207,23 @@ class TeamWorktrees:
                 checks[tree] = result = await run(tree)  # what it said, for the member's land event
                 return result
 
-        depends_on = {name: _isolated_ancestors(plan, name) for name in isolated}
+        depends_on = {name: _isolated_ancestors(team, isolated, name) for name in isolated}
         queue = LandQueue(worktrees=worktrees, check=check, depends_on=depends_on)
-        return cls(plan=plan, session_id=session_id, worktrees=worktrees, queue=queue, emit=emit, _checks=checks)
-
-    @property
-    def isolated(self) -> list[str]:
-        """The isolated members, in dependency order (the plan's waves, in file order within each)."""
-        return [name for wave in self.plan.waves for name in wave if self.plan.members[name].isolated]
+        return cls(
+            team=team,
+            isolated=isolated,
+            session_id=session_id,
+            worktrees=worktrees,
+            queue=queue,
+            emit=emit,
+            _checks=checks,
+        )
 
     # -- a member's life -------------------------------------------------------------------
 
     async def enter(self, name: str) -> MemberWorktree:
         """``name``'s worktree, once what it depends on has landed (``NotLanded`` if some did not)."""
-        ancestors = _isolated_ancestors(self.plan, name)
+        ancestors = _isolated_ancestors(self.team, self.isolated, name)
         for dependency in (n for n in self.isolated if n in ancestors):
             outcome = await self.land(dependency)
             if not isinstance(outcome, Landed | NothingToLand):
@@ -239,7 +258,7 @@ class TeamWorktrees:
                 removed=finished.stat.removed,
             )
         )
-        if self.plan.team.land.mode == "eager" and status == "completed":
+        if self.team.land.mode == "eager" and status == "completed":
             await self.land(name)
 
     async def land(self, name: str) -> LandOutcome:
@@ -277,7 +296,7 @@ class TeamWorktrees:
             wt.stow(name)
         wt.sweep()
         merged, why = False, None
-        if self.plan.team.land.into == "current" and self.queue.outcomes:
+        if self.team.land.into == "current" and self.queue.outcomes:
             why = self.queue.merge_into_current()
             merged = why is None
         outcomes = {name: self.queue.outcomes[name] for name in self.isolated if name in self.queue.outcomes}
@@ -311,13 +330,14 @@ def _why(outcome: LandOutcome) -> str:
             return outcome.kind
 
 
-def _isolated_ancestors(plan: TeamPlan, name: str) -> set[str]:
-    """The isolated members ``name`` depends on, directly or through others."""
+def _isolated_ancestors(team: TeamFile, isolated: list[str], name: str) -> set[str]:
+    """The ``isolated`` members ``name`` depends on, directly or through others."""
+    depends_on = {m.name: m.depends_on for m in team.members}
     seen: set[str] = set()
-    todo = list(plan.members[name].spec.depends_on)
+    todo = list(depends_on.get(name, ()))
     while todo:
         dep = todo.pop()
         if dep not in seen:
             seen.add(dep)
-            todo.extend(plan.members[dep].spec.depends_on)
-    return {dep for dep in seen if plan.members[dep].isolated}
+            todo.extend(depends_on.get(dep, ()))
+    return seen & set(isolated)

@@ -275,3 +275,47 @@ def test_a_failing_check_keeps_the_branch_and_skips_its_dependents(tmp_path: Pat
     root = land["branch"].split("/")[1]
     assert git(repo, "show", f"zero/{root}/breaker:BROKEN") == "x"
     assert worktree_list(repo) == [f"worktree {repo}"]
+
+
+def test_swarm_diff_shows_each_member_and_swarm_land_lands_a_fixed_branch(tmp_path: Path) -> None:
+    repo = repository(tmp_path, {"app.py": APP})
+    code, out, _ = run(tmp_path, repo, FIVE, five_script(), "--output-format", "json")
+    team_id = out[-1]["sessionId"]
+    root = short_id(team_id)
+    done = zero("swarm", "diff", team_id, "clash")
+    assert done.returncode == 0
+    header, *diff = done.stdout.splitlines()
+    assert header == f"# clash: not landed, on zero/{root}/clash · +1 −1 in 1 file"
+    assert "-    return 1" in diff and "+    return 11" in diff
+    done = zero("swarm", "diff", team_id)
+    headers = [line for line in done.stdout.splitlines() if line.startswith("# ")]
+    assert headers[0] == f"# top: landed on zero/{root}/land · +1 −1 in 1 file"
+    assert len(headers) == 5
+    assert zero("swarm", "diff", team_id, "nobody").stderr == (
+        f"zero: error: team {root} has no isolated member 'nobody' (it has: top, bottom, clash, docs, notes)\n"
+    )
+    # Still conflicting: landing again reports it, and exits 1
+    done = zero("swarm", "land", team_id)
+    assert (
+        done.returncode == 1 and f"  clash: conflict: app.py · +1 −1 in 1 file · zero/{root}/clash kept" in done.stdout
+    )
+    # The user fixes the branch (here: makes it change another line), and lands it
+    git(repo, "checkout", "-q", f"zero/{root}/clash")
+    (repo / "app.py").write_text(APP.replace("return 0", "return 5"))
+    git(repo, "commit", "-q", "-a", "--amend", "-m", "clash, fixed")
+    git(repo, "checkout", "-q", "main")
+    done = zero("swarm", "land", team_id, "--json")
+    assert done.returncode == 0
+    report = json.loads(done.stdout)
+    assert (
+        report["members"]["clash"]["state"] == "landed"
+        and report["members"]["clash"]["check"] == "checked app.py docs.md notes.md"
+    )
+    assert git(repo, "show", f"zero/{root}/land:app.py") == (
+        APP.replace("return 1", "return 10").replace("return 2", "return 20").replace("return 0", "return 5").strip()
+    )
+    assert git(repo, "branch", "--list", "zero/*", "--format=%(refname:short)") == f"zero/{root}/land"
+    assert worktree_list(repo) == [f"worktree {repo}"]
+    assert zero("swarm", "land", team_id).stdout == (
+        f"Nothing to land: every isolated member of team {root} landed or changed nothing.\n"
+    )
