@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
-from support.cli import lines, scripted, write_script, zero
+from support.cli import ZERO, lines, scripted, write_script, zero
 from support.sandbox import needs_sandbox
 
 from zero.sessions import short_id
@@ -319,3 +320,47 @@ def test_swarm_diff_shows_each_member_and_swarm_land_lands_a_fixed_branch(tmp_pa
     assert zero("swarm", "land", team_id).stdout == (
         f"Nothing to land: every isolated member of team {root} landed or changed nothing.\n"
     )
+
+
+def test_a_team_killed_while_two_members_write_is_resumed_in_their_worktrees(tmp_path: Path) -> None:
+    repo = repository(tmp_path, {"README.md": "# Demo\n"})
+    team = write_script(tmp_path / "team.toml", 'name = "killed"\n' + member("a") + member("b"))
+    script: list[dict[str, Any]] = []
+    for name in ("a", "b"):
+        who = f'You are "{name}"'
+        script += [
+            {"match": {"system": who, "last": "resumed now"}, "text": f"{name} finished after the resume"},
+            {"match": {"system": who, "turn": 1}, "tool_calls": [call("write_file", path=f"{name}.txt", content=name)]},
+            {"match": {"system": who, "turn": 2}, "tool_calls": [call("bash", command="sleep 60")]},
+        ]
+    path = write_script(tmp_path / "script.json", json.dumps({"turns": script}))
+    flags = [*scripted(path, repo), "--output-format", "stream-json"]
+    process = subprocess.Popen(
+        [ZERO, "swarm", "run", str(team), *flags], stdout=subprocess.PIPE, text=True, start_new_session=True
+    )
+    assert process.stdout is not None
+    sleeping, first = set(), None
+    for line in process.stdout:  # until both members wrote their file and sleep in bash
+        event = json.loads(line)
+        first = first or event
+        if event["type"] == "tool_call" and event["name"] == "bash":
+            sleeping.add(event["sessionId"])
+            if len(sleeping) == 2:
+                break
+    os.killpg(process.pid, signal.SIGKILL)
+    process.wait()
+    process.stdout.close()
+    assert first is not None
+    team_id = first["sessionId"]
+    folder = Path(os.environ["ZERO_HOME"]) / "worktrees" / short_id(team_id)
+    assert (folder / "a" / "a.txt").read_text() == "a" and (folder / "b" / "b.txt").read_text() == "b"
+    done = zero("swarm", "resume", team_id, *flags)
+    assert done.returncode == 0
+    events = lines(done.stdout)
+    land = {e["member"]: e["state"] for e in events if e["type"] == "land" and e["state"] != "committed"}
+    assert land == {"a": "landed", "b": "landed"}
+    branch = f"zero/{short_id(team_id)}/land"
+    assert git(repo, "show", f"{branch}:a.txt") == "a" and git(repo, "show", f"{branch}:b.txt") == "b"
+    log = git(repo, "log", "--format=%s", branch).splitlines()
+    assert [line.split(":")[0] for line in log] == ["b", "a", "start"]
+    assert worktree_list(repo) == [f"worktree {repo}"]
