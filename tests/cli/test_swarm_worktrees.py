@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import signal
 import subprocess
 from pathlib import Path
@@ -283,6 +284,9 @@ def test_swarm_diff_shows_each_member_and_swarm_land_lands_a_fixed_branch(tmp_pa
     code, out, _ = run(tmp_path, repo, FIVE, five_script(), "--output-format", "json")
     team_id = out[-1]["sessionId"]
     root = short_id(team_id)
+    shown = " ".join(zero("sessions", "tree", team_id).stdout.replace("│", "").split())  # (as the tree wraps it)
+    assert f"· completed · zero/{root}/clash +1 −1 in 1 file · conflict: app.py" in shown
+    assert f"· completed · zero/{root}/top +1 −1 in 1 file · landed" in shown
     done = zero("swarm", "diff", team_id, "clash")
     assert done.returncode == 0
     header, *diff = done.stdout.splitlines()
@@ -364,3 +368,29 @@ def test_a_team_killed_while_two_members_write_is_resumed_in_their_worktrees(tmp
     log = git(repo, "log", "--format=%s", branch).splitlines()
     assert [line.split(":")[0] for line in log] == ["b", "a", "start"]
     assert worktree_list(repo) == [f"worktree {repo}"]
+
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_the_documented_example_runs_as_docs_teams_says(tmp_path: Path) -> None:
+    docs = (REPO / "docs" / "TEAMS.md").read_text()
+    example = docs[docs.index("### Example: two land, one conflicts") :]
+    commands = example[example.index("```sh\n") + 6 :].split("```", 1)[0].replace("\\\n", " ").splitlines()
+    expected = example[example.index("```text\n") + 8 :].split("```", 1)[0]
+    demo = tmp_path / "demo"
+    demo.mkdir()
+    setup = [line.replace("demo=$(mktemp -d) && ", "") for line in commands if not line.startswith("zero ")]
+    subprocess.run(["bash", "-c", "\n".join(["set -e", *setup])], env={**os.environ, "demo": str(demo)}, check=True)
+    [run_line] = [line for line in commands if line.startswith("zero ")]
+    argv = shlex.split(run_line.replace('"$demo"', str(demo)))[1:]
+    done = zero(*argv, cwd=REPO)
+    assert done.returncode == 0
+    shown = done.stdout[done.stdout.index("landing onto ") :]
+    root = shown.split("/")[1]
+
+    def plain(text: str) -> list[str]:
+        return [line.rstrip(" ─") for line in text.splitlines()]
+
+    assert plain(shown) == plain(expected.replace("5eb8453e", root))
+    assert worktree_list(demo) == [f"worktree {demo}"]
