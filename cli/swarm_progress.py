@@ -32,7 +32,7 @@ __all__ = ["PlainProgress"]
 
 class PlainProgress:
     """Prints when the team starts (with its session id), when a member or a Task child starts,
-    ends or is skipped, and retries."""
+    ends or is skipped, retries, and an isolated member's work committed and landed (or not)."""
 
     def __init__(self, plan: TeamPlan, console: Console, *, spent: Mapping[str, Usage] | None = None):
         """``spent``: what sessions spent in earlier runs (a resumed team), so a member's line says its total."""
@@ -88,7 +88,7 @@ class PlainProgress:
             self._line(name, text, "yellow")
         elif isinstance(event, RateLimitWait):
             self._line(self._names.get(event.session_id, event.session_id), waiting_text(event), "yellow")
-        elif isinstance(event, LandChanged):
+        elif isinstance(event, LandChanged) and (event.files or event.state not in ("committed", "nothing_to_land")):
             stat = DiffStat(files=event.files, added=event.added, removed=event.removed)
             style = "red" if event.state in ("conflict", "check_failed") else "green" if event.state == "landed" else ""
             self._line(event.member, f"{event.branch} {stat} · {landing_state(event)}", style)

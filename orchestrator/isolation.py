@@ -295,6 +295,7 @@ class TeamWorktrees:
         for name in wt.members:
             wt.stow(name)
         wt.sweep()
+        wt.drop_land_branch()
         merged, why = False, None
         if self.team.land.into == "current" and self.queue.outcomes:
             why = self.queue.merge_into_current()

@@ -253,6 +253,14 @@ class Worktrees:
                     git("worktree", "remove", "--force", str(self.path_of(member)), cwd=self.snapshot.repo)
         return [member for member in self.members if not self.release(member)]
 
+    def drop_land_branch(self) -> None:
+        """Delete the integration branch if nothing landed on it (it is still the snapshot): a run that
+        landed nothing leaves no branch behind."""
+        repo, ref = self.snapshot.repo, f"refs/heads/{self.land_branch}"
+        tip = _resolve(repo, ref)
+        if tip is not None and tip == self.snapshot.commit:
+            git("update-ref", "-d", ref, tip, cwd=repo)
+
     def sweep(self) -> None:
         """Delete the folders ``release`` moved to the trash (slow on a big tree: run it in a worker
         thread, once the members are done)."""

@@ -394,3 +394,26 @@ def test_the_documented_example_runs_as_docs_teams_says(tmp_path: Path) -> None:
 
     assert plain(shown) == plain(expected.replace("5eb8453e", root))
     assert worktree_list(demo) == [f"worktree {demo}"]
+
+
+def test_a_run_that_changes_nothing_leaves_no_branch_and_into_current_moves_a_clean_branch(tmp_path: Path) -> None:
+    repo = repository(tmp_path, {"app.py": APP})
+    start = git(repo, "rev-parse", "HEAD")
+    idle = 'name = "idle"\n' + member("looker")
+    code, out, _ = run(
+        tmp_path, repo, idle, turns("looker", call("read_file", path="app.py")), "--output-format", "json"
+    )
+    assert code == 0
+    assert out[-1]["land"]["members"]["looker"]["state"] == "nothing_to_land"
+    assert out[-1]["land"]["mergeCommand"] is None
+    assert git(repo, "branch", "--list", "zero/*") == "" and worktree_list(repo) == [f"worktree {repo}"]
+    into = 'name = "into"\n[land]\ninto = "current"\n' + member("docs") + member("notes")
+    script = turns("docs", call("write_file", path="docs.md", content="# Docs\n")) + turns(
+        "notes", call("write_file", path="notes.md", content="notes\n")
+    )
+    code, out, _ = run(tmp_path, repo, into, script, "--output-format", "json")
+    land = out[-1]["land"]
+    assert code == 0 and land["merged"] is True and land["mergeCommand"] is None
+    assert git(repo, "log", "--format=%s", "main").splitlines()[2:] == ["start"]
+    assert git(repo, "rev-parse", "HEAD") != start and (repo / "docs.md").read_text() == "# Docs\n"
+    assert git(repo, "status", "--porcelain") == ""
