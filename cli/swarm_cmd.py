@@ -7,7 +7,6 @@ import functools
 import json
 import time
 from pathlib import Path
-from textwrap import indent
 from typing import TextIO
 
 import anyio
@@ -32,15 +31,11 @@ from zero.cli.config import RunSettings, load_config, permission_ceiling
 from zero.cli.options import SwarmOptions
 from zero.cli.session_ids import resolve_session_id
 from zero.cli.streamjson import StreamJsonWriter, new_run_id
+from zero.cli.swarm_land import print_landing, run_diff, run_land
 from zero.cli.swarm_progress import PlainProgress
 from zero.cli.trust import load_specialists, specialist_warnings
 from zero.errors import ConfigError, UsageError, ZeroError
 from zero.orchestrator import (
-    CheckFailed,
-    Conflict,
-    Landed,
-    NothingToLand,
-    Skipped,
     TeamError,
     TeamPlan,
     TeamResult,
@@ -48,13 +43,11 @@ from zero.orchestrator import (
     build_plan,
     load_team,
 )
-from zero.orchestrator.isolation import LandReport
-from zero.orchestrator.land import tail
 from zero.orchestrator.live import draw_live, follow_run, tree_from_store
 from zero.orchestrator.resume import RecordedTeam, read_team
-from zero.orchestrator.team import TeamFile, with_limits
+from zero.orchestrator.team import with_limits
 from zero.orchestrator.view import TeamTree, TreeNode
-from zero.sessions import session_workspace, short_id
+from zero.sessions import session_workspace
 from zero.specialists import SpecialistRegistry
 from zero.tools import Redactor, redact_values, within
 from zero.tools.describe import printable
@@ -66,8 +59,6 @@ def run_swarm(args: SwarmOptions, streams: Streams) -> int:
     if args.action == "watch":
         return _watch(args, streams)
     if args.action in ("diff", "land"):
-        from zero.cli.swarm_land import run_diff, run_land
-
         return (run_diff if args.action == "diff" else run_land)(args, streams)
     run_id = new_run_id()
     out = streams.stdout
@@ -370,52 +361,6 @@ def _print_summary(result: TeamResult, plan: TeamPlan, out: TextIO) -> None:
     if result.land is not None:
         isolated = [name for name, m in plan.members.items() if m.isolated]
         print_landing(result.land, plan.team, console, team_id=result.session_id, isolated=isolated)
-
-
-def print_landing(report: LandReport, team: TeamFile, console: Console, *, team_id: str, isolated: list[str]) -> None:
-    """How each of the ``isolated`` members' work came back, and what to type next."""
-    check = team.land.check
-    console.rule(
-        f"landing onto {report.land_branch}" + (f" · check: {check}" if check else " · no check"), align="left"
-    )
-    for name, outcome in report.outcomes.items():
-        stat, branch = report.stats[name], report.branches[name]
-        match outcome:
-            case Landed():
-                s = "" if outcome.commits == 1 else "s"
-                checked = " · check passed" if name in report.checked else ""
-                console.print(f"  {name}: [green]landed[/green] · {outcome.commits} commit{s} · {stat}{checked}")
-            case NothingToLand():
-                console.print(f"  {name}: nothing to land (its branch changed nothing)")
-            case Skipped():
-                console.print(f"  {name}: [yellow]skipped[/yellow]: {outcome.dependency} did not land · {branch} kept")
-            case Conflict():
-                files = ", ".join(f.path for f in outcome.files)
-                console.print(f"  {name}: [red]conflict: {files}[/red] · {stat} · {branch} kept", markup=True)
-                for f in outcome.files:
-                    for side, text in ((report.land_branch, f.landed), (branch, f.member)):
-                        console.print(f"    {f.path} on {side}:", markup=False)
-                        body = "(deleted)" if text is None else tail(text, 12)
-                        console.print(indent(printable(body), "      "), markup=False)
-            case CheckFailed():
-                why = "timed out" if outcome.timed_out else "failed"
-                console.print(f"  {name}: [red]check {why}[/red] · {stat} · {branch} kept")
-                console.print(indent(printable(outcome.tail), "      "), markup=False)
-    left = [name for name in isolated if name not in report.outcomes]
-    for name in left:
-        console.print(f"  {name}: not landed (it did not complete)")
-    if report.merged:
-        console.print(f"Your branch now holds what landed (fast-forwarded to {report.land_branch}).")
-    elif report.merge_command:
-        why = f" (not merged: {report.not_merged})" if report.not_merged else ""
-        console.print(f"Bring it into your branch with: {report.merge_command}{why}", markup=False)
-    kept = [report.branches[n] for n, o in report.outcomes.items() if not isinstance(o, Landed | NothingToLand)]
-    if kept:
-        console.print(
-            f"See what did not land with: zero swarm diff {short_id(team_id)}; once a branch is fixed, "
-            f"land it with: zero swarm land {short_id(team_id)}",
-            markup=False,
-        )
 
 
 def _watch(args: SwarmOptions, streams: Streams) -> int:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import functools
 import json
 from pathlib import Path
+from textwrap import indent
 
 import anyio
 from rich.console import Console
@@ -15,14 +16,16 @@ from zero.cli.config import load_config
 from zero.cli.options import SwarmOptions
 from zero.cli.session_ids import resolve_session_id
 from zero.errors import UsageError, ZeroError
-from zero.orchestrator import Landed, NothingToLand
-from zero.orchestrator.isolation import TeamWorktrees
+from zero.orchestrator import CheckFailed, Conflict, Landed, NothingToLand, Skipped
+from zero.orchestrator.isolation import LandReport, TeamWorktrees
+from zero.orchestrator.land import tail
 from zero.orchestrator.resume import RecordedTeam, read_team
 from zero.orchestrator.team import TeamFile
 from zero.sessions import default_data_dir, short_id
+from zero.tools.describe import printable
 from zero.tools.worktrees import Worktrees
 
-__all__ = ["run_diff", "run_land"]
+__all__ = ["print_landing", "run_diff", "run_land"]
 
 
 def _open(args: SwarmOptions) -> tuple[str, RecordedTeam, Worktrees]:
@@ -61,8 +64,6 @@ def run_diff(args: SwarmOptions, streams: Streams) -> int:
 
 def run_land(args: SwarmOptions, streams: Streams) -> int:
     """Land, in dependency order, each isolated member whose branch holds work that did not land."""
-    from zero.cli.swarm_cmd import print_landing
-
     try:
         team_id, recorded, worktrees = _open(args)
         order = [name for name in dependency_order(recorded.team) if name in worktrees.members]
@@ -97,3 +98,49 @@ def dependency_order(team: TeamFile) -> list[str]:
         done.append(ready.name)
         left.remove(ready)
     return done
+
+
+def print_landing(report: LandReport, team: TeamFile, console: Console, *, team_id: str, isolated: list[str]) -> None:
+    """How each of the ``isolated`` members' work came back, and what to type next."""
+    check = team.land.check
+    console.rule(
+        f"landing onto {report.land_branch}" + (f" · check: {check}" if check else " · no check"), align="left"
+    )
+    for name, outcome in report.outcomes.items():
+        stat, branch = report.stats[name], report.branches[name]
+        match outcome:
+            case Landed():
+                s = "" if outcome.commits == 1 else "s"
+                checked = " · check passed" if name in report.checked else ""
+                console.print(f"  {name}: [green]landed[/green] · {outcome.commits} commit{s} · {stat}{checked}")
+            case NothingToLand():
+                console.print(f"  {name}: nothing to land (its branch changed nothing)")
+            case Skipped():
+                console.print(f"  {name}: [yellow]skipped[/yellow]: {outcome.dependency} did not land · {branch} kept")
+            case Conflict():
+                files = ", ".join(f.path for f in outcome.files)
+                console.print(f"  {name}: [red]conflict: {files}[/red] · {stat} · {branch} kept", markup=True)
+                for f in outcome.files:
+                    for side, text in ((report.land_branch, f.landed), (branch, f.member)):
+                        console.print(f"    {f.path} on {side}:", markup=False)
+                        body = "(deleted)" if text is None else tail(text, 12)
+                        console.print(indent(printable(body), "      "), markup=False)
+            case CheckFailed():
+                why = "timed out" if outcome.timed_out else "failed"
+                console.print(f"  {name}: [red]check {why}[/red] · {stat} · {branch} kept")
+                console.print(indent(printable(outcome.tail), "      "), markup=False)
+    left = [name for name in isolated if name not in report.outcomes]
+    for name in left:
+        console.print(f"  {name}: not landed (it did not complete)")
+    if report.merged:
+        console.print(f"Your branch now holds what landed (fast-forwarded to {report.land_branch}).")
+    elif report.merge_command:
+        why = f" (not merged: {report.not_merged})" if report.not_merged else ""
+        console.print(f"Bring it into your branch with: {report.merge_command}{why}", markup=False)
+    kept = [report.branches[n] for n, o in report.outcomes.items() if not isinstance(o, Landed | NothingToLand)]
+    if kept:
+        console.print(
+            f"See what did not land with: zero swarm diff {short_id(team_id)}; once a branch is fixed, "
+            f"land it with: zero swarm land {short_id(team_id)}",
+            markup=False,
+        )
