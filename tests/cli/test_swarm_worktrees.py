@@ -417,3 +417,30 @@ def test_a_run_that_changes_nothing_leaves_no_branch_and_into_current_moves_a_cl
     assert git(repo, "log", "--format=%s", "main").splitlines()[2:] == ["start"]
     assert git(repo, "rev-parse", "HEAD") != start and (repo / "docs.md").read_text() == "# Docs\n"
     assert git(repo, "status", "--porcelain") == ""
+
+
+def test_a_check_out_of_time_fails_and_a_member_that_stopped_short_keeps_its_work_on_its_branch(
+    tmp_path: Path,
+) -> None:
+    repo = repository(tmp_path, {"app.py": APP})
+    team = (
+        'name = "short"\n[land]\ncheck = "sleep 30"\ntimeout_seconds = 0.5\n'
+        + member("slow")
+        + member("capped", max_turns=1)
+    )
+    script = turns("slow", call("write_file", path="slow.txt", content="slow")) + turns(
+        "capped", call("write_file", path="capped.txt", content="capped")
+    )
+    code, out, text = run(tmp_path, repo, team, script, "--output-format", "json")
+    result = out[-1]
+    assert code == result["exitCode"] == 4  # (the member that stopped short)
+    land = result["land"]
+    assert list(land["members"]) == ["slow"]
+    slow = land["members"]["slow"]
+    assert slow["state"] == "check_failed" and slow["timedOut"] is True
+    assert slow["tail"].endswith("[killed after 0.5 s timeout]")
+    root = land["branch"].split("/")[1]
+    assert git(repo, "show", f"zero/{root}/capped:capped.txt") == "capped"
+    subject = git(repo, "log", "-1", "--format=%s", f"zero/{root}/capped")
+    assert subject.startswith("capped: what session member_") and subject.endswith("changed (it ended max_turns)")
+    assert worktree_list(repo) == [f"worktree {repo}"]
