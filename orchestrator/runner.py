@@ -32,6 +32,7 @@ from zero.agent import (
     TeamMember,
     TeamStarted,
     Usage,
+    WarningRaised,
     exit_code,
     worst,
 )
@@ -377,6 +378,9 @@ class TeamRunner:
             except NotLanded as e:
                 self._end_unstarted(state, "skipped", str(e))
                 return
+            except ZeroError as e:  # git could not make its worktree: this member fails, not the team
+                self._end_unstarted(state, "failed", f"its worktree could not be made: {e}")
+                return
             state.branch, workspace = tree.branch, Workspace([tree.workspace])
         state.run = self.executor.start(replace(self._task(state, member_ledger), workspace=workspace))
         state.status, state.started = "running", time.monotonic()
@@ -404,7 +408,10 @@ class TeamRunner:
         finally:
             self._end_member(state, state.run.current(), member_ledger)
             if workspace is not None and self.isolation is not None:
-                await self.isolation.leave(plan.name, state.session_id, state.status)
+                try:
+                    await self.isolation.leave(plan.name, state.session_id, state.status)
+                except ZeroError as e:  # (its worktree was removed meanwhile, say): the others go on
+                    self._warn("worktree", f"{plan.name}'s work could not be committed or landed: {e}")
 
     def _end_member(self, state: MemberState, outcome: MemberOutcome | None, member_ledger: Ledger) -> None:
         state.finished = time.monotonic()
@@ -419,6 +426,9 @@ class TeamRunner:
         self._log_end(state)
         if state.status == "failed" and self.plan.team.scheduler.on_failure == "stop":
             self._stop("cancelled", cancel=True)
+
+    def _warn(self, code: str, message: str) -> None:
+        self.tree.emit(WarningRaised(session_id=self.session_id, code=code, message=message))
 
     def _end_unstarted(self, state: MemberState, status: Status, reason: str) -> None:
         state.status, state.reason = status, reason
@@ -536,7 +546,10 @@ class TeamRunner:
         land = None
         if self.isolation is not None:
             completed = [s.name for s in self.members.values() if s.status == "completed"]
-            land = await self.isolation.close(completed, land=self.node.status != "interrupted")
+            try:
+                land = await self.isolation.close(completed, land=self.node.status != "interrupted")
+            except ZeroError as e:  # the team still ends, and says why its members' work is where it is
+                self._warn("worktree", f"landing stopped: {e}; each member's work is on its branch")
         usage = await anyio.to_thread.run_sync(self._totals)
         trip = self.ledger.trip
         result = TeamResult(
