@@ -44,9 +44,9 @@ from zero.tools.builtin import Bash
 from zero.tools.snapshot import take_snapshot
 from zero.tools.worktrees import DiffStat, MemberWorktree, Worktrees
 
-_EXIT_NOTE = re.compile(r"\n*\[exit code \d+\]$")
-
 __all__ = ["LandReport", "NotLanded", "TeamWorktrees", "land_event", "sandboxed_runner"]
+
+_EXIT_NOTE = re.compile(r"\n*\[exit code \d+\]$")  # what the bash tool adds for the model
 
 
 class NotLanded(Exception):
@@ -137,7 +137,7 @@ def sandboxed_runner(shell: ShellSettings) -> CommandRunner:
         finally:
             await ctx.end_background()
         timed_out = done.text.endswith(f"[killed after {seconds:g} s timeout]")
-        output = _EXIT_NOTE.sub("", done.text)  # (the bash tool's note for the model)
+        output = _EXIT_NOTE.sub("", done.text)
         return CheckResult(passed=not done.is_error, output=output, timed_out=timed_out)
 
     return run

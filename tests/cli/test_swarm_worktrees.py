@@ -55,9 +55,9 @@ def call(tool: str, **arguments: Any) -> dict[str, Any]:
     return {"name": tool, "arguments": arguments}
 
 
-def member(name: str, prompt: str = "Do it.", **keys: Any) -> str:
+def member(name: str, prompt: str = "Do it.", specialist: str = "worker", **keys: Any) -> str:
     extra = "".join(f"{key} = {json.dumps(value)}\n" for key, value in keys.items())
-    return f'[[members]]\nname = "{name}"\nspecialist = "worker"\nprompt = "{prompt}"\n{extra}'
+    return f'[[members]]\nname = "{name}"\nspecialist = "{specialist}"\nprompt = "{prompt}"\n{extra}'
 
 
 def run(
@@ -444,3 +444,35 @@ def test_a_check_out_of_time_fails_and_a_member_that_stopped_short_keeps_its_wor
     subject = git(repo, "log", "-1", "--format=%s", f"zero/{root}/capped")
     assert subject.startswith("capped: what session member_") and subject.endswith("changed (it ended max_turns)")
     assert worktree_list(repo) == [f"worktree {repo}"]
+
+
+def test_isolation_comes_from_the_member_the_defaults_the_manifest_then_the_tools(tmp_path: Path) -> None:
+    repo = repository(tmp_path, {"app.py": APP})
+    mine = Path(os.environ["XDG_CONFIG_HOME"]) / "zero" / "specialists"
+    mine.mkdir(parents=True)
+    (mine / "in-place.toml").write_text('name = "in-place"\nextends = "worker"\nisolation = "none"\n')
+    (mine / "in-place-too.toml").write_text('name = "in-place-too"\nextends = "in-place"\n')
+    team = write_script(
+        tmp_path / "team.toml",
+        'name = "where"\n'
+        + member("writer")
+        + member("reader", specialist="explorer")
+        + member("manifest", specialist="in-place")
+        + member("inherited", specialist="in-place-too")
+        + member("asked", specialist="in-place", isolation="worktree"),
+    )
+    done = zero("swarm", "validate", str(team), "--cwd", str(repo), "--json")
+    assert done.returncode == 0, done.stderr
+    shown = {m["name"]: m["isolation"] for m in json.loads(done.stdout)["members"]}
+    assert shown == {
+        "writer": "worktree",
+        "reader": "none",
+        "manifest": "none",
+        "inherited": "none",
+        "asked": "worktree",
+    }
+    (mine / "in-place.toml").write_text('name = "in-place"\nextends = "worker"\nisolation = "sideways"\n')
+    done = zero("specialists", "validate", str(mine / "in-place.toml"))
+    assert done.returncode == 2
+    path = mine / "in-place.toml"
+    assert done.stdout == f"invalid  {path}:3: isolation: Input should be 'worktree' or 'none'\n"
