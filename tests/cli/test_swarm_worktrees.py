@@ -229,7 +229,7 @@ def test_a_member_cannot_write_the_main_checkout_from_its_worktree(
         call("bash", command=f"ln -s {main} link && echo inside > inside.txt && echo x > ../record.json; echo $?"),
         call("write_file", path="link/linked.txt", content="escaped"),
     )
-    team = 'name = "escape"\n' + member("intruder")
+    team = f'name = "escape"\n[land]\ncheck = "touch {main}/leak; true"\n' + member("intruder")  # (a sandboxed check)
     code, events, _ = run(tmp_path, repo, team, script, "--output-format", "stream-json")
     assert code == 0
     results = [e for e in events if e["type"] == "tool_result"]
