@@ -67,6 +67,7 @@ from zero.tools import (
     pinned,
     redact,
     redact_values,
+    unowned_write,
 )
 from zero.tools.base import current_call_id, side_effect_of
 from zero.tools.permissions import REASONS
@@ -770,6 +771,10 @@ class AgentRun:
         approved: Pin | None = None
         if decision == "deny":
             return "denied", ToolOutput(text=f"Permission denied: {call.name} is not allowed in {mode} mode.")
+        # A write outside what a team member owns: never made unasked, asked about where writes are.
+        unowned = unowned_write(self.ctx.workspace, call.name, call.arguments)
+        if unowned is not None and (decision == "allow" or self.config.approver is None):
+            return "denied", ToolOutput(text=f"Permission denied: {unowned}.")
         if decision == "prompt":
             request = PermissionRequested(
                 session_id=self.session_id,
@@ -777,7 +782,7 @@ class AgentRun:
                 name=call.name,
                 side_effect=side_effect,
                 permission_mode=mode,
-                reason=REASONS[side_effect],
+                reason=REASONS[side_effect] if unowned is None else f"Writes a file it does not own: {unowned}.",
                 arguments=redact_values(self.config.redactor, call.arguments),
             )
             self.emit(request)

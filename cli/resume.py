@@ -10,7 +10,7 @@ from zero.cli.options import ResumeOptions
 from zero.cli.session_ids import resolve_session_id
 from zero.errors import UsageError
 from zero.orchestrator import open_member
-from zero.orchestrator.resume import team_ledger
+from zero.orchestrator.resume import member_owns, team_ledger
 from zero.sessions import AgentSession, session_workspace
 from zero.specialists import AgentContext, SpecialistOptions, open_specialist, resume_agent
 
@@ -47,7 +47,9 @@ def resumed(args: ResumeOptions, workspace: Path, settings: RunSettings) -> Open
             max_turns=settings.max_turns,
         )
         if meta.session_kind == "member" and meta.parent_session_id:  # it spends what its team has left
-            return await open_member(ctx, spec, options, ledger=team_ledger(ctx.store, meta.parent_session_id))
+            team = meta.parent_session_id
+            owns = member_owns(ctx.store, team, meta.member_name) if meta.member_name else None
+            return await open_member(ctx, spec, options, ledger=team_ledger(ctx.store, team), owns=owns)
         return await open_specialist(ctx, spec, options)
 
     return open_it

@@ -221,9 +221,11 @@ def _print_plan(plan: TeamPlan, settings: RunSettings | None, out: TextIO, as_js
                             "wave": m.wave + 1,
                             "isolation": m.isolation,
                             "budget": m.spec.budget.model_dump() if m.spec.budget else None,
+                            "owns": m.spec.owns,
                         }
                         for m in plan.members.values()
                     ],
+                    "overlaps": [o.to_json() for o in plan.overlaps],
                 },
                 indent=2,
             )
@@ -249,14 +251,22 @@ def _print_plan(plan: TeamPlan, settings: RunSettings | None, out: TextIO, as_js
             asked = m.spec.permission_mode or plan.team.defaults.permission_mode
             mode = f"{m.permission_mode} (asked for {asked})" if m.narrowed else m.permission_mode
             where = " · in a worktree" if m.isolated else ""
+            owns = f" · owns {', '.join(m.spec.owns)}" if m.spec.owns else ""
+            waits = f" · not beside {', '.join(m.waits_for)}" if m.waits_for else ""
             console.print(
                 f"  {name:<16} {m.specialist.name} · {m.provider}/{m.model} · {mode} · "
-                f"max {m.max_turns} turns{where}{grant}{deps}"
+                f"max {m.max_turns} turns{where}{grant}{owns}{deps}{waits}",
+                markup=False,
             )
+    if plan.overlaps:
+        console.print("Owns that overlap (these members never run at the same time):")
+        for o in plan.overlaps:
+            globs = "; ".join(f"{a} and {b}" for a, b in o.globs)
+            console.print(f"  {o.first}, then {o.then} ({o.by}): {globs}", markup=False)
     if any(m.isolated for m in plan.members.values()):
         land = plan.team.land
         check = f"check `{land.check}` (at most {land.timeout_seconds:g}s)" if land.check else "no check"
-        console.print(f"Landing: {land.mode}, onto zero/<run>/land, {check}, into {land.into}")
+        console.print(f"Landing: {land.mode}, onto zero/<run>/land, {check}, into {land.into}", markup=False)
     limits = [f"{k} {v:,}" for k, v in budget.items() if v is not None]
     console.print(f"Budget: {', '.join(limits) if limits else 'none (no shared limit)'}")
     if settings is None:

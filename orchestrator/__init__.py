@@ -28,7 +28,7 @@ from zero.orchestrator.land import (
 )
 from zero.orchestrator.ledger import BudgetGuard, Ledger, Trip
 from zero.orchestrator.mailbox import Mailbox, ReadInbox, SendMessage
-from zero.orchestrator.plan import MemberPlan, TeamPlan, build_plan, render_prompt
+from zero.orchestrator.plan import MemberPlan, Overlap, TeamPlan, build_plan, render_prompt
 from zero.orchestrator.runner import MemberState, TeamResult, TeamRunner
 from zero.orchestrator.team import TeamBudget, TeamError, TeamFile, TeamProblem, load_team
 
@@ -53,6 +53,7 @@ __all__ = [
     "MemberState",
     "MemberTask",
     "NothingToLand",
+    "Overlap",
     "ReadInbox",
     "SendMessage",
     "Skipped",

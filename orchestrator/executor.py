@@ -18,7 +18,7 @@ from zero.orchestrator.ledger import BudgetGuard, Ledger
 from zero.orchestrator.plan import MemberPlan
 from zero.sessions import AgentSession, RunNode
 from zero.specialists import AgentContext, Specialist, SpecialistOptions, open_specialist
-from zero.tools import Tool, Workspace
+from zero.tools import Owns, Tool, Workspace
 
 __all__ = ["InProcessExecutor", "MemberExecutor", "MemberOutcome", "MemberRun", "MemberTask", "open_member"]
 
@@ -66,13 +66,16 @@ class MemberExecutor(Protocol):
 
 
 async def open_member(
-    ctx: AgentContext, spec: Specialist, options: SpecialistOptions, *, ledger: Ledger | None
+    ctx: AgentContext, spec: Specialist, options: SpecialistOptions, *, ledger: Ledger | None, owns: Owns | None
 ) -> AgentSession:
     """A team member's agent, spending from ``ledger`` (its team's, or its own grant of it; None: no budget to
-    spend from, a member of a run that recorded none): the one place a member is built, in a team's run or
+    spend from, a member of a run that recorded none), its file tools writing only what ``owns`` names (None:
+    anything in the workspace), its Task children's too: the one place a member is built, in a team's run or
     resumed alone. It sits at depth 1, its Task children below it."""
     if ledger is not None:
         ctx = replace(ctx, guards=(*ctx.guards, BudgetGuard(ledger, ctx.prices)), max_depth=ctx.max_depth + 1)
+    if owns is not None:
+        ctx = replace(ctx, workspace=ctx.workspace.owned_by(owns, f"member {options.node.member_name!r}"))
     return await open_specialist(ctx, spec, options)
 
 
@@ -108,7 +111,7 @@ class _InProcessRun:
             role=task.role,
         )
         ctx = self.executor.ctx if task.workspace is None else replace(self.executor.ctx, workspace=task.workspace)
-        self.session = session = await open_member(ctx, plan.specialist, options, ledger=task.ledger)
+        self.session = session = await open_member(ctx, plan.specialist, options, ledger=task.ledger, owns=plan.owns)
         async with session:
             result = await session.send(task.prompt)
         return MemberOutcome(result, session.run_usage)

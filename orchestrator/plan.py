@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TYPE_CHECKING, Literal
 
 from zero.agent import PriceTable, smallest_cap
 from zero.errors import ConfigError, did_you_mean
@@ -22,11 +23,14 @@ from zero.orchestrator.team import (
 )
 from zero.specialists import Specialist, SpecialistRegistry
 from zero.strictfile import KeyLines
-from zero.tools import CATEGORIES, PermissionMode, within
+from zero.tools import CATEGORIES, Owns, PermissionMode, within
 from zero.tools.git import GitError
 from zero.tools.snapshot import repository_of
 
-__all__ = ["WRITING_TOOLS", "MemberPlan", "TeamPlan", "build_plan", "render_prompt"]
+if TYPE_CHECKING:
+    import networkx as nx
+
+__all__ = ["WRITING_TOOLS", "MemberPlan", "Overlap", "TeamPlan", "build_plan", "render_prompt"]
 
 WRITING_TOOLS = frozenset(CATEGORIES["edit"] + CATEGORIES["execute"]) - frozenset(CATEGORIES["read-only"])
 """The tools that change files: a member with one of them works in a worktree by default, in a git repository."""
@@ -44,6 +48,8 @@ class MemberPlan:
     max_output_tokens: int | None = None  # the team file's cap (member, else [defaults]); the smallest set wins
     narrowed: str | None = None  # why its mode is narrower than what the team file asked for
     isolation: Isolation = "none"  # where it works: its own git worktree, or the workspace itself
+    owns: Owns | None = None  # the files it may write (None: any in the workspace)
+    waits_for: tuple[str, ...] = ()  # members it never runs beside (their owns overlap), which go first
 
     @property
     def isolated(self) -> bool:
@@ -55,6 +61,21 @@ class MemberPlan:
 
 
 @dataclass(frozen=True, kw_only=True)
+class Overlap:
+    """Two members whose ``owns`` can own a file in common (``globs``: each such pair of theirs): they never
+    run at the same time, ``first`` before ``then``, as their dependencies say (``by = "depends_on"``), else
+    in the file's order."""
+
+    first: str
+    then: str
+    globs: tuple[tuple[str, str], ...]
+    by: Literal["depends_on", "file order"]
+
+    def to_json(self) -> dict[str, object]:
+        return {"first": self.first, "then": self.then, "globs": [list(g) for g in self.globs], "by": self.by}
+
+
+@dataclass(frozen=True, kw_only=True)
 class TeamPlan:
     team: TeamFile
     path: Path
@@ -62,6 +83,7 @@ class TeamPlan:
     waves: list[list[str]]
     budget: TeamBudget
     max_concurrency: int
+    overlaps: tuple[Overlap, ...] = ()
 
     @property
     def name(self) -> str:
@@ -142,6 +164,13 @@ def build_plan(
                 "prompt",
                 f"prompt has an unknown placeholder {{{{ {expr} }}}}; use {{{{ goal }}}} or {{{{ <member>.output }}}}",
             )
+        if m.owns is not None and not m.owns:
+            problem(i, "owns", 'owns is empty, so it could write no file: list its globs ("src/api/**"), or drop owns')
+        for glob in m.owns or []:
+            try:
+                Owns([glob])
+            except ValueError as e:
+                problem(i, "owns", str(e))
     for found in nx.simple_cycles(graph):
         first = min(range(len(found)), key=lambda i: names.index(found[i]))
         cycle = found[first:] + found[:first]  # start at the member declared first
@@ -173,6 +202,7 @@ def build_plan(
                 wave=wave_of[m.name],
                 max_output_tokens=smallest_cap(m.max_output_tokens, team.defaults.max_output_tokens),
                 narrowed=narrowed,
+                owns=Owns(m.owns) if m.owns else None,
             )
             members[m.name] = plan
             index = names.index(m.name)
@@ -193,6 +223,10 @@ def build_plan(
                     problem(index, f"budget.{key}", f"budget.{key} = {mine} is more than the team's {team_limit}")
     if problems:
         raise TeamError(problems)
+    overlaps = _overlaps(members, graph)
+    for name, plan in members.items():
+        waits = tuple(o.first for o in overlaps if o.then == name and o.by == "file order")
+        members[name] = replace(plan, waits_for=waits)
     return TeamPlan(
         team=team,
         path=path,
@@ -200,6 +234,7 @@ def build_plan(
         waves=waves,
         budget=limits,
         max_concurrency=max_concurrency or team.scheduler.max_concurrency,
+        overlaps=overlaps,
     )
 
 
@@ -226,6 +261,25 @@ def _isolation(
     if asked is None:
         return ("worktree" if git_ok and WRITING_TOOLS & set(spec.tools) else "none"), None
     return "worktree", None if git_ok else _in_git(workspace, f"member {member.name!r}")
+
+
+def _overlaps(members: dict[str, MemberPlan], graph: nx.DiGraph[str]) -> tuple[Overlap, ...]:
+    """Each pair of members whose owns overlap, in the order they run: the order of a topological sort that
+    takes members in the file's order where their dependencies leave a choice, so the waits it adds (a member
+    after an earlier one whose owns overlap its own) never close a cycle with ``depends_on``."""
+    import networkx as nx
+
+    names = list(members)
+    order = list(nx.lexicographical_topological_sort(graph, key=names.index))
+    found = []
+    for i, first in enumerate(order):
+        for then in order[i + 1 :]:
+            a, b = members[first].owns, members[then].owns
+            if a is None or b is None or not (globs := a.overlaps(b)):
+                continue
+            by: Literal["depends_on", "file order"] = "depends_on" if nx.has_path(graph, first, then) else "file order"
+            found.append(Overlap(first=first, then=then, globs=tuple(globs), by=by))
+    return tuple(found)
 
 
 def render_prompt(prompt: str, goal: str, output: Callable[[str], str]) -> str:

@@ -10,8 +10,9 @@ from zero.errors import UsageError
 from zero.orchestrator.ledger import Ledger
 from zero.orchestrator.team import TeamBudget, TeamFile
 from zero.sessions import SessionStore, session_tree
+from zero.tools import Owns
 
-__all__ = ["MemberRecord", "RecordedTeam", "charge", "read_team", "team_ledger"]
+__all__ = ["MemberRecord", "RecordedTeam", "charge", "member_owns", "read_team", "team_ledger"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -92,3 +93,14 @@ def team_ledger(store: SessionStore, team_id: str) -> Ledger | None:
     except UsageError:
         return None
     return charge(Ledger(recorded.budget, name="team"), recorded)
+
+
+def member_owns(store: SessionStore, team_id: str, member: str) -> Owns | None:
+    """The ``owns`` of ``member`` in the team ``team_id`` ran (None: it owned no globs, or the run recorded no
+    team), which a member resumed alone still writes within."""
+    try:
+        recorded = read_team(store, team_id)
+    except UsageError:
+        return None
+    globs = next((m.owns for m in recorded.team.members if m.name == member), None)
+    return Owns(globs) if globs else None

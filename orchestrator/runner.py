@@ -294,7 +294,8 @@ class TeamRunner:
             state.done.set()
             return
         deps = [self.members[d] for d in state.plan.spec.depends_on]
-        for dep in deps:
+        # A member whose owns overlap an earlier one's starts once that one has ended, however it ended.
+        for dep in (*deps, *(self.members[n] for n in state.plan.waits_for)):
             await dep.done.wait()
         try:
             if (reason := self._why_not(deps)) is not None:

@@ -109,6 +109,7 @@ class MemberSpec(_Strict):
     max_output_tokens: int | None = Field(None, ge=1, le=10_000_000)
     budget: MemberBudget | None = None
     isolation: Isolation | None = None
+    owns: list[str] | None = None  # the files it may write (globs, zero.tools.Owns); None: any in the workspace
 
 
 class TeamFile(_Strict):

@@ -92,7 +92,7 @@ def _bracket(name: str, start: int, glob: str) -> tuple[_Chars, int]:
         if i + 2 < len(name) and name[i + 1] == "-" and name[i + 2] != "]":
             hi = name[i + 2]
             if ord(hi) < ord(lo):
-                raise ValueError(f"owns glob {glob!r}: the range {lo}-{hi} is backwards")
+                raise ValueError(f"owns glob {glob!r}: the range {lo}-{hi} is backwards (write {hi}-{lo})")
             ranges.append((ord(lo), ord(hi)))
             i += 3
         else:
@@ -148,7 +148,7 @@ class _Glob:
     def parse(cls, text: str) -> _Glob:
         clean = text.strip().rstrip("/")
         if not clean:
-            raise ValueError(f"owns glob {text!r} is empty")
+            raise ValueError(f'owns glob {text!r} is empty: remove it, or name files ("src/api/**")')
         if clean.startswith("/") or any(part == ".." for part in clean.split("/")):
             raise ValueError(f"owns glob {text!r} must be a path inside the workspace (relative, without '..')")
         parts = [part for part in clean.split("/") if part not in ("", ".")]

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from zero.errors import ToolError
 from zero.tools._beneath import Outside, open_beneath
+from zero.tools.owns import Owns
 
 __all__ = ["NotFound", "OutsideWorkspace", "Workspace"]
 
@@ -24,18 +25,38 @@ class OutsideWorkspace(ToolError):
 
 
 class Workspace:
-    """The folders tools may touch. The first root is the working directory."""
+    """The folders tools may touch. The first root is the working directory. ``owns``: the only files the
+    file tools may write there (a team member's globs, relative to the root), for ``owner`` (``member 'api'``)."""
 
-    def __init__(self, roots: Sequence[Path | str]):
+    def __init__(self, roots: Sequence[Path | str], *, owns: Owns | None = None, owner: str = ""):
         if not roots:
             raise ValueError("a workspace needs at least one root")
         self.roots = tuple(Path(os.path.realpath(r)) for r in roots)
+        self.owns = owns
+        self.owner = owner
         self._fds: dict[Path, int] = {}
         weakref.finalize(self, _close_all, self._fds)
 
     @property
     def root(self) -> Path:
         return self.roots[0]
+
+    def owned_by(self, owns: Owns, owner: str) -> Workspace:
+        """The same folders, where the file tools write only the files ``owns`` names, for ``owner``."""
+        return Workspace(self.roots, owns=owns, owner=owner)
+
+    def unowned(self, real: str) -> str | None:
+        """Why a write landing at the real path ``real`` is not this workspace's owner's to make (None: it is)."""
+        if self.owns is None:
+            return None
+        relative = os.path.relpath(real, self.root)
+        if self.owns.owns(relative.replace(os.sep, "/")):
+            return None
+        shown = real if relative.startswith("..") else relative
+        return (
+            f"{shown} is outside the files {self.owner} owns ({', '.join(self.owns.globs)}); "
+            "write only those, and leave this change to the member that owns it"
+        )
 
     def resolve(self, path: str) -> Path:
         """The real path of ``path`` (relative to the root), refused outside every root.

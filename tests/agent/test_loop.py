@@ -30,10 +30,12 @@ from zero.agent import (
 )
 from zero.agent.loop import RESTARTED
 from zero.agent.providers.scripted import ScriptError
+from zero.errors import ToolError
 from zero.sessions import messages_from_events
 from zero.tools import (
     ArgsModel,
     BuiltinTool,
+    Owns,
     PermissionMode,
     Redactor,
     ToolContext,
@@ -41,7 +43,9 @@ from zero.tools import (
     ToolRegistry,
     Workspace,
     builtin_tools,
+    plan_edit,
 )
+from zero.tools.builtin import WriteFile
 
 pytestmark = pytest.mark.anyio
 
@@ -76,6 +80,7 @@ def make_run(
     mode: PermissionMode = "auto",
     tools: list[Any] | None = None,
     max_turns: int = 10,
+    owns: list[str] | None = None,
     **kw: Any,
 ) -> tuple[AgentRun, Recorder, ScriptedProvider]:
     provider = ScriptedProvider(turns)
@@ -83,7 +88,7 @@ def make_run(
     config = AgentConfig(
         provider=provider,
         tools=ToolRegistry(tools or builtin_tools()),
-        workspace=Workspace([workspace]),
+        workspace=Workspace([workspace], owns=Owns(owns), owner="member 'api'") if owns else Workspace([workspace]),
         permission_mode=mode,
         max_turns=max_turns,
         retry=RetryPolicy(retries=2, base_delay=0.001, max_delay=0.002),
@@ -238,6 +243,73 @@ async def test_an_approver_grants_and_the_decision_is_an_event(workspace: Path) 
     assert decisions[1].reason == "denied by the user: only x.txt, please"
     told = [r.output for r in rec.of("tool_result")][1]
     assert told == "Permission denied: the user refused write_file. The user said: only x.txt, please"
+
+
+OUTSIDE_API = (
+    "src/web/app.py is outside the files member 'api' owns (src/api/**, tests/api/**); "
+    "write only those, and leave this change to the member that owns it"
+)
+
+
+@pytest.mark.parametrize("mode", ["auto", "unsafe"])
+async def test_a_write_outside_what_a_member_owns_is_denied_naming_its_globs(
+    workspace: Path, mode: PermissionMode
+) -> None:
+    (workspace / "src" / "web").mkdir(parents=True)
+    (workspace / "src" / "web" / "app.py").write_text("a = 1\n")
+    (workspace / "src" / "api").symlink_to("web")  # a name it owns leads to one it does not: the file counts
+    run, rec, _ = make_run(
+        workspace,
+        [
+            turn(1, "", ("write_file", {"path": "src/web/app.py", "content": "x"})),
+            turn(2, "", ("edit_file", {"path": "src/api/app.py", "old_text": "a", "new_text": "b"})),
+            turn(3, "", ("write_file", {"path": "tests/api/test_app.py", "content": "t"})),
+            turn(4, "", ("write_file", {"path": "src/new/app.py", "content": "x"})),
+            turn(5, "Done."),
+        ],
+        mode=mode,
+        owns=["src/api/**", "tests/api/**"],
+    )
+    await run.run("write")
+    results = rec.of("tool_result")
+    assert [r.status for r in results] == ["denied", "denied", "ok", "denied"]
+    assert results[0].output == f"Permission denied: {OUTSIDE_API}."
+    assert results[1].output == results[0].output
+    assert results[3].output == f"Permission denied: {OUTSIDE_API.replace('src/web', 'src/new', 1)}."
+    assert (workspace / "src/web/app.py").read_text() == "a = 1\n"
+    assert (workspace / "tests/api/test_app.py").read_text() == "t"
+    assert not (workspace / "src/new").exists()  # refused before a folder was made for it
+
+
+async def test_in_ask_mode_a_write_outside_what_a_member_owns_is_asked_saying_so(workspace: Path) -> None:
+    asked: list[PermissionRequested] = []
+
+    async def approve(request: ApprovalRequest) -> Approval:
+        asked.append(request.shown)
+        preview = plan_edit(Workspace([workspace]), request.shown.name, request.arguments)
+        return Approval(granted=True, pin=preview.pin if preview else None)
+
+    run, rec, _ = make_run(
+        workspace,
+        [turn(1, "", ("write_file", {"path": "src/web/app.py", "content": "x"})), turn(2, "Done.")],
+        mode="ask",
+        owns=["src/api/**", "tests/api/**"],
+        approver=approve,
+    )
+    await run.run("write")
+    assert asked[0].reason == f"Writes a file it does not own: {OUTSIDE_API}."
+    assert [r.status for r in rec.of("tool_result")] == ["ok"]
+    assert (workspace / "src/web/app.py").read_text() == "x"
+
+
+async def test_the_write_tool_itself_refuses_a_file_not_owned(workspace: Path) -> None:
+    """The write asks again, of the file it opened, unless an approval pinned it: what the loop checked may
+    have changed since (a link swapped)."""
+    ws = Workspace([workspace], owns=Owns(["src/api/**", "tests/api/**"]), owner="member 'api'")
+    with pytest.raises(ToolError) as caught:
+        await WriteFile().call({"path": "src/web/app.py", "content": "x"}, ToolContext(workspace=ws))
+    assert str(caught.value) == f"{OUTSIDE_API}; nothing was written"
+    assert not (workspace / "src/web").exists()
 
 
 async def test_the_approver_judges_the_call_as_it_runs_and_the_user_sees_its_syntax(workspace: Path) -> None:

@@ -298,6 +298,62 @@ def test_validate_prints_the_plan() -> None:
     assert "Wave 2:" in text and "reviewer" in text and "after mapper" in text
 
 
+def test_validate_prints_the_members_whose_owns_overlap(tmp_path: Path) -> None:
+    team = write_script(
+        tmp_path / "owners.toml",
+        """
+name = "owners"
+[[members]]
+name = "api"
+specialist = "worker"
+prompt = "API."
+owns = ["src/api/**", "docs/api.md"]
+[[members]]
+name = "web"
+specialist = "worker"
+prompt = "Web."
+owns = ["src/web/**"]
+[[members]]
+name = "tests"
+specialist = "worker"
+prompt = "Tests."
+owns = ["tests/**", "src/*/models.py", "docs/[a-c]*.md"]
+[[members]]
+name = "docs"
+specialist = "worker"
+prompt = "Docs."
+depends_on = ["tests"]
+owns = ["docs/**"]
+""",
+    )
+    text = zero("swarm", "validate", str(team))
+    assert text.returncode == 0, text.stderr
+    assert "  tests            worker · " in text.stdout
+    assert "owns tests/**, src/*/models.py, docs/[a-c]*.md · not beside api, web\n" in text.stdout
+    assert (
+        "Owns that overlap (these members never run at the same time):\n"
+        "  api, then tests (file order): src/api/** and src/*/models.py; docs/api.md and docs/[a-c]*.md\n"
+        "  api, then docs (file order): docs/api.md and docs/**\n"
+        "  web, then tests (file order): src/web/** and src/*/models.py\n"
+        "  tests, then docs (depends_on): docs/[a-c]*.md and docs/**\n"
+        "Budget: "
+    ) in text.stdout
+    data = json.loads(zero("swarm", "validate", str(team), "--json").stdout)
+    assert data["members"][0]["owns"] == ["src/api/**", "docs/api.md"]
+    assert data["overlaps"][1] == {
+        "first": "api",
+        "then": "docs",
+        "globs": [["docs/api.md", "docs/**"]],
+        "by": "file order",
+    }
+    assert [(o["first"], o["then"]) for o in data["overlaps"]] == [
+        ("api", "tests"),
+        ("api", "docs"),
+        ("web", "tests"),
+        ("tests", "docs"),
+    ]
+
+
 def test_the_readme_main_command_runs_the_demo_team_offline() -> None:
     readme = (REPO / "README.md").read_text()
     command = re.search(r"^pip install -e \. && (zero swarm run .+)$", readme, re.MULTILINE)

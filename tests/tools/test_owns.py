@@ -79,11 +79,11 @@ def test_overlaps_names_each_pair_of_globs_that_meet() -> None:
 @pytest.mark.parametrize(
     ("glob", "problem"),
     [
-        ("", "owns glob '' is empty"),
+        ("", "owns glob '' is empty: remove it, or name files (\"src/api/**\")"),
         ("/etc/**", "owns glob '/etc/**' must be a path inside the workspace (relative, without '..')"),
         ("src/../x", "owns glob 'src/../x' must be a path inside the workspace (relative, without '..')"),
         ("src/[ab", "owns glob 'src/[ab': '[' is not closed by ']' (write \\[ for a plain '[')"),
-        ("src/[z-a]", "owns glob 'src/[z-a]': the range z-a is backwards"),
+        ("src/[z-a]", "owns glob 'src/[z-a]': the range z-a is backwards (write a-z)"),
     ],
 )
 def test_a_glob_that_cannot_be_one_is_refused_saying_why(glob: str, problem: str) -> None:

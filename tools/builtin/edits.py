@@ -28,7 +28,7 @@ from zero.tools.base import ArgsModel, BuiltinTool, ToolContext, ToolOutput
 from zero.tools.builtin.files import refuse_linked
 from zero.tools.workspace import NotFound, Workspace
 
-__all__ = ["PREVIEW_BYTES", "EditFile", "EditPlan", "Pin", "WriteFile", "pinned", "plan_edit"]
+__all__ = ["PREVIEW_BYTES", "EditFile", "EditPlan", "Pin", "WriteFile", "pinned", "plan_edit", "unowned_write"]
 
 PREVIEW_BYTES = 1_000_000  # of a file an approval shows; past it, the change is not shown
 _BINARY = 8192  # a NUL in a file's first bytes makes it binary, as read_file says
@@ -67,6 +67,19 @@ def plan_edit(workspace: Workspace, name: str, arguments: dict[str, Any]) -> Edi
     """What the write tool ``name`` would do with ``arguments`` now (None: ``name`` is not a write tool)."""
     tool = _TOOLS.get(name)
     return None if tool is None else tool.plan(workspace, arguments)
+
+
+def unowned_write(workspace: Workspace, name: str, arguments: dict[str, Any]) -> str | None:
+    """Why the call of the write tool ``name`` would write a file its workspace's owner does not own (None: it
+    would not, or ``name`` writes nothing, or the call fails anyway); asked before the call, so that it is denied
+    (or asked about), and again by the write itself, on the file it opened."""
+    path = arguments.get("path")
+    if workspace.owns is None or name not in _TOOLS or not isinstance(path, str):
+        return None
+    try:
+        return workspace.unowned(str(workspace.resolve(path)))
+    except ToolError:  # outside the workspace, or no path: the tool says so
+        return None
 
 
 @dataclass(slots=True, kw_only=True)
@@ -167,8 +180,14 @@ def _write(
     """Change ``path`` as ``change`` says (``reads``: it needs the bytes before; ``creates``: it may make the
     file, and its folders), refusing a file other than ``pin``'s; whether the file existed, and its bytes
     before (None: a new file, or not read)."""
+    # An approved write (``pin``) was asked about with it said; else a file not owned is never written: asked
+    # before a folder is made for it, and of the file opened (a link swapped in between leads nowhere else).
+    if pin is None and workspace.owns is not None:
+        _refuse_unowned(workspace, str(workspace.resolve(path)))
     target = _open(workspace, path, os.O_RDWR, make_dirs=creates)
     try:
+        if pin is None:
+            _refuse_unowned(workspace, target.real)
         existed = target.name is None
         before = _read(target.fd) if existed and target.fd is not None and (reads or pin is not None) else None
         if pin is not None:
@@ -191,6 +210,11 @@ def _write(
         return existed, before
     finally:
         target.close()
+
+
+def _refuse_unowned(workspace: Workspace, real: str) -> None:
+    if (unowned := workspace.unowned(real)) is not None:
+        raise ToolError(f"{unowned}; nothing was written")
 
 
 def _check(pin: Pin, path: str, real: str, existed: bool, before: bytes | None) -> None:
