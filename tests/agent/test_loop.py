@@ -303,8 +303,8 @@ async def test_in_ask_mode_a_write_outside_what_a_member_owns_is_asked_saying_so
 
 
 async def test_the_write_tool_itself_refuses_a_file_not_owned(workspace: Path) -> None:
-    """The write asks again, of the file it opened, unless an approval pinned it: what the loop checked may
-    have changed since (a link swapped)."""
+    """The write asks again, unless an approval pinned it: a tool called by another way than the loop writes
+    nothing a member does not own either."""
     ws = Workspace([workspace], owns=Owns(["src/api/**", "tests/api/**"]), owner="member 'api'")
     with pytest.raises(ToolError) as caught:
         await WriteFile().call({"path": "src/web/app.py", "content": "x"}, ToolContext(workspace=ws))

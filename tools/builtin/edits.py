@@ -72,7 +72,7 @@ def plan_edit(workspace: Workspace, name: str, arguments: dict[str, Any]) -> Edi
 def unowned_write(workspace: Workspace, name: str, arguments: dict[str, Any]) -> str | None:
     """Why the call of the write tool ``name`` would write a file its workspace's owner does not own (None: it
     would not, or ``name`` writes nothing, or the call fails anyway); asked before the call, so that it is denied
-    (or asked about), and again by the write itself, on the file it opened."""
+    (or asked about), and again by the write itself."""
     path = arguments.get("path")
     if workspace.owns is None or name not in _TOOLS or not isinstance(path, str):
         return None
@@ -180,14 +180,12 @@ def _write(
     """Change ``path`` as ``change`` says (``reads``: it needs the bytes before; ``creates``: it may make the
     file, and its folders), refusing a file other than ``pin``'s; whether the file existed, and its bytes
     before (None: a new file, or not read)."""
-    # An approved write (``pin``) was asked about with it said; else a file not owned is never written: asked
-    # before a folder is made for it, and of the file opened (a link swapped in between leads nowhere else).
-    if pin is None and workspace.owns is not None:
-        _refuse_unowned(workspace, str(workspace.resolve(path)))
+    # An approved write (``pin``) was asked about with it said; else a file not owned is never written, nor a
+    # folder made for it. (Owning is a plan, not a wall: a member's shell can write anywhere in its workspace.)
+    if pin is None and (unowned := workspace.unowned(str(workspace.resolve(path)))) is not None:
+        raise ToolError(f"{unowned}; nothing was written")
     target = _open(workspace, path, os.O_RDWR, make_dirs=creates)
     try:
-        if pin is None:
-            _refuse_unowned(workspace, target.real)
         existed = target.name is None
         before = _read(target.fd) if existed and target.fd is not None and (reads or pin is not None) else None
         if pin is not None:
@@ -210,11 +208,6 @@ def _write(
         return existed, before
     finally:
         target.close()
-
-
-def _refuse_unowned(workspace: Workspace, real: str) -> None:
-    if (unowned := workspace.unowned(real)) is not None:
-        raise ToolError(f"{unowned}; nothing was written")
 
 
 def _check(pin: Pin, path: str, real: str, existed: bool, before: bytes | None) -> None:
