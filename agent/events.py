@@ -358,7 +358,15 @@ class ChildFinished:
     specialist: str = ""
     member: str | None = None
     reason: str | None = None
+    branch: str | None = None  # a child in a worktree of its own: the branch its work is on (None: no change)
+    diff_stat: str | None = None  # what that branch changed: "+12 −3 in 2 files"
     kind: Literal["child_end"] = "child_end"
+
+    @property
+    def branch_note(self) -> str:
+        """``branch zero/…/worker (+12 −3 in 2 files)``, as the shell and the editor show a child's work ("":
+        it worked in its caller's workspace, or left no change)."""
+        return f"branch {self.branch} ({self.diff_stat})" if self.branch else ""
 
 
 # -- teams: events of the team's session -------------------------------------------------------

@@ -143,7 +143,7 @@ class Shown:
                 line = (
                     f"{event.specialist} {event.status} · {event.duration_ms / 1000:.1f} s · {usage.total_tokens:,} "
                     f"tokens · {format_cost(usage)} · session {event.child_session_id}"
-                )
+                ) + (f" · {event.branch_note}" if event.branch_note else "")
                 call = self.task_calls[event.child_session_id]
                 return update_tool_call(call, content=[tool_content(text_block(line))])
             case (  # the rest is not shown to the editor

@@ -133,6 +133,8 @@ class TurnView:
                     f"· {format_cost(usage)} · {event.child_session_id}"
                 )
                 print_(Text(line + (f" ({printable(event.reason)})" if event.reason else ""), style=style))
+                if event.branch_note:
+                    print_(Text(f"  {printable(event.branch_note)}", style="cyan"))
             case RetryScheduled():
                 print_(Text(f"↻ {event.code}: retrying in {event.delay_seconds:.0f} s", style="yellow"))
             case RateLimitWait():

@@ -207,6 +207,8 @@ class StreamJsonWriter:
                     self._subagent_start(event.child_session_id, sid, "", name, event)
                 usage = event.usage.to_json()
                 fields = {"sessionId": event.child_session_id, "status": event.status, "usage": usage}
+                if event.branch:  # a child in a worktree of its own: the branch its work is on
+                    fields.update(branch=event.branch, diffStat=event.diff_stat)
                 self.emit("subagent_end", {**fields, "costUsd": usage["costUsd"], "durationMs": event.duration_ms})
             case RunFinished():
                 if root:

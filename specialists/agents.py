@@ -8,7 +8,7 @@ allows, a ``Delegator`` of its own, whose children are built here too.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from zero.agent import AgentConfig, smallest_cap
 from zero.agent.providers import DEFAULT_MODELS
@@ -16,7 +16,7 @@ from zero.sessions import AgentSession, RunNode, SessionMetadata
 from zero.specialists.context import DELEGATE_TOOLS, AgentContext, InvocationBudget, child_system_prompt
 from zero.specialists.delegation import Delegator
 from zero.specialists.registry import Specialist
-from zero.tools import PermissionMode, Tool, ToolRegistry, builtin_tools
+from zero.tools import PermissionMode, Tool, ToolRegistry, Workspace, builtin_tools
 
 __all__ = [
     "SpecialistOptions",
@@ -156,10 +156,16 @@ async def open_specialist(ctx: AgentContext, spec: Specialist, options: Speciali
 
 
 async def open_child(
-    delegator: Delegator, spec: Specialist, *, session_id: str, description: str, resume: bool
+    delegator: Delegator,
+    spec: Specialist,
+    *,
+    session_id: str,
+    description: str,
+    resume: bool,
+    workspace: Workspace | None = None,
 ) -> AgentSession:
     """A Task child of ``delegator``'s agent (the ``ChildFactory`` every delegator uses), below it in the run
-    tree."""
+    tree; ``workspace``: its own (a worktree), for it and every task it starts."""
     node = delegator.ctx.tree.add(session_id, kind="child", under=delegator.parent.node, title=description)
     options = SpecialistOptions(
         node=node,
@@ -167,4 +173,5 @@ async def open_child(
         permission_mode=delegator.permission_mode,
         caller_tools=delegator.caller_tools,
     )
-    return await open_specialist(delegator.ctx, spec, options)
+    ctx = delegator.ctx if workspace is None else replace(delegator.ctx, workspace=workspace)
+    return await open_specialist(ctx, spec, options)

@@ -24,9 +24,10 @@ from zero.errors import ToolError, UsageError, ZeroError
 from zero.sessions import AgentSession, SessionMetadata, lineage, new_session_id, same_folder, validate_session_id
 from zero.specialists.context import AgentContext
 from zero.specialists.envelope import envelope
+from zero.specialists.isolation import ChildWorktree, HandedBack, bring_back, open_worktree
 from zero.specialists.registry import Specialist
-from zero.specialists.tools import Task, TaskOutput, TaskStop
-from zero.tools import PermissionMode, Tool, ToolOutput
+from zero.specialists.tools import Isolation, Task, TaskOutput, TaskStop
+from zero.tools import PermissionMode, Tool, ToolOutput, Workspace
 from zero.tools.base import Background
 from zero.tools.describe import describe_call
 
@@ -35,9 +36,17 @@ __all__ = ["ChildFactory", "Delegator"]
 
 class ChildFactory(Protocol):
     async def __call__(
-        self, delegator: Delegator, spec: Specialist, *, session_id: str, description: str, resume: bool
+        self,
+        delegator: Delegator,
+        spec: Specialist,
+        *,
+        session_id: str,
+        description: str,
+        resume: bool,
+        workspace: Workspace | None = None,
     ) -> AgentSession:
-        """A child session of ``delegator``'s agent working as ``spec``: new, or resumed from its log."""
+        """A child session of ``delegator``'s agent working as ``spec``: new, or resumed from its log;
+        ``workspace``: where it works instead of its caller's workspace (its worktree)."""
         ...
 
 
@@ -52,6 +61,8 @@ class _Child:
     files_changed: set[str] = field(default_factory=set)
     activity: str = "starting"
     background: bool = False
+    worktree: ChildWorktree | None = None  # isolation = "worktree": where it works
+    handed: HandedBack | None = None  # what its worktree left, once it ended
 
     @property
     def session_id(self) -> str:
@@ -81,6 +92,7 @@ class _Child:
             tools_used=self.tools_used,
             files_changed=self.files_changed,
             error=result.error,
+            worktree=self.handed.lines() if self.handed is not None else (),
         )
         return ToolOutput(
             text=text, is_error=result.status != "completed", changed_files=tuple(sorted(self.files_changed))
@@ -151,18 +163,22 @@ class Delegator:
         resume: str | None,
         call_id: str,
         jobs: list[Background] | None = None,
+        isolation: Isolation | None = None,
     ) -> ToolOutput:
         """Run a child (``background``: start it and return its task id; it joins ``jobs``, the background jobs
-        of the run that started it, so that run's end stops it and records its end before its own)."""
+        of the run that started it, so that run's end stops it and records its end before its own);
+        ``isolation``: ``worktree`` runs it in a git worktree of its own (None: as its manifest says, else not)."""
         if resume:
             if background:
                 raise ToolError("a resumed task runs in the foreground: drop run_in_background")
+            if isolation == "worktree":
+                raise ToolError("a resumed task works where it worked before: drop isolation")
             child = await self._resume(resume, name)
             mode: ChildMode = "resume"
         else:
             if not name:
                 raise ToolError("Task needs a specialist name (or resume with a session id)")
-            child = await self._start(name, description, background)
+            child = await self._start(name, description, background, isolation)
             mode = "background" if background else "foreground"
         self.parent.emit(
             ChildStarted(
@@ -190,7 +206,7 @@ class Delegator:
         await self._execute(child, prompt)
         return child.envelope()
 
-    async def _start(self, name: str, description: str | None, background: bool) -> _Child:
+    async def _start(self, name: str, description: str | None, background: bool, isolation: Isolation | None) -> _Child:
         spec = self.ctx.registry.specialists.get(name)
         if spec is None:
             available = ", ".join(self.ctx.registry.names()) or "none"
@@ -199,8 +215,23 @@ class Delegator:
                 "Pick the one whose description fits the task."
             )
         text = description or spec.description
-        session = await self._open(spec, new_session_id("child"), text, resume=False)
-        return self._keep(_Child(session=session, specialist=spec, description=text, background=background))
+        session_id = new_session_id("child")
+        worktree = None
+        if (isolation or spec.isolation or "none") == "worktree":
+            try:
+                worktree = await anyio.to_thread.run_sync(open_worktree, self.ctx.workspace, session_id, spec.name)
+            except ZeroError as e:
+                raise ToolError(f"cannot start {spec.name} in a worktree of its own: {e}") from e
+        try:
+            workspace = worktree.workspace(self.ctx.workspace) if worktree is not None else None
+            session = await self._open(spec, session_id, text, resume=False, workspace=workspace)
+        except BaseException:
+            if worktree is not None:  # it never ran: nothing of it to keep
+                with anyio.CancelScope(shield=True):
+                    await anyio.to_thread.run_sync(bring_back, worktree, session_id, "failed")
+            raise
+        child = _Child(session=session, specialist=spec, description=text, background=background, worktree=worktree)
+        return self._keep(child)
 
     async def _resume(self, session_id: str, name: str | None) -> _Child:
         try:
@@ -233,9 +264,13 @@ class Delegator:
         session = await self._open(spec, session_id, meta.title, resume=True)
         return self._keep(_Child(session=session, specialist=spec, description=meta.title))
 
-    async def _open(self, spec: Specialist, session_id: str, description: str, *, resume: bool) -> AgentSession:
+    async def _open(
+        self, spec: Specialist, session_id: str, description: str, *, resume: bool, workspace: Workspace | None = None
+    ) -> AgentSession:
         try:
-            return await self._open_child(self, spec, session_id=session_id, description=description, resume=resume)
+            return await self._open_child(
+                self, spec, session_id=session_id, description=description, resume=resume, workspace=workspace
+            )
         except ZeroError as e:
             raise ToolError(f"cannot start {spec.name}: {e}") from e
 
@@ -256,6 +291,10 @@ class Delegator:
                         await child.session.send(prompt)
                     tg.cancel_scope.cancel()
         finally:
+            if child.worktree is not None:  # its work is committed on its branch before its end is told
+                with anyio.CancelScope(shield=True):
+                    status = child.session.result.status if child.session.result else "interrupted"
+                    child.handed = await anyio.to_thread.run_sync(bring_back, child.worktree, child.session_id, status)
             self._finish(child, started)
 
     async def _watchdog(self, child: _Child, seconds: float) -> None:
@@ -275,6 +314,8 @@ class Delegator:
                 status=result.status,
                 usage=usage,
                 duration_ms=int((time.monotonic() - started) * 1000),
+                branch=child.handed.branch if child.handed else None,
+                diff_stat=str(child.handed.stat) if child.handed and child.handed.stat else None,
             )
         )
         child.done.set()

@@ -21,6 +21,7 @@ def envelope(
     tools_used: Iterable[str] = (),
     files_changed: Iterable[str] = (),
     error: str | None = None,
+    worktree: Iterable[str] = (),
 ) -> str:
     """``session_id`` first (so it can be resumed), then status, the facts, and the text."""
     lines = [f"session_id: {session_id}", f"status: {status}", f"specialist: {specialist}"]
@@ -35,6 +36,7 @@ def envelope(
     files = sorted(set(files_changed))
     if files:
         lines.append(f"files changed: {', '.join(files)}")
+    lines.extend(worktree)  # what a child in a worktree of its own left: its branch, and how to merge it
     lines.append("---")
     lines.append(output.strip() or "(no output)")
     return "\n".join(lines)

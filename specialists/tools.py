@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Sequence
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from pydantic import Field
 
 from zero.tools import ArgsModel, BuiltinTool, ToolContext, ToolOutput
 from zero.tools.base import Background, current_call_id
 
-__all__ = ["Task", "TaskOutput", "TaskRunner", "TaskStop"]
+__all__ = ["Isolation", "Task", "TaskOutput", "TaskRunner", "TaskStop"]
+
+Isolation = Literal["worktree", "none"]
 
 
 class TaskRunner(Protocol):
@@ -27,6 +29,7 @@ class TaskRunner(Protocol):
         resume: str | None,
         call_id: str,
         jobs: list[Background] | None = None,
+        isolation: Isolation | None = None,
     ) -> ToolOutput: ...
 
     async def output(self, task_id: str, block: bool, wait_seconds: float) -> ToolOutput: ...
@@ -40,6 +43,12 @@ class TaskArgs(ArgsModel):
     description: str | None = Field(None, description="A short label (3-8 words) for the task.")
     run_in_background: bool = Field(False, description="Return at once with a task_id; check it with TaskOutput.")
     resume: str | None = Field(None, description="Continue an earlier specialist session (its session_id).")
+    isolation: Isolation | None = Field(
+        None,
+        description='"worktree": the specialist works in a git worktree of its own, branched from what you see '
+        "now (your uncommitted edits included), and its changes come back as a branch to merge; "
+        '"none": in your workspace. Default: as the specialist says, else "none".',
+    )
 
 
 class Task(BuiltinTool[TaskArgs]):
@@ -83,6 +92,7 @@ class Task(BuiltinTool[TaskArgs]):
             resume=args.resume,
             call_id=current_call_id.get(),
             jobs=ctx.background,
+            isolation=args.isolation,
         )
 
 
