@@ -15,9 +15,10 @@ import pytest
 from acp import RequestError, text_block
 from acp.schema import McpServerStdio
 from support.acp import Editor, agent, refused
-from support.cli import ZERO, write_script
+from support.cli import TASK_IN_A_WORKTREE, ZERO, write_script
+from support.git import hermetic_git, make_repo
 
-from zero.sessions import FileSessionStore
+from zero.sessions import FileSessionStore, short_id
 
 pytestmark = pytest.mark.anyio
 
@@ -390,3 +391,23 @@ text = "Still here."
         notes = [t for t in texts if "output cap" in t]
         assert len(notes) == 1 and notes[0].startswith("\n\n[output_capped] the answer was cut: "), notes
     assert FileSessionStore(Path(os.environ["ZERO_HOME"]) / "sessions").metadata(sid).status == "output_capped"
+
+
+async def test_a_task_child_in_a_worktree_shows_its_branch_and_diff_stat_when_it_ends(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    hermetic_git(tmp_path, monkeypatch)
+    repo = make_repo(tmp_path / "repo")
+    script = write_script(tmp_path / "s.toml", TASK_IN_A_WORKTREE)
+    editor = Editor()
+    async with agent(editor, script) as conn:
+        sid = (await conn.new_session(cwd=str(repo))).session_id
+        done = await conn.prompt(session_id=sid, prompt=[text_block("Add a module aside")])
+        assert done.stop_reason == "end_turn"
+    progress = [
+        u.content[0].content.text for _, u in editor.updates if u.session_update == "tool_call_update" and u.content
+    ]
+    ended = next(p for p in progress if p.startswith("worker completed"))
+    child = ended.split("session ", 1)[1].split(" ", 1)[0]
+    assert ended.endswith(f" · session {child} · branch zero/{short_id(child)}/worker (+2 −0 in 1 file)")
+    assert f"merge it: git merge zero/{short_id(child)}/worker" in progress[-1]  # the result: clean tree, a merge

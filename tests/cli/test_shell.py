@@ -10,11 +10,12 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from support.cli import write_script, zero
+from support.cli import TASK_IN_A_WORKTREE, write_script, zero
+from support.git import hermetic_git, make_repo, run_git
 from support.llm_server import LLMServer, Reply, _chunk
 from support.terminal import Terminal
 
-from zero.sessions import FileSessionStore
+from zero.sessions import FileSessionStore, short_id
 
 SCRIPT = """
 [[turns]]
@@ -274,3 +275,26 @@ def test_text_streams_onto_the_screen_before_the_message_completes(workspace: Pa
 def test_without_a_terminal_zero_says_to_use_exec(workspace: Path) -> None:
     done = zero("--cwd", str(workspace), input="hi")
     assert done.returncode == 2 and 'use zero exec "PROMPT"' in done.stderr
+
+
+def test_a_task_child_in_a_worktree_shows_its_branch_and_diff_stat_when_it_ends(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    hermetic_git(tmp_path, monkeypatch)
+    repo = make_repo(tmp_path / "repo")
+    term = shell(repo, write_script(tmp_path / "s.toml", TASK_IN_A_WORKTREE))
+    try:
+        term.wait_prompt()
+        term.type("Add a module aside")
+        term.wait_for("It is on a branch.")
+        ended = re.search(
+            r"⇠ worker completed · .* · (child_\w+)\n\s+branch (zero/\w+/worker) \(\+2 −0 in 1 file\)", term.text()
+        )
+        assert ended is not None, term.text()
+        assert ended.group(2) == f"zero/{short_id(ended.group(1))}/worker"
+        assert run_git(repo, "show", f"{ended.group(2)}:d.py") == "d = 1\nd += 1"
+        assert not (repo / "d.py").exists()  # its work is on its branch, not in the user's checkout
+        term.type("/exit")
+        assert term.wait_exit() == 0
+    finally:
+        term.close()

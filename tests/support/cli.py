@@ -19,6 +19,22 @@ from zero.cli import main
 
 ZERO = str(Path(sys.executable).with_name("zero"))
 
+TASK_IN_A_WORKTREE = """
+[[turns]]
+match = { last = "Add a module aside", turn = 1 }
+tool_calls = [{ name = "Task", arguments = { name = "worker", prompt = "Add d.py.", isolation = "worktree" } }]
+[[turns]]
+match = { system = "You are the worker", turn = 1 }
+tool_calls = [{ name = "write_file", arguments = { path = "d.py", content = "d = 1\\nd += 1\\n" } }]
+[[turns]]
+match = { system = "You are the worker", turn = 2 }
+text = "d.py written."
+[[turns]]
+match = { last = "d.py written", turn = 2 }
+text = "It is on a branch."
+"""
+"""A parent that gives a worker a Task in a worktree of its own (``isolation = "worktree"``): d.py, 2 lines."""
+
 
 @dataclass
 class Done:
