@@ -8,12 +8,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support.cli import lines, scripted, write_script, zero
+from support.cli import TASK_IN_A_WORKTREE, lines, scripted, write_script, zero
+from support.git import hermetic_git, make_repo
 
 from zero.agent import RUN_STATUSES, PermissionDecided
 from zero.cli.streamjson import StreamJsonWriter, read_input
 from zero.errors import UsageError, ZeroError
-from zero.sessions import FileSessionStore
+from zero.sessions import FileSessionStore, short_id
 
 # The fields docs/STREAM_JSON_PROTOCOL.md gives each output event (besides schemaVersion, type, runId).
 FIELDS: dict[str, set[str]] = {
@@ -319,3 +320,16 @@ def test_a_run_stopped_by_max_turns_ends_incomplete_and_recoverable(workspace: P
     assert error["type"] == "error" and error["code"] == "max_turns" and error["recoverable"] is True
     assert error["message"] == "stopped after 1 model call (max turns); the answer is partial"
     assert end == {**end, "type": "run_end", "status": "incomplete", "exitCode": 4} and done.returncode == 4
+
+
+def test_a_task_child_in_a_worktree_ends_with_its_branch_and_diff_stat(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    hermetic_git(tmp_path, monkeypatch)
+    repo = make_repo(tmp_path / "repo")
+    script = write_script(tmp_path / "s.toml", TASK_IN_A_WORKTREE)
+    done = zero("exec", "Add a module aside", *scripted(script, repo), "--output-format", "stream-json")
+    assert done.returncode == 0, done.stderr
+    [end] = [e for e in lines(done.stdout) if e["type"] == "subagent_end"]
+    child = end["sessionId"]
+    assert (end["branch"], end["diffStat"]) == (f"zero/{short_id(child)}/worker", "+2 −0 in 1 file")
