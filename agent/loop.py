@@ -67,7 +67,7 @@ from zero.tools import (
     pinned,
     redact,
     redact_values,
-    unowned_write,
+    unowned_call,
 )
 from zero.tools.base import current_call_id, side_effect_of
 from zero.tools.permissions import REASONS
@@ -772,7 +772,7 @@ class AgentRun:
         if decision == "deny":
             return "denied", ToolOutput(text=f"Permission denied: {call.name} is not allowed in {mode} mode.")
         # A write outside what a team member owns: never made unasked, asked about where writes are.
-        unowned = unowned_write(self.ctx.workspace, call.name, call.arguments)
+        unowned = unowned_call(self.ctx.workspace, call.name, call.arguments)
         if unowned is not None and (decision == "allow" or self.config.approver is None):
             return "denied", ToolOutput(text=f"Permission denied: {unowned}.")
         if decision == "prompt":

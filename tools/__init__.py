@@ -6,7 +6,7 @@ from __future__ import annotations
 from zero.tools._sandbox import hide_own_secrets
 from zero.tools.base import ArgsModel, BuiltinTool, ShellSettings, SideEffect, Tool, ToolContext, ToolOutput
 from zero.tools.budget import budget_output
-from zero.tools.builtin import PREVIEW_BYTES, EditPlan, Pin, builtin_tools, pinned, plan_edit, unowned_write
+from zero.tools.builtin import PREVIEW_BYTES, EditPlan, Pin, builtin_tools, pinned, plan_edit, unowned_call
 from zero.tools.git import GitError, NotARepository
 from zero.tools.owns import Owns, overlaps
 from zero.tools.permissions import PERMISSION_MODES, Decision, PermissionMode, decide, narrower, within
@@ -59,6 +59,6 @@ __all__ = [
     "redact_values",
     "secret_name",
     "take_snapshot",
-    "unowned_write",
+    "unowned_call",
     "within",
 ]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from zero.tools.base import Tool
-from zero.tools.builtin.edits import PREVIEW_BYTES, EditFile, EditPlan, Pin, WriteFile, pinned, plan_edit, unowned_write
+from zero.tools.builtin.edits import PREVIEW_BYTES, EditFile, EditPlan, Pin, WriteFile, pinned, plan_edit, unowned_call
 from zero.tools.builtin.files import ListDirectory, ReadFile
 from zero.tools.builtin.plan import UpdatePlan
 from zero.tools.builtin.search import Glob, Grep
@@ -24,7 +24,7 @@ __all__ = [
     "builtin_tools",
     "pinned",
     "plan_edit",
-    "unowned_write",
+    "unowned_call",
 ]
 
 

@@ -28,7 +28,7 @@ from zero.tools.base import ArgsModel, BuiltinTool, ToolContext, ToolOutput
 from zero.tools.builtin.files import refuse_linked
 from zero.tools.workspace import NotFound, Workspace
 
-__all__ = ["PREVIEW_BYTES", "EditFile", "EditPlan", "Pin", "WriteFile", "pinned", "plan_edit", "unowned_write"]
+__all__ = ["PREVIEW_BYTES", "EditFile", "EditPlan", "Pin", "WriteFile", "pinned", "plan_edit", "unowned_call"]
 
 PREVIEW_BYTES = 1_000_000  # of a file an approval shows; past it, the change is not shown
 _BINARY = 8192  # a NUL in a file's first bytes makes it binary, as read_file says
@@ -69,16 +69,22 @@ def plan_edit(workspace: Workspace, name: str, arguments: dict[str, Any]) -> Edi
     return None if tool is None else tool.plan(workspace, arguments)
 
 
-def unowned_write(workspace: Workspace, name: str, arguments: dict[str, Any]) -> str | None:
+def unowned_call(workspace: Workspace, name: str, arguments: dict[str, Any]) -> str | None:
     """Why the call of the write tool ``name`` would write a file its workspace's owner does not own (None: it
-    would not, or ``name`` writes nothing, or the call fails anyway); asked before the call, so that it is denied
-    (or asked about), and again by the write itself."""
+    would not, or ``name`` writes nothing); asked before the call, so that it is denied (or asked about), and
+    again by the write itself."""
     path = arguments.get("path")
-    if workspace.owns is None or name not in _TOOLS or not isinstance(path, str):
+    return unowned_write(workspace, path) if name in _TOOLS and isinstance(path, str) else None
+
+
+def unowned_write(workspace: Workspace, path: str) -> str | None:
+    """Why a write to ``path`` is not the workspace's owner's to make (None: it is, or the path cannot be
+    resolved, which the tool then says)."""
+    if workspace.owns is None:  # (no path is resolved for a workspace whose owner may write anything)
         return None
     try:
         return workspace.unowned(str(workspace.resolve(path)))
-    except ToolError:  # outside the workspace, or no path: the tool says so
+    except (ToolError, OSError):
         return None
 
 
@@ -182,7 +188,7 @@ def _write(
     before (None: a new file, or not read)."""
     # An approved write (``pin``) was asked about with it said; else a file not owned is never written, nor a
     # folder made for it. (Owning is a plan, not a wall: a member's shell can write anywhere in its workspace.)
-    if pin is None and (unowned := workspace.unowned(str(workspace.resolve(path)))) is not None:
+    if pin is None and (unowned := unowned_write(workspace, path)) is not None:
         raise ToolError(f"{unowned}; nothing was written")
     target = _open(workspace, path, os.O_RDWR, make_dirs=creates)
     try:
