@@ -89,6 +89,7 @@ async def test_a_child_in_a_worktree_sees_its_parents_edits_and_hands_back_a_bra
             call("read_file", path=outside),
             call("write_file", path=outside, content="escaped\n"),
             call("write_file", path="src/new.py", content="y = 3\n"),
+            call("bash", command="pwd && touch from-bash.txt"),
         ),
         turn(WORKER, 2, "Added src/new.py."),
     ]
@@ -101,6 +102,7 @@ async def test_a_child_in_a_worktree_sees_its_parents_edits_and_hands_back_a_bra
     assert any("x = 2  # not committed yet" in r for r in seen) and any("untracked" in r for r in seen)
     refused = f"{outside!r} is outside the workspace ({folder}); only paths inside it can be read or written"
     assert seen.count(f"Error: {refused}") == 2  # the read and the write into the parent's checkout
+    assert seen[-1].startswith(f"{folder}\n")  # its shell works there too
     assert (repo / "src/app.py").read_text() == "x = 2  # not committed yet\n"
     branch = f"zero/{short_id(child)}/worker"
     # its work is one commit on its branch, on the snapshot of the parent's tree, on the user's own HEAD
@@ -110,15 +112,15 @@ async def test_a_child_in_a_worktree_sees_its_parents_edits_and_hands_back_a_bra
         "Mine",
     ]
     assert run_git(repo, "branch", "--contains", "origin/HEAD", "--list", branch) == ""  # not from origin/HEAD
-    assert run_git(repo, "diff", "--name-only", f"{branch}~1", branch) == "src/new.py"
+    assert run_git(repo, "diff", "--name-only", f"{branch}~1", branch).split() == ["from-bash.txt", "src/new.py"]
     assert worktree_list(repo) == [f"{repo} branch refs/heads/main"] and not folder.exists()
     end = next(e for e in events if e.kind == "child_end")
-    assert (end.branch, end.diff_stat) == (branch, "+1 −0 in 1 file")
-    assert end.branch_note == f"branch {branch} (+1 −0 in 1 file)"
+    assert (end.branch, end.diff_stat) == (branch, "+1 −0 in 2 files")
+    assert end.branch_note == f"branch {branch} (+1 −0 in 2 files)"
     envelope = tool_results(events, start.session_id)[0]
     snapshot = run_git(repo, "rev-parse", f"{branch}~1")
     merge = f"git diff {snapshot[:12]} {branch} | git apply"
-    assert f"\nbranch: {branch} (+1 −0 in 1 file)\nmerge it: {merge}\n---\nAdded src/new.py." in envelope
+    assert f"\nbranch: {branch} (+1 −0 in 2 files)\nmerge it: {merge}\n---\nAdded src/new.py." in envelope
     shell(merge, repo)  # the command it gives does what it says
     assert (repo / "src/new.py").read_text() == "y = 3\n"
     assert (repo / "src/app.py").read_text() == "x = 2  # not committed yet\n"
