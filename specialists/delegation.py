@@ -24,7 +24,7 @@ from zero.errors import ToolError, UsageError, ZeroError
 from zero.sessions import AgentSession, SessionMetadata, lineage, new_session_id, same_folder, validate_session_id
 from zero.specialists.context import AgentContext
 from zero.specialists.envelope import envelope
-from zero.specialists.isolation import ChildWorktree, HandedBack, bring_back, open_worktree
+from zero.specialists.isolation import ChildWorktree, HandedBack, bring_back, open_worktree, reopen_worktree
 from zero.specialists.registry import Specialist
 from zero.specialists.tools import Isolation, Task, TaskOutput, TaskStop
 from zero.tools import PermissionMode, Tool, ToolOutput, Workspace
@@ -222,14 +222,7 @@ class Delegator:
                 worktree = await anyio.to_thread.run_sync(open_worktree, self.ctx.workspace, session_id, spec.name)
             except ZeroError as e:
                 raise ToolError(f"cannot start {spec.name} in a worktree of its own: {e}") from e
-        try:
-            workspace = worktree.workspace(self.ctx.workspace) if worktree is not None else None
-            session = await self._open(spec, session_id, text, resume=False, workspace=workspace)
-        except BaseException:
-            if worktree is not None:  # it never ran: nothing of it to keep
-                with anyio.CancelScope(shield=True):
-                    await anyio.to_thread.run_sync(bring_back, worktree, session_id, "failed")
-            raise
+        session = await self._open(spec, session_id, text, resume=False, worktree=worktree)
         child = _Child(session=session, specialist=spec, description=text, background=background, worktree=worktree)
         return self._keep(child)
 
@@ -254,25 +247,38 @@ class Delegator:
             )
         if meta.session_kind != "child" or not meta.specialist:
             raise ToolError(f"session {session_id} is not a specialist's session, so Task cannot resume it")
-        if not same_folder(meta.cwd, self.ctx.workspace.root):  # the one workspace check every resume makes
-            raise ToolError(f"session {session_id} worked in another folder ({meta.cwd}); start a new task")
         if name and name != meta.specialist:
             raise ToolError(f"session {session_id} belongs to specialist {meta.specialist!r}, not {name!r}")
         spec = self.ctx.registry.specialists.get(meta.specialist)
         if spec is None:
             raise ToolError(f"the specialist {meta.specialist!r} of session {session_id} no longer exists")
-        session = await self._open(spec, session_id, meta.title, resume=True)
-        return self._keep(_Child(session=session, specialist=spec, description=meta.title))
+        worktree = None
+        if not same_folder(meta.cwd, self.ctx.workspace.root):  # the one workspace check every resume makes
+            try:  # else a child that worked in a worktree of its own: made again from its branch
+                worktree = await anyio.to_thread.run_sync(reopen_worktree, session_id, spec.name)
+            except ZeroError as e:
+                raise ToolError(f"cannot open the worktree of {session_id} again: {e}") from e
+            if worktree is None or not same_folder(meta.cwd, worktree.tree.workspace):
+                raise ToolError(f"session {session_id} worked in another folder ({meta.cwd}); start a new task")
+        session = await self._open(spec, session_id, meta.title, resume=True, worktree=worktree)
+        return self._keep(_Child(session=session, specialist=spec, description=meta.title, worktree=worktree))
 
     async def _open(
-        self, spec: Specialist, session_id: str, description: str, *, resume: bool, workspace: Workspace | None = None
+        self, spec: Specialist, session_id: str, description: str, *, resume: bool, worktree: ChildWorktree | None
     ) -> AgentSession:
+        """The child's session, working in ``worktree`` if it has one (handed back, if the child cannot start)."""
+        workspace = worktree.workspace(self.ctx.workspace) if worktree is not None else None
         try:
             return await self._open_child(
                 self, spec, session_id=session_id, description=description, resume=resume, workspace=workspace
             )
-        except ZeroError as e:
-            raise ToolError(f"cannot start {spec.name}: {e}") from e
+        except BaseException as e:
+            if worktree is not None:  # it never ran this time: what it holds is kept on its branch, or dropped
+                with anyio.CancelScope(shield=True):
+                    await anyio.to_thread.run_sync(bring_back, worktree, session_id, "failed")
+            if isinstance(e, ZeroError):
+                raise ToolError(f"cannot start {spec.name}: {e}") from e
+            raise
 
     def _keep(self, child: _Child) -> _Child:
         self.ctx.tree.attach(child.session.node, child.follow)

@@ -4,7 +4,8 @@ The child works in ``$ZERO_HOME/worktrees/<child-short-id>/<specialist>`` on bra
 ``zero/<child-short-id>/<specialist>``, branched from a snapshot of what its parent sees (HEAD plus every
 uncommitted change, never ``origin/HEAD``); its whole workspace is rooted there. When it ends, whatever its
 status, what it changed is committed on that branch and the worktree is removed: a branch with a change stays
-for the parent to merge (the Task result says how), a branch without one goes too.
+for the parent to merge (the Task result says how), a branch without one goes too. A resumed child works
+in its worktree again, made from its branch.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from zero.errors import ZeroError
 from zero.sessions import default_data_dir, short_id
 from zero.tools import DiffStat, MemberWorktree, Workspace, Worktrees, take_snapshot
 
-__all__ = ["ChildWorktree", "HandedBack", "bring_back", "open_worktree"]
+__all__ = ["ChildWorktree", "HandedBack", "bring_back", "open_worktree", "reopen_worktree"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -58,6 +59,16 @@ def open_worktree(caller: Workspace, session_id: str, specialist: str) -> ChildW
     repository."""
     snapshot = take_snapshot(caller.root, who=f"the task {specialist!r}")
     worktrees = Worktrees.create(snapshot, root=short_id(session_id), home=default_data_dir())
+    return ChildWorktree(worktrees=worktrees, tree=worktrees.open(specialist))
+
+
+def reopen_worktree(session_id: str, specialist: str) -> ChildWorktree | None:
+    """The worktree of the child ``session_id`` made again on its branch, to resume it where it was (None: it
+    worked in no worktree of its own). Blocking: run it in a thread."""
+    try:
+        worktrees = Worktrees.load(root=short_id(session_id), home=default_data_dir())
+    except ZeroError:
+        return None
     return ChildWorktree(worktrees=worktrees, tree=worktrees.open(specialist))
 
 

@@ -162,3 +162,31 @@ async def test_a_worktree_outside_a_git_repository_is_refused_with_the_fix(works
         'there, or set isolation = "none"'
     ]
     assert not [e for e in events if e.kind == "child_start"]
+
+
+async def test_a_resumed_child_works_again_where_it_was_on_its_branch(repo: Path, tmp_path: Path) -> None:
+    resumed = ScriptMatch(system=WORKER, last="Go on.")
+    turns = [
+        turn(PARENT, 1, "", call("Task", name="worker", prompt="Start a.", isolation="worktree")),
+        turn(PARENT, 2, "", call("Task", resume="{{session_id}}", prompt="Go on.")),
+        turn(PARENT, 3, "Both on the branch."),
+        turn(WORKER, 1, "", call("write_file", path="a.py", content="a = 1\n")),
+        turn(WORKER, 2, "Started."),
+        ScriptTurn(
+            match=resumed,
+            tool_calls=[call("read_file", path="a.py"), call("write_file", path="b.py", content="b = 2\n")],
+        ),
+        ScriptTurn(match=ScriptMatch(system=WORKER, last="b.py"), text="Went on."),
+    ]
+    result, events = await run_parent(repo, tmp_path, turns)
+    assert result.status == "completed"
+    start = next(e for e in events if e.kind == "child_start")
+    child, branch = start.child_session_id, f"zero/{short_id(start.child_session_id)}/worker"
+    assert tool_results(events, child)[1] == "     1\ta = 1"  # its first run's work, where it left it
+    first, second = tool_results(events, start.session_id)
+    assert f"branch: {branch} (+1 −0 in 1 file)" in first and f"branch: {branch} (+2 −0 in 2 files)" in second
+    assert (
+        run_git(repo, "log", "--format=%s", "-2", branch).splitlines()
+        == [f"worker: what session {child} changed (it ended completed)"] * 2
+    )
+    assert worktree_list(repo) == [f"{repo} branch refs/heads/main"]
