@@ -59,6 +59,7 @@ def _spec_json(spec: Specialist, registry: SpecialistRegistry) -> dict[str, Any]
         "maxTurns": spec.max_turns,
         "maxOutputTokens": spec.max_output_tokens,
         "timeoutSeconds": spec.timeout_seconds,
+        "isolation": spec.isolation,
         "budget": {"tokens": spec.budget_tokens, "costUsd": spec.budget_cost_usd},
         "overrides": [str(p) for p in registry.overridden.get(spec.name, [])],
         "trusted": spec.trusted,
@@ -133,6 +134,7 @@ def _show(workspace: Path, name: str, as_json: bool, out: TextIO) -> int:
         "maxTurns",
         "maxOutputTokens",
         "timeoutSeconds",
+        "isolation",
         "budget",
         "overrides",
     ):

@@ -233,6 +233,24 @@ def test_show_says_what_a_specialist_extends_and_what_it_inherits(workspace: Pat
     assert "extends" not in zero("specialists", "show", "explorer", *here).stdout
 
 
+def test_show_says_where_a_specialists_tasks_work_and_extends_passes_it_on(workspace: Path) -> None:
+    folder = workspace / ".zero" / "specialists"
+    folder.mkdir(parents=True)
+    (folder / "aside.toml").write_text('name = "aside"\nextends = "worker"\nisolation = "worktree"\n')
+    (folder / "after.toml").write_text('name = "after"\nextends = "aside"\n')
+    here = ["--cwd", str(workspace)]
+    assert "isolation: worktree\n" in zero("specialists", "show", "after", *here).stdout
+    shown = json.loads(zero("specialists", "show", "after", *here, "--json").stdout)
+    assert shown["isolation"] == "worktree" and "isolation" in shown["inherits"]
+    assert json.loads(zero("specialists", "show", "worker", *here, "--json").stdout)["isolation"] is None
+    (folder / "bad.toml").write_text('name = "bad"\nextends = "worker"\nisolation = "branch"\n')
+    bad = zero("specialists", "validate", str(folder / "bad.toml"))
+    assert (bad.returncode, bad.stdout) == (
+        2,
+        f"invalid  {folder / 'bad.toml'}:3: isolation: Input should be 'worktree' or 'none'\n",
+    )
+
+
 def test_validate_reports_each_file(workspace: Path) -> None:
     folder = _manifests(workspace)
     done = zero(
