@@ -336,7 +336,6 @@ owns = ["docs/**"]
         "  api, then docs (file order): docs/api.md and docs/**\n"
         "  web, then tests (file order): src/web/** and src/*/models.py\n"
         "  tests, then docs (depends_on): docs/[a-c]*.md and docs/**\n"
-        "Budget: "
     ) in text.stdout
     data = json.loads(zero("swarm", "validate", str(team), "--json").stdout)
     assert data["members"][0]["owns"] == ["src/api/**", "docs/api.md"]
