@@ -132,9 +132,10 @@ class TurnView:
                     f"⇠ {name} {event.status} · {event.duration_ms / 1000:.1f} s · {usage.total_tokens:,} tokens "
                     f"· {format_cost(usage)} · {event.child_session_id}"
                 )
-                print_(Text(line + (f" ({printable(event.reason)})" if event.reason else ""), style=style))
-                if event.branch_note:
-                    print_(Text(f"  {printable(event.branch_note)}", style="cyan"))
+                shown = Text(line + (f" ({printable(event.reason)})" if event.reason else ""), style=style)
+                if event.branch_note:  # in the same print: the live tree is never drawn between the two lines
+                    shown.append(f"\n  {printable(event.branch_note)}", style="cyan")
+                print_(shown)
             case RetryScheduled():
                 print_(Text(f"↻ {event.code}: retrying in {event.delay_seconds:.0f} s", style="yellow"))
             case RateLimitWait():

@@ -110,15 +110,22 @@ class Terminal:
         return _row(self.screen_, self.screen_.cursor.y)
 
     def wait_prompt(self, timeout: float = TIMEOUT) -> str:
-        """Wait until the cursor sits on an empty prompt: the shell is ready for a message."""
+        """Wait until the cursor sits on an empty prompt that reads the keyboard: the shell is ready for a
+        message."""
         deadline = time.monotonic() + timeout
         while True:
             self.read()
             line = _row(self.screen_, self.screen_.cursor.y)
-            if line.startswith("› ") and not line[2:].strip():
+            if line.startswith("› ") and not line[2:].strip() and self.reading():
                 return self.screen()
             if time.monotonic() > deadline:
                 raise AssertionError(f"no prompt; the screen:\n{self.screen()}")
+
+    def reading(self) -> bool:
+        """Is a prompt reading the keyboard now? A prompt turns bracketed paste on as it starts reading and off
+        as it ends: a key typed before (while the history of a resumed session is still drawn, say) would go to
+        the terminal's line editing, where a Ctrl-D is lost."""
+        return self.log.rfind(b"\x1b[?2004h") > self.log.rfind(b"\x1b[?2004l")
 
     def _pending(self) -> bool:
         try:
