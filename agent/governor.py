@@ -18,7 +18,6 @@ Waiting for the governor is neither a failure nor a retry and spends nothing; ``
 
 from __future__ import annotations
 
-import email.utils
 import math
 import re
 import time
@@ -86,6 +85,8 @@ def parse_retry_after(headers: Mapping[str, str]) -> float | None:
         return max(0.0, float(value))
     except ValueError:
         pass
+    import email.utils  # (an HTTP date is rare: not paid for by every run that imports the governor)
+
     try:
         when = email.utils.parsedate_to_datetime(value)
     except (TypeError, ValueError):
