@@ -14,7 +14,7 @@ from zero.errors import ConfigError
 from zero.strictfile import NAME_PATTERN, FileError, KeyLines, Problem, parse_data, read_data, validate_model
 from zero.tools import builtin_tools, expand_tools
 
-__all__ = ["NAME_PATTERN", "Manifest", "ManifestError", "ManifestFile"]
+__all__ = ["NAME_PATTERN", "Manifest", "ManifestError", "ManifestFile", "Specialist"]
 
 Location = Literal["builtin", "user", "project", "file"]
 KNOWN_TOOLS = [t.name for t in builtin_tools()]
@@ -122,3 +122,31 @@ class ManifestFile:
         if manifest is None or problems:
             raise ManifestError(sorted(problems, key=lambda p: p.line or 0))
         return cls(manifest=manifest, path=path, location=location, digest=digest)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Specialist:
+    """A resolved specialist: ``extends`` merged, tools expanded to names."""
+
+    name: str
+    description: str
+    prompt: str
+    tools: tuple[str, ...]
+    location: Location
+    path: Path
+    model: str | None = None
+    provider: str | None = None
+    reasoning_effort: str | None = None
+    max_turns: int | None = None
+    max_output_tokens: int | None = None
+    timeout_seconds: float | None = None
+    budget_tokens: int | None = None
+    budget_cost_usd: float | None = None
+    isolation: str | None = None  # "worktree" or "none"; None: the default for its tools (docs/SPECIALISTS.md)
+    tool_selection: tuple[str, ...] = ()
+    default_tools: bool = False
+    fingerprint: str = ""  # of its project files' text (a project's specialist): what trusting it covers
+    trusted: bool | None = None  # a project's specialist: does the user trust it as it is now (None: not a project's)
+    narrowed: tuple[str, ...] = ()  # what it asked beyond what the user set, and what it got instead
+    bases: tuple[str, ...] = ()  # what it extends: its base, that one's base, ...
+    inherited: tuple[str, ...] = ()  # the manifest keys it takes from its base (a prompt of its own follows the base's)

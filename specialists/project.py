@@ -13,14 +13,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, TypeVar
+from typing import TypeVar
 
 from zero.agent.pricing import DEFAULT_OUTPUT_CAP
-from zero.specialists.manifest import KNOWN_TOOLS
+from zero.specialists.manifest import KNOWN_TOOLS, Specialist
 from zero.tools import expand_tools
-
-if TYPE_CHECKING:  # the registry imports this module; a specialist is only passed through here
-    from zero.specialists.registry import Specialist
 
 __all__ = ["PROJECT_ONLY_TOOLS", "ProjectLimits", "narrow"]
 

@@ -20,40 +20,12 @@ from pathlib import Path
 from typing import TypeVar
 
 from zero.errors import ConfigError, ToolError
-from zero.specialists.manifest import KNOWN_TOOLS, Location, Manifest, ManifestError, ManifestFile
+from zero.specialists.manifest import KNOWN_TOOLS, Location, Manifest, ManifestError, ManifestFile, Specialist
 from zero.specialists.project import ProjectLimits, narrow
 from zero.strictfile import MAX_FILE
 from zero.tools import NotFound, OutsideWorkspace, Workspace, expand_tools
 
 __all__ = ["Specialist", "SpecialistRegistry", "builtin_dir", "project_dir", "user_dir"]
-
-
-@dataclass(frozen=True, kw_only=True)
-class Specialist:
-    """A resolved specialist: ``extends`` merged, tools expanded to names."""
-
-    name: str
-    description: str
-    prompt: str
-    tools: tuple[str, ...]
-    location: Location
-    path: Path
-    model: str | None = None
-    provider: str | None = None
-    reasoning_effort: str | None = None
-    max_turns: int | None = None
-    max_output_tokens: int | None = None
-    timeout_seconds: float | None = None
-    budget_tokens: int | None = None
-    budget_cost_usd: float | None = None
-    isolation: str | None = None  # "worktree" or "none"; None: the default for its tools (docs/SPECIALISTS.md)
-    tool_selection: tuple[str, ...] = ()
-    default_tools: bool = False
-    fingerprint: str = ""  # of its project files' text (a project's specialist): what trusting it covers
-    trusted: bool | None = None  # a project's specialist: does the user trust it as it is now (None: not a project's)
-    narrowed: tuple[str, ...] = ()  # what it asked beyond what the user set, and what it got instead
-    bases: tuple[str, ...] = ()  # what it extends: its base, that one's base, ...
-    inherited: tuple[str, ...] = ()  # the manifest keys it takes from its base (a prompt of its own follows the base's)
 
 
 def builtin_dir() -> Path:
