@@ -15,6 +15,8 @@ recorded worktrees whose folder is gone (``git worktree prune`` would clear the 
 from __future__ import annotations
 
 import fcntl
+import functools
+import hashlib
 import json
 import os
 import re
@@ -39,6 +41,9 @@ _ROOT_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
 # Parallel checkout: on a slow disk the files of a 20,000-file tree are written by as many workers as
 # there are cores instead of one (measured in bench/bench_worktree.py).
 _CHECKOUT = ("-c", "checkout.workers=0")
+POOL_SIZE = 32
+"""The most released worktrees kept per repository for reuse (``$ZERO_HOME/worktrees/.pool/``): a worktree
+made from one only rewrites the files that differ, where a new one writes the whole tree."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -153,6 +158,7 @@ class Worktrees:
             reopened = self._register(member, branch, path, base)
         if pending.exists():
             git(*_CHECKOUT, "reset", "-q", "--hard", cwd=path)
+            git("clean", "-q", "-ffdx", cwd=path)  # what a recycled worktree's last member left, ignored files too
             pending.unlink()
         if member not in self._members:  # a branch left by a run whose record was lost: its base is unknown
             self._note(member, {"base": self.snapshot.commit, "landed": None})
@@ -181,9 +187,11 @@ class Worktrees:
         self._pending(member).touch()  # until its files are written: a worktree cut short is no member's work
         if git_ok("rev-parse", "-q", "--verify", f"refs/heads/{branch}", cwd=repo):
             git("worktree", "add", "-q", "--no-checkout", str(path), branch, cwd=repo)
+            self._recycle(path)
             return True
         start = git("rev-parse", "-q", "--verify", f"{base or self.snapshot.commit}^{{commit}}", cwd=repo)
         git("worktree", "add", "-q", "--no-checkout", "--no-track", "-b", branch, str(path), start, cwd=repo)
+        self._recycle(path)
         self._note(member, {"base": start, "landed": None})
         return False
 
@@ -310,13 +318,51 @@ class Worktrees:
     # -- helpers --------------------------------------------------------------------------
 
     def _discard(self, member: str, path: Path) -> None:
-        """Move ``member``'s worktree folder to the trash and drop its entry (its branch stays)."""
-        if path.exists():
-            trash = self.folder / ".trash"
-            trash.mkdir(exist_ok=True)
-            path.rename(trash / f"{member}-{secrets.token_hex(4)}")
+        """Move ``member``'s worktree folder to the pool (or, when it is full, to the trash) and drop its entry
+        (its branch stays)."""
         with self._repository_lock():
+            if path.exists() and not self._pool_up(path):
+                trash = self.folder / ".trash"
+                trash.mkdir(exist_ok=True)
+                path.rename(trash / f"{member}-{secrets.token_hex(4)}")
             git("worktree", "remove", "--force", str(path), cwd=self.snapshot.repo)
+
+    # -- the pool: released worktrees made again (under the repository's lock) ------------
+
+    @property
+    def _pool(self) -> Path:
+        """This repository's pool: the folders of released worktrees, each with the index that describes it
+        (``<token>/`` and ``<token>.index``; a folder without its index is no entry)."""
+        common = os.path.realpath(self._common)
+        return self.folder.parent / ".pool" / hashlib.sha256(common.encode()).hexdigest()[:16]
+
+    def _pool_up(self, path: Path) -> bool:
+        """Put the clean worktree at ``path`` in the pool, unless it is full; whether it went there."""
+        pool = self._pool
+        index = Path(git("rev-parse", "--absolute-git-dir", cwd=path), "index")
+        if not index.exists() or (pool.exists() and len(list(pool.glob("*.index"))) >= POOL_SIZE):
+            return False
+        pool.mkdir(parents=True, exist_ok=True)
+        token = secrets.token_hex(6)
+        os.replace(index, pool / f"{token}.partial")  # before its entry (and the index with it) is removed
+        (path / ".git").unlink()  # it names the entry being removed
+        path.rename(pool / token)
+        os.replace(pool / f"{token}.partial", pool / f"{token}.index")  # now it is an entry
+        return True
+
+    def _recycle(self, path: Path) -> None:
+        """Give the worktree just registered at ``path`` (its folder holds only ``.git``) the files of one in
+        the pool, with their index, if there is one: checking it out then rewrites only what differs."""
+        pool = self._pool
+        for index in pool.glob("*.index") if pool.exists() else ():
+            folder = index.with_suffix("")
+            if not folder.is_dir():
+                continue
+            (path / ".git").rename(folder / ".git")
+            path.rmdir()
+            folder.rename(path)
+            os.replace(index, Path(git("rev-parse", "--absolute-git-dir", cwd=path), "index"))
+            return
 
     @property
     def _record_path(self) -> Path:
@@ -340,11 +386,15 @@ class Worktrees:
         with a dot)."""
         return self.folder / f".checkout-{member}"
 
+    @functools.cached_property
+    def _common(self) -> Path:
+        """The repository's git folder (every worktree's is in it)."""
+        return Path(self.snapshot.repo, git("rev-parse", "--git-common-dir", cwd=self.snapshot.repo))
+
     @contextmanager
     def _repository_lock(self) -> Iterator[None]:
         """Hold the repository's lock (``flock`` of its git folder: threads and processes alike wait)."""
-        common = Path(self.snapshot.repo, git("rev-parse", "--git-common-dir", cwd=self.snapshot.repo))
-        fd = os.open(common, os.O_RDONLY)
+        fd = os.open(self._common, os.O_RDONLY)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
             yield

@@ -222,3 +222,37 @@ def test_a_worktree_whose_files_were_never_all_written_is_no_members_work(repo: 
     tree = wt.open("cut")
     assert tree.reopened and (tree.path / "src" / "app.py").is_file()
     assert run_git(tree.path, "status", "--porcelain") == ""
+
+
+def test_a_released_worktree_is_made_again_from_the_pool_with_exactly_the_new_base(repo: Path) -> None:
+    (repo / ".gitignore").write_text("build/\n")
+    commit_all(repo, "ignore build")
+    first = worktrees(repo, "run1")
+    tree = first.open("reader")
+    (tree.path / "build").mkdir()
+    (tree.path / "build" / "cache.bin").write_text("a build left by the last member\n")  # ignored
+    marker = os.stat(tree.path / "src").st_ino
+    first.finish("reader", "s1", "completed")
+    assert first.release("reader")
+    assert worktree_list(repo) == [f"{repo} branch refs/heads/main"]  # the pool is not registered
+
+    (repo / "src" / "app.py").write_text("changed since\n")
+    (repo / "README.md").unlink()
+    again = worktrees(repo, "run2").open("worker")
+
+    assert os.stat(again.path / "src").st_ino == marker  # the recycled folder, not a new checkout
+    assert (again.path / "src" / "app.py").read_text() == "changed since\n"
+    assert not (again.path / "README.md").exists() and not (again.path / "build").exists()
+    assert run_git(again.path, "status", "--porcelain", "--ignored") == ""
+    assert run_git(again.path, "symbolic-ref", "--short", "HEAD") == "zero/run2/worker"
+    assert len(worktree_list(repo)) == 2 and not list((home() / "worktrees" / ".pool").glob("*/*.index"))
+
+
+def test_the_pool_keeps_at_most_its_size_per_repository(repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("zero.tools.worktrees.POOL_SIZE", 1)
+    wt = worktrees(repo)
+    for name in ("one", "two"):
+        wt.open(name)
+    assert wt.release("one") and wt.release("two")
+    assert len(list((home() / "worktrees" / ".pool").glob("*/*.index"))) == 1
+    assert [p.name for p in (wt.folder / ".trash").iterdir()][0].startswith("two-")
