@@ -10,6 +10,7 @@ from zero.cli.options import ResumeOptions
 from zero.cli.session_ids import resolve_session_id
 from zero.errors import UsageError
 from zero.orchestrator import open_member
+from zero.orchestrator.isolation import member_worktree
 from zero.orchestrator.resume import member_owns, team_ledger
 from zero.sessions import AgentSession, session_workspace
 from zero.specialists import AgentContext, SpecialistOptions, open_specialist, resume_agent
@@ -47,9 +48,20 @@ def resumed(args: ResumeOptions, workspace: Path, settings: RunSettings) -> Open
             max_turns=settings.max_turns,
         )
         if meta.session_kind == "member" and meta.parent_session_id:  # it spends what its team has left
-            team = meta.parent_session_id
-            owns = member_owns(ctx.store, team, meta.member_name) if meta.member_name else None
-            return await open_member(ctx, spec, options, ledger=team_ledger(ctx.store, team), owns=owns)
+            team, name = meta.parent_session_id, meta.member_name
+            owns = member_owns(ctx.store, team, name) if name else None
+            isolated = await member_worktree(team, name) if name else None  # in its worktree, if it had one
+            session = await open_member(
+                ctx,
+                spec,
+                options,
+                ledger=team_ledger(ctx.store, team),
+                owns=owns,
+                workspace=isolated[0] if isolated else None,
+            )
+            if isolated:
+                session.add_toolset(isolated[1](session))
+            return session
         return await open_specialist(ctx, spec, options)
 
     return open_it

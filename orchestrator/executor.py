@@ -66,16 +66,26 @@ class MemberExecutor(Protocol):
 
 
 async def open_member(
-    ctx: AgentContext, spec: Specialist, options: SpecialistOptions, *, ledger: Ledger | None, owns: Owns | None
+    ctx: AgentContext,
+    spec: Specialist,
+    options: SpecialistOptions,
+    *,
+    ledger: Ledger | None,
+    owns: Owns | None,
+    workspace: Workspace | None = None,
 ) -> AgentSession:
     """A team member's agent, spending from ``ledger`` (its team's, or its own grant of it; None: no budget to
-    spend from, a member of a run that recorded none), its file tools writing only what ``owns`` names (None:
-    anything in the workspace), its Task children's too: the one place a member is built, in a team's run or
-    resumed alone. It sits at depth 1, its Task children below it."""
-    if ledger is not None:
-        ctx = replace(ctx, guards=(*ctx.guards, BudgetGuard(ledger, ctx.prices)), max_depth=ctx.max_depth + 1)
+    spend from, a member of a run that recorded none), working in ``workspace`` (its git worktree; None: the
+    run's), its file tools writing only what ``owns`` names (None: anything in the workspace), its Task
+    children's too: the one place a member is built, in a team's run or resumed alone. It sits at depth 1,
+    its Task children below it."""
+    workspace = workspace or ctx.workspace
     if owns is not None:
-        ctx = replace(ctx, workspace=ctx.workspace.owned_by(owns, f"member {options.node.member_name!r}"))
+        workspace = workspace.owned_by(owns, f"member {options.node.member_name!r}")
+    guards, max_depth = ctx.guards, ctx.max_depth
+    if ledger is not None:
+        guards, max_depth = (*ctx.guards, BudgetGuard(ledger, ctx.prices)), ctx.max_depth + 1
+    ctx = replace(ctx, guards=guards, max_depth=max_depth, workspace=workspace)
     return await open_specialist(ctx, spec, options)
 
 
@@ -110,8 +120,9 @@ class _InProcessRun:
             extra_tools=task.tools,
             role=task.role,
         )
-        ctx = self.executor.ctx if task.workspace is None else replace(self.executor.ctx, workspace=task.workspace)
-        self.session = session = await open_member(ctx, plan.specialist, options, ledger=task.ledger, owns=plan.owns)
+        self.session = session = await open_member(
+            self.executor.ctx, plan.specialist, options, ledger=task.ledger, owns=plan.owns, workspace=task.workspace
+        )
         async with session:
             result = await session.send(task.prompt)
         return MemberOutcome(result, session.run_usage)

@@ -13,7 +13,8 @@ landed or holds nothing, else the branch stays for ``zero swarm diff`` and ``zer
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -38,13 +39,13 @@ from zero.orchestrator.land import (
 )
 from zero.orchestrator.plan import TeamPlan
 from zero.orchestrator.team import TeamFile
-from zero.sessions import default_data_dir, short_id
-from zero.tools import ShellSettings, ToolContext, Workspace
+from zero.sessions import AgentSession, ToolSet, default_data_dir, short_id
+from zero.tools import ShellSettings, Tool, ToolContext, Workspace
 from zero.tools.builtin import Bash
 from zero.tools.snapshot import take_snapshot
 from zero.tools.worktrees import DiffStat, MemberWorktree, Worktrees
 
-__all__ = ["LandReport", "NotLanded", "TeamWorktrees", "land_event", "sandboxed_runner"]
+__all__ = ["LandReport", "NotLanded", "TeamWorktrees", "land_event", "member_worktree", "sandboxed_runner"]
 
 _EXIT_NOTE = re.compile(r"\n*\[exit code \d+\]$")  # what the bash tool adds for the model
 
@@ -342,3 +343,45 @@ def _isolated_ancestors(team: TeamFile, isolated: list[str], name: str) -> set[s
             seen.add(dep)
             todo.extend(depends_on.get(dep, ()))
     return seen & set(isolated)
+
+
+async def member_worktree(team_id: str, member: str) -> tuple[Workspace, Callable[[AgentSession], ToolSet]] | None:
+    """The worktree ``member`` of the team run ``team_id`` worked in, opened again where it was (made again
+    from its branch if the run removed it), for the member resumed alone: its workspace, and what to add to
+    its session so that, when it closes, what it changed is committed on its branch (a ``land`` event says
+    so) and the worktree removed, the branch kept (``zero swarm land`` lands it). None: it had none."""
+    try:
+        worktrees = await anyio.to_thread.run_sync(
+            lambda: Worktrees.load(root=short_id(team_id), home=default_data_dir())
+        )
+    except UsageError:
+        return None
+    if member not in worktrees.members:
+        return None
+    tree = await anyio.to_thread.run_sync(worktrees.open, member)
+
+    @asynccontextmanager
+    async def committed(session: AgentSession) -> AsyncIterator[Sequence[Tool]]:
+        try:
+            yield ()
+        finally:
+            status = session.result.status if session.result is not None else "interrupted"
+            with anyio.CancelScope(shield=True):  # an interrupted member's edits are work too
+                finished = await anyio.to_thread.run_sync(worktrees.finish, member, session.session_id, status)
+                await anyio.to_thread.run_sync(worktrees.stow, member)
+                await anyio.to_thread.run_sync(worktrees.sweep)
+            stat = finished.stat
+            session.emit(
+                LandChanged(
+                    session_id=session.session_id,
+                    member=member,
+                    state="committed",
+                    branch=tree.branch,
+                    files=stat.files,
+                    added=stat.added,
+                    removed=stat.removed,
+                    detail=f"zero swarm land {team_id} lands it",
+                )
+            )
+
+    return Workspace([tree.workspace]), committed

@@ -229,7 +229,10 @@ class TeamTree:
             ):
                 pass
             case LandChanged():
-                member = next((self.nodes[c] for c in node.children if self.nodes[c].name == event.member), None)
+                if node.name == event.member and node.kind == "member":  # told by the member (resumed alone)
+                    member: TreeNode | None = node
+                else:
+                    member = next((self.nodes[c] for c in node.children if self.nodes[c].name == event.member), None)
                 if member is None:
                     return
                 member.branch = event.branch

@@ -476,3 +476,42 @@ def test_isolation_comes_from_the_member_the_defaults_the_manifest_then_the_tool
     assert done.returncode == 2
     path = mine / "in-place.toml"
     assert done.stdout == f"invalid  {path}:3: isolation: Input should be 'worktree' or 'none'\n"
+
+
+def test_a_member_resumed_alone_works_in_its_worktree_and_leaves_its_work_on_its_branch(tmp_path: Path) -> None:
+    repo = repository(tmp_path, {"app.py": APP})
+    team = 'name = "alone"\n' + member("capped", max_turns=1)
+    who = 'You are "capped"'
+    script: list[dict[str, Any]] = [
+        {"match": {"system": who, "turn": 1}, "tool_calls": [call("write_file", path="first.txt", content="1")]},
+        {"match": {"system": who, "turn": 2}, "tool_calls": [call("write_file", path="more.txt", content="2")]},
+        {"match": {"system": who, "turn": 3}, "text": "capped done"},
+    ]
+    code, out, _ = run(tmp_path, repo, team, script, "--output-format", "json")
+    assert code == 4
+    team_id, member_id = out[-1]["sessionId"], out[-1]["members"][0]["sessionId"]
+    root = short_id(team_id)
+
+    done = zero(
+        "sessions",
+        "resume",
+        member_id,
+        "finish it",
+        *scripted(tmp_path / "script.json", repo),
+        "--output-format",
+        "stream-json",
+    )
+
+    assert done.returncode == 0, done.stderr
+    land = [e for e in lines(done.stdout) if e["type"] == "land"]
+    assert [(e["member"], e["state"], e["branch"], e["diffStat"]["files"]) for e in land] == [
+        ("capped", "committed", f"zero/{root}/capped", 2)
+    ]
+    assert not (repo / "more.txt").exists() and not (repo / "first.txt").exists()  # never the main checkout
+    assert git(repo, "show", f"zero/{root}/capped:more.txt") == "2"
+    assert git(repo, "status", "--porcelain") == ""
+    assert worktree_list(repo) == [f"worktree {repo}"]
+    shown = " ".join(zero("sessions", "tree", team_id).stdout.replace("│", "").split())
+    assert f"zero/{root}/capped +2 −0 in 2 files · not landed yet" in shown
+    assert zero("swarm", "land", team_id).returncode == 0
+    assert git(repo, "show", f"zero/{root}/land:more.txt") == "2"
