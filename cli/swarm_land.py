@@ -21,16 +21,17 @@ from zero.orchestrator.isolation import LandReport, TeamWorktrees
 from zero.orchestrator.land import tail
 from zero.orchestrator.resume import RecordedTeam, read_team
 from zero.orchestrator.team import TeamFile
-from zero.sessions import default_data_dir, short_id
+from zero.agent import Event
+from zero.sessions import SessionStore, default_data_dir, short_id
 from zero.tools.describe import printable
 from zero.tools.worktrees import Worktrees
 
 __all__ = ["print_landing", "run_diff", "run_land"]
 
 
-def _open(args: SwarmOptions) -> tuple[str, RecordedTeam, Worktrees]:
+def _open(args: SwarmOptions, store: SessionStore | None = None) -> tuple[str, RecordedTeam, Worktrees]:
     """The team run ``args`` names, and its worktrees' record."""
-    store = session_store()
+    store = store or session_store()
     here = workspace_from(args) if args.here else None
     team_id = resolve_session_id(store, args.session_id, here=here, kind="team")
     recorded = read_team(store, team_id)
@@ -65,15 +66,24 @@ def run_diff(args: SwarmOptions, streams: Streams) -> int:
 def run_land(args: SwarmOptions, streams: Streams) -> int:
     """Land, in dependency order, each isolated member whose branch holds work that did not land."""
     try:
-        team_id, recorded, worktrees = _open(args)
+        store = session_store(writable=True)
+        team_id, recorded, worktrees = _open(args, store)
         order = [name for name in dependency_order(recorded.team) if name in worktrees.members]
         todo = [name for name in order if not worktrees.landed(name) and worktrees.changed(name)]
         folder = worktrees.snapshot.repo / worktrees.snapshot.prefix
         shell = shell_settings(load_config(Path(folder)))
-        team = TeamWorktrees.of(
-            recorded.team, order, worktrees=worktrees, session_id=team_id, shell=shell, emit=lambda event: None
-        )
-        report = anyio.run(functools.partial(team.close, todo, land=True))
+        store.acquire(team_id)  # its land events join its log (SessionError while the team runs)
+        try:
+            events: list[Event] = []
+            team = TeamWorktrees.of(
+                recorded.team, order, worktrees=worktrees, session_id=team_id, shell=shell, emit=events.append
+            )
+            report = anyio.run(functools.partial(team.close, todo, land=True))
+            if events:
+                store.append(team_id, events)  # so the tree, watch and the session show how each landed now
+        finally:
+            store.release(team_id)
+            store.flush()
     except ZeroError as e:
         print_error(str(e), streams.stderr)
         return e.exit_code

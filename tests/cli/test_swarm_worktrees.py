@@ -321,6 +321,8 @@ def test_swarm_diff_shows_each_member_and_swarm_land_lands_a_fixed_branch(tmp_pa
     )
     assert git(repo, "branch", "--list", "zero/*", "--format=%(refname:short)") == f"zero/{root}/land"
     assert worktree_list(repo) == [f"worktree {repo}"]
+    shown = " ".join(zero("sessions", "tree", team_id).stdout.replace("│", "").split())  # the team's log has it
+    assert f"· completed · zero/{root}/clash +1 −1 in 1 file · landed" in shown
     assert zero("swarm", "land", team_id).stdout == (
         f"Nothing to land: every isolated member of team {root} landed or changed nothing.\n"
     )
