@@ -7,11 +7,12 @@ from datetime import datetime
 from pathlib import Path
 
 import pytest
+from support.git import hermetic_git, make_repo, run_git
 from support.teams import member, run_team, team_file
 
 from zero.agent import PriceTable, ScriptToolCall
 from zero.orchestrator import TeamError, build_plan
-from zero.sessions import SessionStore
+from zero.sessions import SessionStore, short_id
 from zero.specialists import SpecialistRegistry
 
 pytestmark = pytest.mark.anyio
@@ -93,14 +94,21 @@ owns = ["src/c/*.py"]
     assert spans["b"][1] <= spans["c"][0] and spans["c"][1] <= spans["a"][0]
 
 
-async def test_a_members_writes_outside_what_it_owns_are_denied(workspace: Path, tmp_path: Path) -> None:
-    body = """
+@pytest.mark.parametrize("isolation", ["none", "worktree"])
+async def test_a_members_writes_outside_what_it_owns_are_denied(
+    workspace: Path, tmp_path: Path, isolation: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if isolation == "worktree":  # the member writes in a worktree of its own: owns is rooted there
+        hermetic_git(tmp_path, monkeypatch)
+        make_repo(workspace, {"README.md": "# Demo\n"})  # (src/app.py is committed too)
+    body = f"""
 name = "writers"
 [[members]]
 name = "api"
 specialist = "worker"
 prompt = "Write."
 owns = ["src/api/**"]
+isolation = "{isolation}"
 """
     write = ScriptToolCall(name="write_file", arguments={"path": "src/web/app.py", "content": "x"})
     own = ScriptToolCall(name="write_file", arguments={"path": "src/api/app.py", "content": "y"})
@@ -116,7 +124,12 @@ owns = ["src/api/**"]
         ),
         ("ok", "Created src/api/app.py (1 lines)"),
     ]
-    assert not (workspace / "src/web").exists() and (workspace / "src/api/app.py").read_text() == "y"
+    if isolation == "worktree":
+        landed = run_git(workspace, "ls-tree", "-r", "--name-only", f"zero/{short_id(result.session_id)}/land")
+        assert landed.splitlines() == ["README.md", "src/api/app.py", "src/app.py"]
+        assert not (workspace / "src/api").exists()  # (not merged into the user's branch)
+    else:
+        assert not (workspace / "src/web").exists() and (workspace / "src/api/app.py").read_text() == "y"
 
 
 @pytest.mark.parametrize(

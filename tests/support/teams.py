@@ -60,6 +60,7 @@ async def run_team(
         model="gpt-4.1-mini",
         permission_mode="auto",
         prices=prices,
+        workspace=workspace,
         **plan_kw,
     )
     ctx = AgentContext(
