@@ -564,6 +564,10 @@ class AgentRun:
             beat, received = time.monotonic(), 0
             try:
                 async for event in self.config.provider.stream(request):
+                    if slot is not None and not slot.accepted and governor is not None:  # the server took it
+                        governor.accept(slot, event.limits if event.kind == "limits" else None)
+                        if event.kind == "limits":
+                            continue
                     if isinstance(event, _STREAMED):  # the answer arrives: say so now and then, shown or not
                         received += len(event.arguments if isinstance(event, ToolCallDelta) else event.text)
                         if (now := time.monotonic()) - beat >= self.config.beat_seconds:

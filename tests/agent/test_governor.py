@@ -88,6 +88,51 @@ async def test_without_the_governor_the_same_fan_out_fails(workspace: Path) -> N
         await fan_out(server.url, workspace, None, agents=16)
 
 
+class InFlight:
+    """A server that holds at most ``allowed`` calls at once (a limit no header states) and says so past it
+    with a 429; each answer streams over about 0.2 s, its headers (a large token limit) sent at once."""
+
+    def __init__(self, allowed: int):
+        self.allowed, self.ends, self.refused, self.most = allowed, list[float](), 0, 0
+        self.lock = threading.Lock()
+
+    def __call__(self, request: dict[str, Any]) -> Reply:
+        headers = {"x-ratelimit-limit-tokens": "1000000", "x-ratelimit-remaining-tokens": "999000",
+                   "x-ratelimit-reset-tokens": "60ms"}  # fmt: skip
+        with self.lock:
+            now = time.monotonic()
+            self.ends = [end for end in self.ends if end > now]
+            if len(self.ends) >= self.allowed:
+                self.refused += 1
+                return error_reply(429, "Too many requests in flight", "rate_limit_exceeded",
+                                   {"retry-after-ms": str(int((min(self.ends) - now) * 1000) + 1)})  # fmt: skip
+            self.ends.append(now + 0.2)
+            self.most = max(self.most, len(self.ends))
+        reply = openai_reply("done", usage=(10, 2), pieces=4)
+        reply.headers, reply.pace = headers, 0.2 / len(reply.events)
+        return reply
+
+
+async def test_a_limit_no_header_states_costs_a_few_refusals_not_one_a_round(workspace: Path) -> None:
+    """Slow start finds the server's limit of 4 calls in flight, the governor then holds it, and probes above
+    it less and less often: a handful of 429s over 24 calls, where a burst would get 20 at once."""
+    server_limit = InFlight(allowed=4)
+    governor = RateGovernor("openai/gpt-4.1-mini")
+    with LLMServer(server_limit) as server:
+        logs = await fan_out(server.url, workspace, governor, agents=24)
+    assert 1 <= server_limit.refused <= 6, server_limit.refused
+    assert governor.limit is not None and 2 <= governor.limit <= 4 and not governor.learning  # (what it held)
+    assert not [e for log in logs for e in log if e.kind == "retry"]
+
+
+async def test_a_server_that_states_no_limits_gets_every_call_once_it_first_answers(workspace: Path) -> None:
+    governor = RateGovernor("openai/gpt-4.1-mini")
+    with LLMServer(lambda request: openai_reply("done", usage=(10, 2))) as server:
+        logs = await fan_out(server.url, workspace, governor, agents=16)
+    assert governor.limit is None and not governor.learning  # as many as come, from its first answer on
+    assert not [e for log in logs for e in log if e.kind == "rate_limit"]  # (the first answer's wait is not said)
+
+
 async def test_the_servers_headers_fill_the_buckets(workspace: Path) -> None:
     headers = {"x-ratelimit-limit-requests": "2", "x-ratelimit-remaining-requests": "0",
                "x-ratelimit-reset-requests": "300ms"}  # fmt: skip
