@@ -11,6 +11,7 @@ from textwrap import indent
 import anyio
 from rich.console import Console
 
+from zero.agent import Event
 from zero.cli.common import Streams, print_error, session_store, shell_settings, workspace_from
 from zero.cli.config import load_config
 from zero.cli.options import SwarmOptions
@@ -21,7 +22,6 @@ from zero.orchestrator.isolation import LandReport, TeamWorktrees
 from zero.orchestrator.land import tail
 from zero.orchestrator.resume import RecordedTeam, read_team
 from zero.orchestrator.team import TeamFile
-from zero.agent import Event
 from zero.sessions import SessionStore, default_data_dir, short_id
 from zero.tools.describe import printable
 from zero.tools.worktrees import Worktrees

@@ -13,7 +13,7 @@ import anyio
 import httpx2
 
 from zero import errors
-from zero.agent.governor import limits_from_headers
+from zero.agent.governor import RateLimits, limits_from_headers
 from zero.agent.messages import Message, ModelRequest, Usage
 from zero.agent.pricing import DEFAULT_OUTPUT_CAP
 from zero.agent.provider import ToolCallAssembler
@@ -75,8 +75,8 @@ class AnthropicProvider:
         try:
             async with self._calls:
                 stream = await self._client.messages.create(**kwargs)
-                if (limits := limits_from_headers(stream.response.headers)) is not None:
-                    yield LimitsReport(limits)
+                # (always: it tells the rate governor the server took the call, stating limits or not)
+                yield LimitsReport(limits_from_headers(stream.response.headers) or RateLimits())
                 async for event in self._events(stream):
                     started = True
                     yield event

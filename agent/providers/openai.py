@@ -16,7 +16,7 @@ import httpx2
 import openai
 
 from zero import errors
-from zero.agent.governor import limits_from_headers
+from zero.agent.governor import RateLimits, limits_from_headers
 from zero.agent.messages import Message, ModelRequest, ToolCall, Usage
 from zero.agent.provider import ToolCallAssembler
 from zero.agent.providers._errors import body_error, status_error, transport_error
@@ -177,8 +177,8 @@ class OpenAIProvider:
                             response.raise_for_status()
                         except httpx2.HTTPStatusError as e:
                             raise _wire_error(self.name, response.status_code, raw, response.headers) from e
-                    if (limits := limits_from_headers(response.headers)) is not None:
-                        yield LimitsReport(limits)
+                    # (always: it tells the rate governor the server took the call, stating limits or not)
+                    yield LimitsReport(limits_from_headers(response.headers) or RateLimits())
                     async for event in self._events(response.aiter_lines(), request):
                         started = True
                         yield event

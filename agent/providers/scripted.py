@@ -30,9 +30,11 @@ import anyio
 from pydantic import BaseModel, ConfigDict, Field
 
 from zero import errors
+from zero.agent.governor import RateLimits
 from zero.agent.messages import Message, ModelRequest, ToolCall, Usage
 from zero.agent.stream import (
     Finish,
+    LimitsReport,
     ReasoningDelta,
     StreamEvent,
     TextDelta,
@@ -212,10 +214,12 @@ class ScriptedProvider:
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
         turn = self._pick(request)
         self.calls.append(request)
+        if turn.error and turn.error.kind != "stream_dropped":  # the server said no (after the delay)
+            await anyio.sleep(turn.delay)
+            raise turn.error.build()
+        yield LimitsReport(RateLimits())  # it took the call, stating no limits; the first token comes later
         # A real model call always waits on the network: give the other tasks their turn, too.
         await anyio.sleep(turn.delay)
-        if turn.error and turn.error.kind != "stream_dropped":
-            raise turn.error.build()
         for chunk in self._chunks(turn.reasoning, turn.chunk):
             yield ReasoningDelta(chunk)
         for chunk in self._chunks(turn.text, turn.chunk):
