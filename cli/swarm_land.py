@@ -22,14 +22,14 @@ from zero.orchestrator.isolation import LandReport, TeamWorktrees
 from zero.orchestrator.land import tail
 from zero.orchestrator.resume import RecordedTeam, read_team
 from zero.orchestrator.team import TeamFile
-from zero.sessions import SessionStore, default_data_dir, short_id
+from zero.sessions import FileSessionStore, default_data_dir, short_id
 from zero.tools.describe import printable
 from zero.tools.worktrees import Worktrees
 
 __all__ = ["print_landing", "run_diff", "run_land"]
 
 
-def _open(args: SwarmOptions, store: SessionStore | None = None) -> tuple[str, RecordedTeam, Worktrees]:
+def _open(args: SwarmOptions, store: FileSessionStore | None = None) -> tuple[str, RecordedTeam, Worktrees]:
     """The team run ``args`` names, and its worktrees' record."""
     store = store or session_store()
     here = workspace_from(args) if args.here else None
