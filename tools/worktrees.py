@@ -158,7 +158,6 @@ class Worktrees:
             reopened = self._register(member, branch, path, base)
         if pending.exists():
             git(*_CHECKOUT, "reset", "-q", "--hard", cwd=path)
-            git("clean", "-q", "-ffdx", cwd=path)  # what a recycled worktree's last member left, ignored files too
             pending.unlink()
         if member not in self._members:  # a branch left by a run whose record was lost: its base is unknown
             self._note(member, {"base": self.snapshot.commit, "landed": None})
@@ -342,6 +341,7 @@ class Worktrees:
         index = Path(git("rev-parse", "--absolute-git-dir", cwd=path), "index")
         if not index.exists() or (pool.exists() and len(list(pool.glob("*.index"))) >= POOL_SIZE):
             return False
+        git("clean", "-q", "-ffdx", cwd=path)  # what its member left that git ignores: the next starts without it
         pool.mkdir(parents=True, exist_ok=True)
         token = secrets.token_hex(6)
         os.replace(index, pool / f"{token}.partial")  # before its entry (and the index with it) is removed
