@@ -121,6 +121,17 @@ def _specialists(specialists: argparse.ArgumentParser) -> None:
     sp_new.add_argument("--extends")
     sp_new.add_argument("--model")
     sp_new.add_argument("--force", action="store_true", help="overwrite an existing manifest")
+    sp_import = sp.add_parser(
+        "import",
+        help="write manifests from other tools' agents: Claude Code (.claude/agents/*.md), Codex "
+        "(.codex/agents/*.toml), upstream Zero (*.md)",
+    )
+    sp_import.add_argument("files", nargs="+", metavar="PATH", help="agent files, or folders of them")
+    where = sp_import.add_mutually_exclusive_group()
+    where.add_argument("--project", action="store_true", help="in <workspace>/.zero/specialists/ (default)")
+    where.add_argument("--user", action="store_true", help="in ~/.config/zero/specialists/")
+    sp_import.add_argument("--dry-run", action="store_true", help="print the manifests; write nothing")
+    sp_import.add_argument("--force", action="store_true", help="overwrite existing manifests")
     sp_validate = sp.add_parser("validate", help="check manifest files; exit 2 if any is invalid")
     sp_validate.add_argument("files", nargs="+", metavar="FILE")
     sp_trust = sp.add_parser(
@@ -129,7 +140,7 @@ def _specialists(specialists: argparse.ArgumentParser) -> None:
     )
     sp_trust.add_argument("name")
     sp_trust.add_argument("--yes", "-y", action="store_true", help="do not ask (for scripts)")
-    for sub in (sp_list, sp_show, sp_new, sp_validate, sp_trust):
+    for sub in (sp_list, sp_show, sp_new, sp_import, sp_validate, sp_trust):
         sub.add_argument("--json", action="store_true", help="print JSON")
         sub.add_argument("--cwd", help="workspace folder (default: the current folder)")
 

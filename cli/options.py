@@ -108,7 +108,7 @@ class SessionsOptions(Options):
 class SpecialistsOptions(Options):
     """``zero specialists ACTION``."""
 
-    action: Literal["list", "show", "new", "validate", "trust"]
+    action: Literal["list", "show", "new", "import", "validate", "trust"]
     name: str = ""
     json: bool = False
     project: bool = False
@@ -121,6 +121,7 @@ class SpecialistsOptions(Options):
     force: bool = False
     files: list[str] = field(default_factory=list)
     yes: bool = False
+    dry_run: bool = False
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -1,4 +1,4 @@
-"""``zero specialists list | show NAME | new NAME | validate FILE... | trust NAME``"""
+"""``zero specialists list | show NAME | new NAME | import PATH... | validate FILE... | trust NAME``"""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import os
 import re
 import stat
 from pathlib import Path
+from textwrap import indent
 from typing import Any, TextIO
 
 import tomli_w
@@ -18,6 +19,7 @@ from zero.cli.options import SpecialistsOptions
 from zero.cli.trust import approve, load_specialists
 from zero.errors import ConfigError, UsageError, ZeroError
 from zero.specialists import ManifestError, ManifestFile, Specialist, SpecialistRegistry, project_dir, user_dir
+from zero.specialists.importing import read_agents
 from zero.specialists.manifest import NAME_PATTERN
 from zero.specialists.registry import resolve
 
@@ -37,6 +39,8 @@ def run_specialists(args: SpecialistsOptions, streams: Streams) -> int:
             return _new(workspace, args, out)
         if action == "trust":
             return _trust(workspace, args.name, args.yes, streams)
+        if action == "import":
+            return _import(workspace, args, out, streams.stderr)
         return _validate(workspace, [Path(f) for f in args.files], args.json, out)
     except ZeroError as e:
         print_error(str(e), streams.stderr)
@@ -184,18 +188,7 @@ def _new(workspace: Path, args: SpecialistsOptions, out: TextIO) -> int:
         data["model"] = args.model
     data["tools"] = tools
     data["prompt"] = prompt
-    text = tomli_w.dumps(data, multiline_strings=True)
-    # Check what we are about to write, so `new` never leaves an invalid manifest behind.
-    loaded = ManifestFile.parse(text, path, "user" if args.user else "project")
-    _check_resolves(loaded, SpecialistRegistry.load(workspace), {})
-    folder.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".toml.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    with contextlib.suppress(FileNotFoundError):  # a file overwritten (--force) keeps its mode
-        os.chmod(tmp, stat.S_IMODE(path.stat().st_mode))
-    os.replace(tmp, path)
-    if not args.user:  # the user wrote it: it runs as written (until someone else's edit)
-        approve("specialists", workspace, name, SpecialistRegistry.load(workspace).get(name).fingerprint)
+    _write(workspace, path, tomli_w.dumps(data, multiline_strings=True), user=args.user)
     if args.json:
         out.write(json.dumps({"path": str(path), "name": name}) + "\n")
     else:
@@ -203,6 +196,76 @@ def _new(workspace: Path, args: SpecialistsOptions, out: TextIO) -> int:
             f"Wrote {path}\nEdit its description and prompt, then check it with: zero specialists validate {path}\n"
         )
     return 0
+
+
+def _write(workspace: Path, path: Path, text: str, *, user: bool) -> None:
+    """Write the manifest ``text`` at ``path``, checked first (so nothing invalid is left behind), whole or
+    not at all; a project's is trusted as written (the user wrote it, until someone else's edit)."""
+    loaded = ManifestFile.parse(text, path, "user" if user else "project")
+    _check_resolves(loaded, SpecialistRegistry.load(workspace), {})
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".toml.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    with contextlib.suppress(FileNotFoundError):  # a file overwritten (--force) keeps its mode
+        os.chmod(tmp, stat.S_IMODE(path.stat().st_mode))
+    os.replace(tmp, path)
+    if not user:
+        name = loaded.manifest.name
+        approve("specialists", workspace, name, SpecialistRegistry.load(workspace).get(name).fingerprint)
+
+
+def _import(workspace: Path, args: SpecialistsOptions, out: TextIO, err: TextIO) -> int:
+    """Read other tools' agents (``args.files``) and write each as a manifest (``--dry-run``: print them)."""
+    agents, errors = read_agents([Path(f) for f in args.files])
+    folder = user_dir() if args.user else project_dir(workspace)
+    report: list[dict[str, Any]] = []
+    failed = [str(e) for e in errors]
+    seen: set[str] = set()
+    for agent in agents:
+        path = folder / f"{agent.name}.toml"
+        text = tomli_w.dumps(agent.data, multiline_strings=True)
+        try:
+            if agent.name in seen:
+                raise UsageError(f"{agent.source}: a second agent named {agent.name!r} in this import: rename one")
+            seen.add(agent.name)
+            if args.dry_run:
+                ManifestFile.parse(text, path, "user" if args.user else "project")  # what it would write is valid
+            else:
+                if path.exists() and not args.force:
+                    raise UsageError(f"{path} already exists; pass --force to overwrite it with {agent.source}")
+                _write(workspace, path, text, user=args.user)
+                # (a project's manifest spends no more than the user allows, trusted or not: say what is capped)
+                agent.notes.extend(_registry(workspace).get(agent.name).narrowed)
+        except (ZeroError, ManifestError) as e:
+            failed.append(str(e))
+            continue
+        report.append(
+            {
+                "source": str(agent.source),
+                "kind": agent.kind,
+                "name": agent.name,
+                "path": str(path),
+                "written": not args.dry_run,
+                "notes": agent.notes,
+            }  # fmt: skip
+        )
+        if not args.json:
+            verb = "Would write" if args.dry_run else "Wrote"
+            out.write(f"{verb} {path} from {agent.source} ({_KINDS[agent.kind]})\n")
+            for note in agent.notes:
+                out.write(f"  - {note}\n")
+            if args.dry_run:
+                out.write(indent(text, "    ") + "\n")
+    for message in failed:
+        print_error(message, err)
+    if args.json:
+        out.write(json.dumps({"imported": report, "errors": failed}, ensure_ascii=False) + "\n")
+    elif report and not args.dry_run:
+        out.write(f"Check them with: zero specialists validate {' '.join(r['path'] for r in report)}\n")
+    return 2 if failed else 0
+
+
+_KINDS = {"claude": "a Claude Code subagent", "codex": "a Codex agent", "zero-md": "an upstream Zero specialist"}
 
 
 def _trust(workspace: Path, name: str, yes: bool, streams: Streams) -> int:
