@@ -24,7 +24,7 @@ from zero.cli.config import Configs, Network, RunSettings, load_config, resolve_
 from zero.cli.mcp_config import run_servers
 from zero.cli.options import Options, RunOptions
 from zero.cli.trust import load_specialists, specialist_warnings
-from zero.errors import UsageError
+from zero.errors import ConfigError, UsageError
 from zero.sessions import AgentSession, FileSessionStore, RunTree, default_data_dir
 from zero.specialists import AgentContext, SpecialistRegistry
 from zero.tools import ShellSettings, Tool, Workspace, hide_own_secrets
@@ -143,6 +143,8 @@ async def open_context(
     if streams.real:  # Zero's own process (not a test calling main), before any command or MCP server starts
         hide_own_secrets()
     store = session_store(writable=True)  # before anything runs: a run that cannot be recorded does not start
+    tree = RunTree()  # the command's run: every session it runs is a node of it
+    stop_tracing = _tracing(settings.configs, tree)
     provider, prices = make_provider(settings, run)
 
     def other(name: str) -> Provider:
@@ -175,13 +177,44 @@ async def open_context(
                 mcp=mcp,
                 approver=approver,
                 governors=RateGovernors({k: (v.rpm, v.tpm) for k, v in settings.configs.user.rate_limits.items()}),
-                tree=RunTree(),  # the command's run: every session it runs is a node of it
+                tree=tree,
                 shell=shell_settings(settings.configs),
             )
     finally:
         with anyio.CancelScope(shield=True):
             await pool.aclose()
             await anyio.to_thread.run_sync(store.flush)  # every session's final status, on disk
+            if stop_tracing is not None:
+                await anyio.to_thread.run_sync(stop_tracing)  # the spans not sent yet
+
+
+def _tracing(configs: Configs, tree: RunTree) -> Callable[[], None] | None:
+    """Trace ``tree``'s run if telemetry is on (``[telemetry]`` in your config, or ``OTEL_EXPORTER_OTLP_*``
+    set; ``OTEL_SDK_DISABLED=true`` turns it off): what ends it. Off, OpenTelemetry is not even imported."""
+    section, env = configs.user.telemetry, os.environ
+    endpoint = env.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") or env.get("OTEL_EXPORTER_OTLP_ENDPOINT")
+    on = section.enabled if section.enabled is not None else bool(section.endpoint or endpoint)
+    if not on or env.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
+        return None
+    try:
+        from zero.sessions.telemetry import start_tracing
+    except ImportError as e:
+        raise ConfigError(
+            f"telemetry is on ([telemetry] or OTEL_EXPORTER_OTLP_ENDPOINT) but OpenTelemetry is not installed "
+            f"({e.name}): pip install 'zero-agent[otel]', or turn it off with [telemetry] enabled = false"
+        ) from None
+    protocol = (
+        section.protocol
+        or env.get("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")
+        or env.get("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf")
+    )
+    return start_tracing(
+        tree,
+        endpoint=section.endpoint,
+        protocol="grpc" if protocol == "grpc" else "http/protobuf",
+        headers=section.headers or None,
+        capture_content=section.capture_content,
+    )
 
 
 def shell_settings(configs: Configs) -> ShellSettings:

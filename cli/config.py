@@ -105,6 +105,19 @@ class ShellSection(BaseModel):
     env_passthrough: list[str] = Field(default_factory=list)
 
 
+class TelemetrySection(BaseModel):
+    """``[telemetry]``: OpenTelemetry traces of every run (docs/TELEMETRY.md). Off unless ``enabled`` or an
+    ``OTEL_EXPORTER_OTLP_ENDPOINT`` is set; ``endpoint`` and ``protocol`` else come from the ``OTEL_*``
+    variables; ``capture_content``: messages and tool calls on the spans, redacted."""
+
+    model_config = ConfigDict(extra="forbid")
+    enabled: bool | None = None
+    endpoint: str | None = None
+    protocol: Literal["http/protobuf", "grpc"] | None = None
+    headers: dict[str, str] = Field(default_factory=dict)
+    capture_content: bool = False
+
+
 class Config(BaseModel):
     """The keys a config file may hold. Unknown keys are errors."""
 
@@ -128,6 +141,7 @@ class Config(BaseModel):
     rate_limits: dict[str, RateLimitEntry] = Field(default_factory=dict)
     mcp: McpSection = Field(default_factory=McpSection)
     shell: ShellSection = Field(default_factory=ShellSection)
+    telemetry: TelemetrySection = Field(default_factory=TelemetrySection)
 
 
 T = TypeVar("T")
@@ -171,6 +185,7 @@ _NOT_FROM_A_PROJECT = {
     "prices": "a project may not set what calls cost (a cost budget relies on them)",
     "servers": "a project may not change how requests to your model servers are made",
     "rate_limits": "a project may not change how fast requests go to your model servers",
+    "telemetry": "a project may not send traces of your runs anywhere",
 }
 
 
