@@ -470,6 +470,7 @@ def render_tree(
         "timed_out",
         "max_turns",
         "output_capped",
+        "invalid_output",
     ]
     tally = " · ".join(f"{counts[s]} {s}" for s in order if counts[s])
     parts.append(Text(tally or "no agents yet", style="dim"))
