@@ -10,12 +10,13 @@ imported only when a schema is checked (~70 ms of start-up that most commands ne
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from zero.errors import ToolError
-from zero.tools import ToolContext, ToolOutput
+from zero.tools import SideEffect, ToolContext, ToolOutput
 
 __all__ = [
     "ANY_JSON",
@@ -26,6 +27,8 @@ __all__ = [
     "OutputSchema",
     "SubmitResult",
     "dump_result",
+    "field_problem",
+    "pick",
     "read_schema",
     "schema_problem",
 ]
@@ -53,6 +56,13 @@ class OutputSchema:
 
     schema: dict[str, Any] = field(default_factory=dict)  # {}: any JSON value
     retries: int = DEFAULT_RETRIES
+
+    @classmethod
+    def of(cls, schema: dict[str, Any] | None, *retries: int | None) -> OutputSchema | None:
+        """The typed output of ``schema`` (None: untyped), with the first of ``retries`` that is set."""
+        if schema is None:
+            return None
+        return cls(schema=schema, retries=next((r for r in retries if r is not None), DEFAULT_RETRIES))
 
     @property
     def wrapped(self) -> bool:
@@ -134,6 +144,52 @@ def read_schema(value: object, base: Path) -> dict[str, Any]:
     return value
 
 
+def field_problem(schema: dict[str, Any], path: Sequence[str]) -> str | None:
+    """Why a result valid by ``schema`` can have nothing at ``path`` (keys, or indexes of an array), where the
+    schema says so: a key its object declares no property for (unless it allows others by name:
+    ``additionalProperties`` or ``patternProperties``), an index into what is no array, a key into a scalar.
+    None where the result may have it (``$ref``, combinators and the like are not followed)."""
+    from zero.errors import did_you_mean
+
+    for i, key in enumerate(path):
+        kind = schema.get("type")
+        where = f" at {'.'.join(path[:i])}" if i else ""
+        if isinstance(kind, str) and kind not in ("object", "array"):
+            return f"its output_schema makes{where} a {kind}, which has no {key!r}"
+        if kind == "array" or "items" in schema:
+            items = schema.get("items")
+            if not key.isdigit():
+                return f"its output_schema makes{where} an array, whose items are named by number, not {key!r}"
+            if not isinstance(items, dict):
+                return None
+            schema = items
+            continue
+        properties = schema.get("properties")
+        if not isinstance(properties, dict) or set(schema) & {"additionalProperties", "patternProperties", "$ref"}:
+            return None
+        if key not in properties:
+            return f"its output_schema declares no property {key!r}{where}{did_you_mean(key, properties)}"
+        schema = properties[key] if isinstance(properties[key], dict) else {}
+    return None
+
+
+def pick(value: Any, path: Sequence[str]) -> Any:
+    """What is at ``path`` in a result; a ``LookupError`` saying where it has nothing."""
+    for i, key in enumerate(path):
+        where = ".".join(path[:i]) or "the result"
+        if isinstance(value, dict):
+            if key not in value:
+                raise LookupError(f"{where} has no key {key!r} (its keys: {', '.join(map(str, value)) or 'none'})")
+            value = value[key]
+        elif isinstance(value, list):
+            if not key.isdigit() or int(key) >= len(value):
+                raise LookupError(f"{where} is an array of {len(value)}, with no item {key!r}")
+            value = value[int(key)]
+        else:
+            raise LookupError(f"{where} is {json.dumps(value)}, which has no {key!r}")
+    return value
+
+
 def dump_result(value: Any) -> str:
     """A result as its dependents and a parent read it: JSON text."""
     return json.dumps(value, ensure_ascii=False, indent=2)
@@ -143,7 +199,7 @@ class SubmitResult:
     """The tool a typed agent ends with; ``submitted`` holds the last result it accepted."""
 
     name = SUBMIT_RESULT
-    side_effect = "read"
+    side_effect: SideEffect = "read"
 
     def __init__(self, output: OutputSchema):
         self.output = output

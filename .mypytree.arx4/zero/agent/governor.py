@@ -1,0 +1,270 @@
+"""One rate governor per (provider, model), shared by every agent of a run: a fan-out waits its turn instead of
+burning its retries together on 429s.
+
+A governor holds, for its key, what the server said of its limits and what the run learned:
+
+- **buckets** for requests, tokens (OpenAI: input and output together), input tokens and output tokens, filled
+  from the servers' own headers (OpenAI ``x-ratelimit-{limit,remaining,reset}-{requests,tokens}``, Anthropic
+  ``anthropic-ratelimit-{requests,tokens,input-tokens,output-tokens}-{limit,remaining,reset}``) or seeded from
+  config (``rpm``, ``tpm``). A call takes one request, its prompt's estimate and its whole output cap up front;
+  what it did not use goes back when it ends.
+- **concurrency** that adapts: none until the server first says no; then half of what was under way, one more
+  after each run of that many clean calls (additive increase, multiplicative decrease).
+- **one cooldown** for the key, from the answer that said no (``retry-after-ms``, ``retry-after`` in seconds or
+  as an HTTP date) or a backoff.
+
+Waiting for the governor is neither a failure nor a retry and spends nothing; ``acquire`` says why it waits.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+import anyio
+
+__all__ = [
+    "COOLDOWN",
+    "RateGovernor",
+    "RateGovernors",
+    "RateLimits",
+    "Slot",
+    "limits_from_headers",
+    "parse_retry_after",
+]
+
+_KINDS = ("requests", "tokens", "input_tokens", "output_tokens")
+COOLDOWN = "rate limit: the server said to wait"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RateLimits:
+    """What one answer's headers said: for each kind (``_KINDS``), (limit, remaining, seconds until full)."""
+
+    buckets: dict[str, tuple[float, float, float]] = field(default_factory=dict)
+
+
+def limits_from_headers(headers: Mapping[str, str]) -> RateLimits | None:
+    """The rate limits an answer's headers state (OpenAI's or Anthropic's names), or None if it states none."""
+    found: dict[str, tuple[float, float, float]] = {}
+    for kind in _KINDS:
+        dashed = kind.replace("_", "-")
+        for limit, remaining, reset in (
+            (f"x-ratelimit-limit-{dashed}", f"x-ratelimit-remaining-{dashed}", f"x-ratelimit-reset-{dashed}"),
+            (
+                f"anthropic-ratelimit-{dashed}-limit",
+                f"anthropic-ratelimit-{dashed}-remaining",
+                f"anthropic-ratelimit-{dashed}-reset",
+            ),
+        ):
+            try:
+                whole, left = float(headers[limit]), float(headers[remaining])
+            except (KeyError, ValueError):
+                continue
+            if whole > 0 and left >= 0:
+                found[kind] = (whole, min(left, whole), _seconds(headers.get(reset, "")))
+                break
+    return RateLimits(buckets=found) if found else None
+
+
+def parse_retry_after(headers: Mapping[str, str]) -> float | None:
+    """Seconds to wait from ``retry-after-ms``, else ``retry-after`` (seconds, or an HTTP date)."""
+    ms = headers.get("retry-after-ms")
+    if ms:
+        try:
+            return max(0.0, float(ms) / 1000)
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    import email.utils  # (an HTTP date is rare: not paid for by every run that imports the governor)
+
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time()) if when.tzinfo is not None else None
+
+
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)")
+_UNIT = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def _seconds(text: str) -> float:
+    """A reset time as OpenAI writes it (``6m0s``, ``20ms``, ``1.5s``) or as Anthropic does (an RFC 3339
+    time), in seconds from now; 60 when it says nothing readable (the limits are per minute)."""
+    text = text.strip()
+    if parts := _DURATION.findall(text):
+        if "".join(n + u for n, u in parts) == text:
+            return sum(float(n) * _UNIT[u] for n, u in parts)
+    try:
+        return float(text)
+    except ValueError:
+        pass
+    try:
+        from datetime import datetime
+
+        return max(0.0, datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp() - time.time())
+    except ValueError:
+        return 60.0
+
+
+@dataclass(slots=True, kw_only=True)
+class _Bucket:
+    capacity: float
+    level: float
+    rate: float  # per second
+    stamp: float
+
+    def refill(self, now: float) -> None:
+        self.level = min(self.capacity, self.level + (now - self.stamp) * self.rate)
+        self.stamp = now
+
+    def wait(self, amount: float) -> float:
+        """Seconds until ``amount`` can be taken (an amount above the capacity waits for a full bucket)."""
+        short = min(amount, self.capacity) - self.level
+        return 0.0 if short <= 0 else short / self.rate if self.rate > 0 else math.inf
+
+
+@dataclass(slots=True, kw_only=True)
+class Slot:
+    """One call's leave to go: what it took from each bucket, to give back what it did not use."""
+
+    taken: dict[str, float]
+
+
+Waiting = Callable[[str, float | None], None]
+"""Told why a call waits (``"rate limit"``, ...) and for how long, when that is known."""
+
+
+class RateGovernor:
+    """The governor of one (provider, model) (see the module docstring). Owned by one event loop."""
+
+    def __init__(self, key: str, *, rpm: float | None = None, tpm: float | None = None):
+        self.key = key
+        now = time.monotonic()
+        self.buckets: dict[str, _Bucket] = {}
+        for kind, per_minute in (("requests", rpm), ("tokens", tpm)):
+            if per_minute:
+                self.buckets[kind] = _Bucket(capacity=per_minute, level=per_minute, rate=per_minute / 60, stamp=now)
+        self.limit: int | None = None  # how many calls may be under way; None: as many as come
+        self.running = 0
+        self.clean = 0  # calls that went through since the limit last moved
+        self.until = 0.0  # the cooldown's end (monotonic)
+        self.penalties = 0  # 429s in a row, for the backoff when the server gives no retry-after
+        self._changed = anyio.Event()
+
+    @property
+    def counts_tokens(self) -> bool:
+        """Whether a call's tokens are counted (a bucket of tokens is known): else its size need not be."""
+        return any(kind != "requests" for kind in self.buckets)
+
+    def _wake(self) -> None:
+        self._changed.set()
+        self._changed = anyio.Event()
+
+    def _reason(self, cost: dict[str, float]) -> tuple[str, float | None] | None:
+        """Why a call of ``cost`` must wait now, and for how long if known; None: it may go."""
+        now = time.monotonic()
+        if now < self.until:
+            return COOLDOWN, self.until - now
+        waits = []
+        for kind, bucket in self.buckets.items():
+            bucket.refill(now)
+            if (need := bucket.wait(cost.get(kind, 0.0))) > 0:
+                waits.append((need, kind))
+        if waits:
+            need, kind = max(waits)
+            return f"rate limit: {kind.replace('_', ' ')} per minute", need
+        if self.limit is not None and self.running >= self.limit:
+            return f"rate limit: {self.running} of {self.limit} calls under way", None
+        return None
+
+    async def acquire(self, prompt_tokens: int, output_cap: int, waiting: Waiting, said: str | None = None) -> Slot:
+        """Wait until a call of this size may go (telling ``waiting`` why, once for each reason but ``said``,
+        which the caller told already), and take its share."""
+        cost = {
+            "requests": 1.0,
+            "tokens": float(prompt_tokens + output_cap),
+            "input_tokens": float(prompt_tokens),
+            "output_tokens": float(output_cap),
+        }
+        while (why := self._reason(cost)) is not None:
+            reason, seconds = why
+            if reason != said:
+                said = reason
+                waiting(reason, None if seconds is None else round(seconds, 1))
+            with anyio.move_on_after(seconds if seconds is not None and seconds < math.inf else 1.0):
+                await self._changed.wait()
+        # (a call larger than a bucket waited for it full, and empties it: it never owes more than it holds)
+        taken = {kind: min(cost[kind], bucket.capacity) for kind, bucket in self.buckets.items()}
+        for kind, amount in taken.items():
+            self.buckets[kind].level -= amount
+        self.running += 1
+        return Slot(taken=taken)
+
+    def release(self, slot: Slot, used: Mapping[str, float] | None) -> None:
+        """A call ended: its leave goes back; ``used`` (input_tokens, output_tokens): what it spent, so the
+        rest of its share returns to the buckets (None: it failed or was cut short, nothing returns)."""
+        self.running -= 1
+        if used is not None:
+            spent = {
+                "tokens": used.get("input_tokens", 0) + used.get("output_tokens", 0),
+                "input_tokens": used.get("input_tokens", 0),
+                "output_tokens": used.get("output_tokens", 0),
+            }
+            for kind, amount in slot.taken.items():
+                if kind in spent and (back := amount - spent[kind]) > 0:
+                    bucket = self.buckets[kind]
+                    bucket.level = min(bucket.capacity, bucket.level + back)
+            self.penalties = 0
+            if self.limit is not None:
+                self.clean += 1
+                if self.clean >= self.limit:
+                    self.limit, self.clean = self.limit + 1, 0
+        self._wake()
+
+    def limited(self, retry_after: float | None) -> float:
+        """The server said no (429, 529, overloaded): halve what may be under way and cool the key down for
+        ``retry_after`` seconds (else a backoff that doubles, to 60 s). The cooldown, in seconds."""
+        self.penalties += 1
+        self.limit = max(1, (self.running if self.limit is None else min(self.limit, self.running)) // 2)
+        self.clean = 0
+        wait = retry_after if retry_after is not None else min(60.0, 2.0 ** (self.penalties - 1))
+        self.until = max(self.until, time.monotonic() + wait)
+        self._wake()
+        return wait
+
+    def observe(self, limits: RateLimits) -> None:
+        """An answer's headers: the buckets follow what the server says is left."""
+        now = time.monotonic()
+        for kind, (whole, left, reset) in limits.buckets.items():
+            rate = (whole - left) / reset if reset > 0 and whole > left else whole / 60
+            bucket = self.buckets.get(kind)
+            if bucket is None:
+                self.buckets[kind] = _Bucket(capacity=whole, level=left, rate=rate, stamp=now)
+            else:
+                bucket.capacity, bucket.level, bucket.rate, bucket.stamp = whole, min(left, whole), rate, now
+
+
+class RateGovernors:
+    """The governors of one run, one per (provider, model), seeded from config's ``[rate_limits."p/m"]``."""
+
+    def __init__(self, seeds: Mapping[str, tuple[float | None, float | None]] | None = None):
+        self.seeds = dict(seeds or {})
+        self.governors: dict[str, RateGovernor] = {}
+
+    def of(self, provider: str, model: str) -> RateGovernor:
+        key = f"{provider}/{model}"
+        if key not in self.governors:
+            rpm, tpm = self.seeds.get(key, (None, None))
+            self.governors[key] = RateGovernor(key, rpm=rpm, tpm=tpm)
+        return self.governors[key]

@@ -1,0 +1,110 @@
+"""The wire of ``zero acp``: newline-delimited JSON-RPC on stdio, strict about what it is sent.
+
+A line that is not JSON gets a parse error, a batch (a JSON array) gets an error for each request in it
+(ACP speaks one message a line), and anything else that is not a JSON-RPC object gets an invalid-request
+error: each is answered and the connection goes on, where the SDK's own reader would log a traceback or
+stop. The SDK's log lines reach stderr as one line each, their tracebacks only with ``--debug``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from typing import Any
+
+import anyio
+
+__all__ = ["LIMIT", "Wire", "quiet_logs"]
+
+PARSE_ERROR, INVALID_REQUEST = -32700, -32600
+LIMIT = 64 * 1024 * 1024  # one message: an embedded file can be large, but not this large
+
+
+class Wire:
+    """A JSON-RPC message transport (the SDK's ``Transport``) over the process's stdin and stdout."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter):
+        self._reader = reader
+        self._writer = writer
+        self._sending = anyio.Lock()
+
+    async def send(self, message: dict[str, Any]) -> None:
+        data = json.dumps(message, ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
+        async with self._sending:  # one message a line: writes never interleave
+            self._writer.write(data)
+            await self._writer.drain()
+
+    async def receive(self) -> dict[str, Any] | None:
+        while True:
+            line = await self._line()
+            if line is None:
+                return None
+            if not line.strip():
+                continue
+            try:
+                message = json.loads(line)
+            except ValueError as e:
+                await self._refuse(None, PARSE_ERROR, f"Parse error: not JSON ({e})")
+                continue
+            except RecursionError:
+                await self._refuse(None, PARSE_ERROR, "Parse error: nested too deeply to read")
+                continue
+            if isinstance(message, dict) and (
+                isinstance(message.get("method"), str)
+                or ("id" in message and ("result" in message or "error" in message))
+            ):
+                return message  # a request, a notification, or the answer to one of ours
+            if isinstance(message, dict):
+                why = "Invalid Request: a message needs a method (a request), or a result or an error (an answer)"
+                await self._refuse(message.get("id"), INVALID_REQUEST, why)
+                continue
+            if isinstance(message, list):
+                ids = [m["id"] for m in message if isinstance(m, dict) and "method" in m and "id" in m]
+                why = "Invalid Request: batches are not supported; send one JSON-RPC message a line"
+                for request_id in ids or [None]:
+                    await self._refuse(request_id, INVALID_REQUEST, why)
+                continue
+            await self._refuse(None, INVALID_REQUEST, "Invalid Request: a message is a JSON-RPC object")
+
+    async def close(self) -> None:
+        self._writer.close()
+
+    async def _line(self) -> bytes | None:
+        """The next line (None at the end); one over the size limit is skipped with an error."""
+        try:
+            line = await self._reader.readuntil(b"\n")
+        except asyncio.IncompleteReadError as e:
+            return e.partial or None
+        except asyncio.LimitOverrunError:
+            while True:  # drop the rest of the oversized line
+                try:
+                    await self._reader.readuntil(b"\n")
+                    break
+                except asyncio.LimitOverrunError as e:
+                    await self._reader.readexactly(e.consumed)
+                except asyncio.IncompleteReadError:
+                    return None
+            await self._refuse(None, INVALID_REQUEST, f"Invalid Request: a message over {LIMIT:,} bytes")
+            return b""
+        return line
+
+    async def _refuse(self, request_id: Any, code: int, message: str) -> None:
+        await self.send({"jsonrpc": "2.0", "id": request_id, "error": {"code": code, "message": message}})
+
+
+class _OneLine(logging.Formatter):
+    """A log record as one line: what went wrong, never the traceback (that is for ``--debug``)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        reason = f": {record.exc_info[1]}" if record.exc_info and record.exc_info[1] else ""
+        return f"zero acp: {record.getMessage()}{reason}"
+
+
+def quiet_logs(debug: bool) -> None:
+    """Send the SDK's log records to stderr: one line each, or in full with ``--debug``."""
+    handler = logging.StreamHandler()
+    handler.setFormatter(logging.Formatter("zero acp: %(message)s") if debug else _OneLine())
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(logging.WARNING)

@@ -1,0 +1,78 @@
+"""Terminal and pipe output that never blocks the event loop.
+
+A ``write()`` to a pipe whose reader stopped reading (or to a terminal paused with Ctrl-S)
+blocks the thread that calls it; on the event loop that would stall every agent. A
+``BackgroundWriter`` hands each write to a thread of its own, which writes them in order;
+the agents go on, and nothing is lost: ``close()`` waits until everything is written.
+"""
+
+from __future__ import annotations
+
+import io
+import queue
+import threading
+from typing import TextIO
+
+__all__ = ["BackgroundWriter"]
+
+
+class BackgroundWriter(io.TextIOBase):
+    """A text stream whose ``write`` returns at once; a thread writes to ``target`` in order.
+
+    If the reader goes away (a closed pipe), later writes are dropped and ``broken`` is set.
+    """
+
+    def __init__(self, target: TextIO):
+        self.target = target
+        self.broken = False
+        self._queue: queue.SimpleQueue[str | None] = queue.SimpleQueue()
+        self._thread = threading.Thread(target=self._run, name="zero-output", daemon=True)
+        self._thread.start()
+        self._closed = False
+
+    def write(self, text: str) -> int:
+        if text and not self._closed:
+            self._queue.put(text)
+        return len(text)
+
+    def flush(self) -> None:
+        return None  # the thread flushes after every batch it writes
+
+    def isatty(self) -> bool:
+        return self.target.isatty()
+
+    def fileno(self) -> int:
+        return self.target.fileno()
+
+    def writable(self) -> bool:
+        return True
+
+    @property
+    def encoding(self) -> str:  # type: ignore[override]
+        return getattr(self.target, "encoding", None) or "utf-8"
+
+    def close(self) -> None:
+        """Wait until everything written so far has reached the target."""
+        if not self._closed:
+            self._closed = True
+            self._queue.put(None)
+            self._thread.join()
+
+    def _run(self) -> None:
+        while True:
+            batch = [self._queue.get()]
+            while True:  # take what else is waiting, and write it with one call
+                try:
+                    batch.append(self._queue.get_nowait())
+                except queue.Empty:
+                    break
+            end = None in batch
+            text = "".join(t for t in batch if t is not None)
+            if text and not self.broken:
+                try:
+                    self.target.write(text)
+                    self.target.flush()
+                except (BrokenPipeError, ValueError, OSError):
+                    self.broken = True  # the reader left: drop the rest
+            if end:
+                return

@@ -1,0 +1,191 @@
+"""``zero`` argument parsing and dispatch.
+
+This module imports nothing heavy: ``zero --help`` must stay fast, so each command
+module (and the SDKs behind it) is imported only when that command runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from zero import __version__
+from zero.cli._choices import PERMISSION_MODES, PROVIDERS
+from zero.cli._streams import Streams
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (~2 ms of zero --help)
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+    from typing import TextIO
+
+    from zero.cli.options import Command
+
+__all__ = ["PERMISSION_MODES", "PROVIDERS", "build_parser", "main"]
+
+
+COMMAND_HELP = {
+    "exec": "run one task headless",
+    "specialists": "list, show, create and check specialist manifests",
+    "swarm": "run a team of specialists under one shared budget",
+    "sessions": "read, resume, fork, export and remove recorded sessions",
+    "mcp": "MCP servers for Zero's agents, and Zero as an MCP server",
+    "acp": "serve an editor over the Agent Client Protocol (stdio)",
+}
+COMMANDS = tuple(COMMAND_HELP)
+
+
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The parser of ``zero COMMAND ...``; ``only``: the arguments of that command alone ("" none: ``--help``
+    lists the commands; None all of them)."""
+    parser = argparse.ArgumentParser(
+        prog="zero",
+        description="Zero: a terminal coding agent built around multi-agent orchestration. "
+        "Without a command, zero [PROMPT] opens the interactive shell (--continue, --resume ID).",
+        epilog="Exit codes: 0 success, 1 run failed, 2 usage or configuration error, 3 provider error, "
+        "4 incomplete (budget or max turns), 130 interrupted.",
+    )
+    parser.add_argument("--version", action="version", version=f"zero {__version__}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+    subs = {name: commands.add_parser(name, help=text) for name, text in COMMAND_HELP.items()}
+    if only != "":
+        from zero.cli.arguments import ARGUMENTS
+
+        for name, sub in subs.items():
+            if only is None or only == name:
+                ARGUMENTS[name](sub)
+    return parser
+
+
+def main(
+    argv: Sequence[str] | None = None,
+    *,
+    stdout: TextIO | None = None,
+    stderr: TextIO | None = None,
+    stdin: TextIO | None = None,
+) -> int:
+    """Run the ``zero`` command line; returns the exit code.
+
+    ``argv`` None means this is Zero's own process (the console script); tests pass ``argv``
+    and their own streams.
+    """
+    streams = Streams(stdout or sys.stdout, stderr or sys.stderr, stdin or sys.stdin, real=argv is None)
+    words = list(sys.argv[1:] if argv is None else argv)
+    if words in (["help"], ["version"]):  # as commands, not a first message sent to a paid model
+        words = ["--" + words[0]]
+    shell = not words or (words[0] not in COMMANDS and words[0] not in ("-h", "--help", "--version"))
+    if shell:
+        from zero.cli.arguments import shell_parser
+
+        parser = shell_parser()
+    else:
+        parser = build_parser(words[0] if words[0] in COMMANDS else "")
+    server_command: list[str] = []
+    if words[:2] == ["mcp", "add"] and "--" in words:  # the server's own command line, after --, as it is
+        at = words.index("--")
+        words, server_command = words[:at], words[at + 1 :]
+    saved = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = streams.stdout, streams.stderr  # where argparse prints help and usage errors
+    try:
+        namespace = parser.parse_args(words)
+    except SystemExit as e:  # --help, --version, or a usage error (already printed)
+        return int(e.code or 0)
+    finally:
+        sys.stdout, sys.stderr = saved
+    from zero.cli.arguments import options_of
+
+    options = options_of(namespace, server_command)
+    try:
+        return _dispatch(options, streams)
+    except KeyboardInterrupt:  # Ctrl-C (or SIGTERM) before a run could take it over: quietly
+        return 130
+    except BrokenPipeError:  # the reader went away (``| head``): nothing more to say, to anyone
+        _quiet(streams)
+        return 141
+    except Exception as e:
+        if options.debug:
+            raise
+        streams.stderr.write(
+            f"zero: internal error (a bug in Zero; please report it): {type(e).__name__}: {e}\n"
+            "zero: run the same command with --debug to see where it happened\n"
+        )
+        return 1
+
+
+def _dispatch(options: Command, streams: Streams) -> int:
+    from typing import assert_never
+
+    from zero.cli import options as kinds
+
+    match options:
+        case kinds.ShellOptions():
+            from zero.cli.shell import run_shell
+
+            return run_shell(options, streams)
+        case kinds.ResumeOptions():
+            from zero.cli.exec import run_resume
+
+            return run_resume(options, streams)
+        case kinds.ExecOptions():
+            from zero.cli.exec import run_exec
+
+            return run_exec(options, streams)
+        case kinds.SpecialistsOptions():
+            from zero.cli.specialists_cmd import run_specialists
+
+            return run_specialists(options, streams)
+        case kinds.SwarmOptions():
+            from zero.cli.swarm_cmd import run_swarm
+
+            return run_swarm(options, streams)
+        case kinds.AcpOptions():
+            import anyio
+
+            from zero.cli.acp_agent import serve
+
+            return anyio.run(serve, options, streams)
+        case kinds.McpOptions():
+            from zero.cli.mcp_cmd import run_mcp
+
+            return run_mcp(options, streams)
+        case kinds.SessionsOptions():
+            from zero.cli.sessions_cmd import run_sessions
+
+            return run_sessions(options, streams)
+        case _:
+            assert_never(options)
+
+
+def _quiet(streams: Streams) -> None:
+    """After a closed pipe: point stdout at /dev/null, so Python's own last flush has nowhere to fail."""
+    if streams.real:
+        import os
+
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, sys.stdout.fileno())
+        os.close(null)
+
+
+def _terminated(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt  # SIGTERM before a run installs its own handler: end as Ctrl-C does (130)
+
+
+def entry() -> None:
+    """The ``zero`` console script."""
+    import resource
+    import signal
+
+    signal.signal(signal.SIGTERM, _terminated)
+    # As many descriptors as the system lets this process have (as Go's runtime does): each running agent
+    # holds its session's lease and log, and each call a connection; a soft limit of 1,024 ends a team of
+    # a thousand members with "too many open files".
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != resource.RLIM_INFINITY and (hard == resource.RLIM_INFINITY or soft < hard):
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, 1 << 20), hard))
+        except (ValueError, OSError):
+            pass  # the limit stays as it was
+    sys.exit(main())
+
+
+if __name__ == "__main__":
+    entry()

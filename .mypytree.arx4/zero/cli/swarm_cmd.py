@@ -1,0 +1,404 @@
+"""``zero swarm run TEAM.toml``, ``zero swarm validate TEAM.toml`` and ``zero swarm watch ID`` (``diff`` and
+``land``: ``swarm_land``)."""
+
+from __future__ import annotations
+
+import functools
+import json
+import time
+from pathlib import Path
+from typing import TextIO
+
+import anyio
+from rich.console import Console
+from rich.table import Table
+
+from zero.agent import STATUS, PriceTable, exit_code, format_cost
+from zero.cli._warnings import WarningLog
+from zero.cli.common import (
+    Streams,
+    freeze_startup_heap,
+    interruptible,
+    open_context,
+    print_error,
+    print_warnings,
+    session_store,
+    team_settings,
+    unwrap,
+    workspace_from,
+)
+from zero.cli.config import RunSettings, load_config, permission_ceiling
+from zero.cli.options import SwarmOptions
+from zero.cli.session_ids import resolve_session_id
+from zero.cli.streamjson import StreamJsonWriter, new_run_id
+from zero.cli.swarm_land import print_landing, run_diff, run_land
+from zero.cli.swarm_progress import PlainProgress
+from zero.cli.trust import load_specialists, specialist_warnings
+from zero.errors import ConfigError, UsageError, ZeroError
+from zero.orchestrator import (
+    TeamError,
+    TeamPlan,
+    TeamResult,
+    TeamRunner,
+    build_plan,
+    load_team,
+)
+from zero.orchestrator.live import draw_live, follow_run, tree_from_store
+from zero.orchestrator.resume import RecordedTeam, read_team
+from zero.orchestrator.team import with_limits
+from zero.orchestrator.view import TeamTree, TreeNode
+from zero.sessions import session_workspace
+from zero.specialists import SpecialistRegistry
+from zero.tools import Redactor, redact_values, within
+from zero.tools.describe import printable
+
+__all__ = ["run_swarm"]
+
+
+def run_swarm(args: SwarmOptions, streams: Streams) -> int:
+    if args.action == "watch":
+        return _watch(args, streams)
+    if args.action in ("diff", "land"):
+        return (run_diff if args.action == "diff" else run_land)(args, streams)
+    run_id = new_run_id()
+    out = streams.stdout
+    recorded: RecordedTeam | None = None
+    try:
+        workspace = workspace_from(args)
+        if args.action == "resume":
+            recorded = _recorded(args, workspace)
+        running = args.action in ("run", "resume") and not args.dry_run
+        plan, settings, registry = _plan(args, workspace, streams, need_provider=running, recorded=recorded)
+    except TeamError as e:
+        return _report_invalid(args, streams, e)
+    except ZeroError as e:
+        if args.output_format == "stream-json":
+            StreamJsonWriter.setup_failure(out, run_id, e)
+        else:
+            print_error(str(e), streams.stderr)
+        return e.exit_code
+    if args.action == "validate" or args.dry_run:
+        _print_plan(plan, settings, out, args.json if args.action == "validate" else False)
+        return 0
+    assert settings is not None
+    with streams.unblocked() as unblocked:
+        try:
+            return anyio.run(_run, plan, settings, registry, workspace, args, unblocked, run_id, recorded)
+        except Exception as group:
+            error = unwrap(group)
+            if not isinstance(error, ZeroError):
+                raise
+            if args.output_format == "stream-json":
+                StreamJsonWriter.setup_failure(unblocked.stdout, run_id, error)
+            else:
+                print_error(str(error), unblocked.stderr)
+            return error.exit_code
+
+
+def _recorded(args: SwarmOptions, workspace: Path) -> RecordedTeam:
+    """The team run ``swarm resume`` continues, in this workspace; with ``--team``, an edited file
+    that has the same members."""
+    store = session_store(writable=True)
+    team_id = resolve_session_id(store, args.session_id, here=workspace if args.here else None, kind="team")
+    session_workspace(store.metadata(team_id), workspace)
+    recorded = read_team(store, team_id)
+    if args.team:
+        edited, _, _ = load_team(Path(args.team))
+        names, before = [m.name for m in edited.members], list(recorded.members)
+        if sorted(names) != sorted(before):
+            raise UsageError(
+                f"{args.team} has members {', '.join(names)}, but the run {team_id} had {', '.join(before)}: "
+                "a resumed team keeps its members (start a new run with zero swarm run instead)"
+            )
+    return recorded
+
+
+def _plan(
+    args: SwarmOptions,
+    workspace: Path,
+    streams: Streams,
+    *,
+    need_provider: bool,
+    recorded: RecordedTeam | None = None,
+) -> tuple[TeamPlan, RunSettings | None, SpecialistRegistry]:
+    from_file = recorded is None or bool(args.team)
+    if recorded is not None and not args.team:
+        path, team = Path(recorded.file or "(recorded team)"), recorded.team
+    else:
+        path = Path(args.team or "")  # (run and validate require it)
+        team = load_team(path)[0]
+    configs = load_config(workspace)
+    # The flag (else the user's config) is the ceiling; the project's config and the team file may only narrow it.
+    ceiling = permission_ceiling(args.run.permission_mode, configs)
+    mode, note = within(ceiling, configs.project.permission_mode, "the project's .zero/config.toml")
+    settings: RunSettings | None = None
+    try:
+        settings = team_settings(configs, args.run, team.defaults)
+    except ConfigError:
+        if need_provider:
+            raise
+    registry = load_specialists(workspace, configs, settings)
+    base = recorded.budget if recorded is not None and not args.team else team.budget
+    limits = with_limits(
+        base,
+        tokens=args.budget_tokens,
+        cost_usd=args.budget_cost,
+        wall_seconds=args.budget_seconds,
+    )
+    prices = PriceTable.builtin().with_overrides(settings.prices if settings else {})
+    plan = build_plan(
+        path,
+        registry,
+        provider=settings.provider if settings else (team.defaults.provider or "(not configured)"),
+        model=settings.model if settings else (args.run.model or team.defaults.model or "(provider default)"),
+        permission_mode=mode,
+        prices=prices,
+        budget=limits,
+        max_concurrency=args.max_concurrency,
+        goal=args.goal,
+        recorded=None if from_file else team,
+        workspace=workspace,
+    )
+    warnings = [
+        *configs.warnings,
+        *([note] if note else []),
+        *(m.narrowed for m in plan.members.values() if m.narrowed),
+        *specialist_warnings(registry),
+    ]
+    print_warnings(tuple(w for w in warnings if w), streams.stderr)
+    return plan, settings, registry
+
+
+def _report_invalid(args: SwarmOptions, streams: Streams, e: TeamError) -> int:
+    if args.json:
+        streams.stdout.write(
+            json.dumps(
+                {
+                    "valid": False,
+                    "problems": [
+                        {"path": p.path, "line": p.line, "about": p.subject, "key": p.key, "message": p.message}
+                        for p in e.problems
+                    ],
+                },
+                indent=2,
+            )
+            + "\n"
+        )
+    elif len(e.problems) == 1:
+        print_error(str(e.problems[0]), streams.stderr)
+    else:
+        streams.stderr.write(f"zero: error: {args.team} is not a valid team file ({len(e.problems)} problems):\n")
+        for problem in e.problems:
+            streams.stderr.write(f"  {problem}\n")
+    return 2
+
+
+def _print_plan(plan: TeamPlan, settings: RunSettings | None, out: TextIO, as_json: bool) -> None:
+    budget = plan.budget.model_dump()
+    if as_json:
+        out.write(
+            json.dumps(
+                {
+                    "valid": True,
+                    "team": plan.name,
+                    "goal": plan.team.goal,
+                    "budget": budget,
+                    "maxConcurrency": plan.max_concurrency,
+                    "onFailure": plan.team.scheduler.on_failure,
+                    "retries": plan.team.scheduler.retries,
+                    "waves": plan.waves,
+                    "land": plan.team.land.model_dump(),
+                    "members": [
+                        {
+                            "name": m.name,
+                            "specialist": m.specialist.name,
+                            "provider": m.provider,
+                            "model": m.model,
+                            "permissionMode": m.permission_mode,
+                            "askedPermissionMode": m.spec.permission_mode or plan.team.defaults.permission_mode,
+                            "maxTurns": m.max_turns,
+                            "dependsOn": m.spec.depends_on,
+                            "wave": m.wave + 1,
+                            "isolation": m.isolation,
+                            "budget": m.spec.budget.model_dump() if m.spec.budget else None,
+                            "owns": m.spec.owns,
+                        }
+                        for m in plan.members.values()
+                    ],
+                    "overlaps": [o.to_json() for o in plan.overlaps],
+                },
+                indent=2,
+            )
+            + "\n"
+        )
+        return
+    console = Console(file=out, highlight=False, soft_wrap=True)
+    console.print(
+        f"Team [bold]{plan.name}[/bold]: {len(plan.members)} members in {len(plan.waves)} waves, "
+        f"at most {plan.max_concurrency} at once, on_failure = {plan.team.scheduler.on_failure}, "
+        f"retries = {plan.team.scheduler.retries}"
+    )
+    if plan.team.goal:
+        console.print(f"Goal: {plan.team.goal.strip()}")
+    for number, wave in enumerate(plan.waves, 1):
+        console.print(f"Wave {number}:")
+        for name in wave:
+            m = plan.members[name]
+            deps = f" after {', '.join(m.spec.depends_on)}" if m.spec.depends_on else ""
+            grant = ""
+            if m.spec.budget:
+                grant = " · budget " + ", ".join(f"{k} {v:,}" for k, v in m.spec.budget.model_dump().items() if v)
+            asked = m.spec.permission_mode or plan.team.defaults.permission_mode
+            mode = f"{m.permission_mode} (asked for {asked})" if m.narrowed else m.permission_mode
+            where = " · in a worktree" if m.isolated else ""
+            owns = f" · owns {', '.join(m.spec.owns)}" if m.spec.owns else ""
+            waits = f" · not beside {', '.join(m.waits_for)}" if m.waits_for else ""
+            console.print(
+                f"  {name:<16} {m.specialist.name} · {m.provider}/{m.model} · {mode} · "
+                f"max {m.max_turns} turns{where}{grant}{owns}{deps}{waits}",
+                markup=False,
+            )
+    if plan.overlaps:
+        console.print("Owns that overlap (these members never run at the same time):")
+        for o in plan.overlaps:
+            globs = "; ".join(f"{a} and {b}" for a, b in o.globs)
+            console.print(f"  {o.first}, then {o.then} ({o.by}): {globs}", markup=False)
+    if any(m.isolated for m in plan.members.values()):
+        land = plan.team.land
+        check = f"check `{land.check}` (at most {land.timeout_seconds:g}s)" if land.check else "no check"
+        console.print(f"Landing: {land.mode}, onto zero/<run>/land, {check}, into {land.into}", markup=False)
+    limits = [f"{k} {v:,}" for k, v in budget.items() if v is not None]
+    console.print(f"Budget: {', '.join(limits) if limits else 'none (no shared limit)'}")
+    if settings is None:
+        console.print("Provider: not configured (set a key, or pass --provider) - needed to run, not to validate")
+
+
+async def _run(
+    plan: TeamPlan,
+    settings: RunSettings,
+    registry: SpecialistRegistry,
+    workspace: Path,
+    args: SwarmOptions,
+    streams: Streams,
+    run_id: str,
+    recorded: RecordedTeam | None = None,
+) -> int:
+    out = streams.stdout
+    async with open_context(args.run, settings, workspace, streams, registry) as ctx:
+        # --retries overrides [scheduler] retries
+        runner = TeamRunner(plan, ctx, retries=args.run.retries, resume=recorded)
+        freeze_startup_heap(streams)
+        warnings = WarningLog()
+        live = args.output_format == "text" and out.isatty() and not args.no_live
+        async with anyio.create_task_group() as consumers:
+            if args.output_format == "stream-json":
+                writer = StreamJsonWriter(out, run_id, runner.session_id)
+                consumers.start_soon(writer.consume, runner.events())
+            else:
+                consumers.start_soon(warnings.consume, runner.events())
+            if live:
+                console = Console(file=out)
+                console.print(
+                    f"team [bold]{plan.name}[/bold] · follow it from another terminal with: "
+                    f"zero swarm watch {runner.session_id}",
+                    highlight=False,
+                )
+                tree = TeamTree(TreeNode(session_id=runner.session_id, name=plan.name, kind="team", status="running"))
+                if recorded is not None:  # a resumed run goes on from what its sessions hold
+                    seed = functools.partial(tree_from_store, ctx.store, runner.session_id, clock=time.time)
+                    tree = await anyio.to_thread.run_sync(seed)
+                consumers.start_soon(draw_live, tree, runner.events(), console)
+            elif args.output_format == "text":
+                console = Console(file=streams.stderr, highlight=False, soft_wrap=True)
+                spent = {m.session_id: m.usage for m in recorded.members.values()} if recorded else {}
+                progress = PlainProgress(plan, console, spent=spent)
+                consumers.start_soon(progress.consume, runner.events())
+            result = await interruptible(runner.run, runner.interrupt)
+    code = result.exit_code
+    if args.output_format == "json":
+        summary = {
+            "type": "result",
+            "runId": run_id,
+            "team": plan.name,
+            "exitCode": code,
+            **result.to_json(),
+            "warnings": warnings.to_json(),
+        }
+        out.write(json.dumps(redact_values(Redactor(), summary), ensure_ascii=False) + "\n")
+    elif args.output_format == "text":
+        _print_summary(result, plan, out)
+        if live:  # (the plain progress said them as they came)
+            streams.stderr.write("".join(line + "\n" for line in warnings.lines()))
+    return code
+
+
+def _print_summary(result: TeamResult, plan: TeamPlan, out: TextIO) -> None:
+    console = Console(file=out, highlight=False, soft_wrap=True, width=None if out.isatty() else 120)
+    table = Table(title=f"team {plan.name} · {result.status} · session {result.session_id}", title_justify="left")
+    for column in ("member", "status", "specialist", "model", "turns", "tokens", "cost", "time"):
+        table.add_column(column, justify="right" if column in ("turns", "tokens", "cost", "time") else "left")
+    for m in result.members:
+        style = STATUS[m.status].style
+        table.add_row(
+            m.name,
+            f"[{style}]{m.status}[/{style}]",
+            m.plan.specialist.name,
+            m.plan.model,
+            f"{m.turns:,}",
+            f"{m.total.total_tokens:,}",
+            format_cost(m.total),
+            f"{m.duration:.1f}s",
+        )
+    console.print(table)
+    for m in result.members:
+        console.rule(f"{m.name} · {m.status}", align="left")
+        if m.reason:
+            console.print(printable(m.reason), style="red", markup=False)
+        console.print(printable(m.output.strip()) or "(no output)", markup=False)
+    ledger = result.ledger
+    limits = plan.budget
+    parts = [
+        f"tokens {result.usage.total_tokens:,}" + (f" of {limits.tokens:,}" if limits.tokens else ""),
+        f"cost {format_cost(result.usage)}" + (f" of ${limits.cost_usd:.2f}" if limits.cost_usd else ""),
+        f"model calls {int(ledger.used.turns):,}" + (f" of {limits.turns:,}" if limits.turns else ""),
+        f"retries {int(ledger.used.retries):,}" + (f" of {limits.retries:,}" if limits.retries is not None else ""),
+        f"time {result.duration:.1f}s" + (f" of {limits.wall_seconds:g}s" if limits.wall_seconds else ""),
+    ]
+    console.rule()
+    console.print("Totals: " + " · ".join(parts))
+    if result.trip:
+        console.print(f"[red]Budget exhausted: {result.trip}[/red]")
+    if result.land is not None:
+        isolated = [name for name, m in plan.members.items() if m.isolated]
+        print_landing(result.land, plan.team, console, team_id=result.session_id, isolated=isolated)
+
+
+def _watch(args: SwarmOptions, streams: Streams) -> int:
+    try:
+        store = session_store()
+        here = workspace_from(args) if args.here else None
+        session_id = resolve_session_id(store, args.session_id, here=here, kind="team")
+        meta = store.metadata(session_id)
+    except ZeroError as e:
+        print_error(str(e), streams.stderr)
+        return e.exit_code
+    if meta.session_kind in ("member", "child"):
+        root = meta.root_session_id or meta.parent_session_id
+        print_error(
+            f"session {session_id} is a {meta.session_kind} of the run {root}, not a run of its own; "
+            f"watch the whole run with: zero swarm watch {root}",
+            streams.stderr,
+        )
+        return 2
+    console = Console(file=streams.stdout, width=None if streams.stdout.isatty() else 120)
+    try:
+        tree = anyio.run(follow_run, store, session_id, console)
+    except Exception as group:
+        error = unwrap(group)
+        if not isinstance(error, ZeroError):
+            raise
+        print_error(str(error), streams.stderr)
+        return error.exit_code
+    if tree.root.status == "pending":
+        print_error(f"the run {session_id} never started, and no process runs it", streams.stderr)
+    return exit_code(tree.root.status, tree.root.error_code)

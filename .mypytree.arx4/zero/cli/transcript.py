@@ -1,0 +1,224 @@
+"""A session as a reader wants it: the transcript ``zero sessions show`` prints and ``export`` writes.
+
+Messages, each tool call with its arguments and its (trimmed) result, permission decisions,
+retries, warnings and errors, the usage of every model call, how each run ended and why, and for
+each ``Task`` the child's id, specialist, status and cost; with ``children`` the children's own
+transcripts, nested where they ran. ``markdown`` gives the same as a Markdown document.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import assert_never
+
+from zero.agent import (
+    AssistantText,
+    BudgetTripped,
+    ChildFinished,
+    ChildStarted,
+    Compacted,
+    ErrorRaised,
+    Event,
+    LandChanged,
+    MessageAdded,
+    ModelStreaming,
+    PermissionDecided,
+    PermissionRequested,
+    RateLimitWait,
+    Reasoning,
+    RetryScheduled,
+    RunFinished,
+    RunStarted,
+    StatusChanged,
+    TeamFinished,
+    TeamMessageSent,
+    TeamStarted,
+    ToolCallStarted,
+    ToolFinished,
+    Usage,
+    UsageUpdated,
+    WarningRaised,
+    format_cost,
+    waiting_text,
+)
+from zero.errors import SessionError
+from zero.orchestrator.view import landing_state
+from zero.sessions import Rollup, SessionMetadata, SessionStore, StoredEvent
+from zero.tools.describe import printable
+from zero.tools.worktrees import DiffStat
+
+__all__ = ["Transcript", "logged_events"]
+
+MESSAGE_CHARS = 2_000
+RESULT_LINES = 12
+RESULT_CHARS = 1_200
+
+
+def logged_events(store: SessionStore, meta: SessionMetadata) -> list[StoredEvent]:
+    """The session's events; a log that is missing, or empty while the metadata counts events, is damage
+    (``SessionError``), never an empty transcript."""
+    events = store.events(meta.session_id)
+    if not events and meta.event_count:
+        raise SessionError(
+            f"the log of session {meta.session_id} is empty, but its metadata counts {meta.event_count} "
+            f"event{'' if meta.event_count == 1 else 's'}: "
+            "the log was cut or replaced, and what it held is lost"
+        )
+    return events
+
+
+@dataclass(kw_only=True)
+class Transcript:
+    store: SessionStore
+    children: bool = False
+    full: bool = False
+    markdown: bool = False
+    _rollup: Rollup | None = field(default=None, init=False, repr=False)
+
+    def _with_children(self, session_id: str) -> Usage:
+        """What the session and every session below it spent (the fold every view totals with)."""
+        if self._rollup is None:
+            self._rollup = Rollup.of_rows([self.store.metadata(session_id).to_json(), *self.store.rows()])
+        return self._rollup.subtree(session_id)
+
+    def lines(self, session_id: str, depth: int = 0) -> Iterator[str]:
+        meta = self.store.metadata(session_id)
+        pad = "" if self.markdown else "    " * depth
+        for line in self._header(meta, depth):
+            yield pad + line
+        events = logged_events(self.store, meta)
+        if not events:
+            yield pad + "(no events yet: the session's log is empty)"
+        for stored in events:
+            event = stored.event
+            for line in self._event(event, stored.sequence):
+                yield pad + line
+            if self.children and isinstance(event, ChildStarted):
+                yield from self.lines(event.child_session_id, depth + 1)
+
+    # -- pieces ---------------------------------------------------------------------
+
+    def _header(self, meta: SessionMetadata, depth: int) -> list[str]:
+        who = meta.member_name or meta.specialist or meta.agent_name or "zero"
+        kind = meta.session_kind or "root"
+        title = f"session {meta.session_id} · {kind} · {who} · {meta.status}"
+        facts = [
+            f"title: {printable(meta.title)}" if meta.title else "",
+            f"model: {meta.provider}/{meta.model_id}" if meta.model_id else "",
+            f"workspace: {printable(meta.cwd)}" if meta.cwd else "",
+            f"parent: {meta.parent_session_id}" if meta.parent_session_id else "",
+            f"forked from: {meta.forked_from} at event {meta.forked_at_sequence}" if meta.forked_from else "",
+            f"created {meta.created_at} · updated {meta.updated_at}",
+            f"usage: own {_usage(meta.usage.to_usage())} · "
+            f"with children {_usage(self._with_children(meta.session_id))}",
+        ]
+        if self.markdown:
+            return ["", f"{'#' * min(depth + 2, 6)} {title}", "", *(f"- {f}" for f in facts if f), ""]
+        return ["", title, *(f"  {f}" for f in facts if f), ""]
+
+    def _event(self, e: Event, sequence: int) -> list[str]:  # noqa: C901 - one branch a kind
+        at = f"#{sequence} "
+        match e:
+            case RunStarted():
+                return [f"{at}── run starts · {e.provider}/{e.model}"]
+            case MessageAdded():
+                return self._message(e, at)
+            case ToolCallStarted():
+                arguments = printable(self._trim_line(json.dumps(e.arguments, ensure_ascii=False)))
+                effect = f" [{e.side_effect}]" if e.side_effect != "read" else ""
+                return [f"{at}→ {e.name}{effect} {arguments}"]
+            case ToolFinished():
+                return self._result(e, at)
+            case PermissionRequested():
+                return [f"{at}? {e.name} needs approval ({e.side_effect}): {e.reason}"]
+            case PermissionDecided():
+                return [f"{at}  {'granted' if e.granted else 'denied'}: {e.reason}"]
+            case UsageUpdated():
+                usage = e.usage
+                estimate = " (estimated)" if usage.estimated else ""
+                line = f"{usage.prompt_tokens:,} in / {usage.completion_tokens:,} out{estimate} · {format_cost(usage)}"
+                return [f"{at}  · model call: {line}"]
+            case RetryScheduled():
+                return [f"{at}↻ retry {e.attempt} in {e.delay_seconds:.1f} s: {e.code}: {printable(e.message)}"]
+            case RateLimitWait():
+                return [f"{at}… {waiting_text(e)}"]
+            case WarningRaised():
+                return [f"{at}! {e.code}: {printable(e.message)}"]
+            case Compacted():
+                summary = printable(self._trim(e.summary, MESSAGE_CHARS)).splitlines() or [""]
+                return [f"{at}── compacted: {e.replaced} messages became this summary:", *(f"    {s}" for s in summary)]
+            case ErrorRaised():
+                return [f"{at}✗ {e.code}: {printable(e.message)}"]
+            case RunFinished():
+                turns = f"{e.turns:,} turn{'' if e.turns == 1 else 's'}"
+                return [f"{at}── run ends {e.status} · {turns} · {e.duration_ms / 1000:.1f} s · {_usage(e.usage)}"]
+            case StatusChanged():
+                return [f"{at}── {e.status}" + (f": {printable(e.reason)}" if e.reason else "")]
+            case ChildStarted():
+                label = f": {printable(e.description)}" if e.description else ""
+                return [f"{at}⇢ {e.name} {e.child_session_id} ({e.mode}){label}"]
+            case ChildFinished():
+                reason = f" ({printable(e.reason)})" if e.reason else ""
+                who = e.member or e.specialist
+                took = f"{e.duration_ms / 1000:.1f} s"
+                return [f"{at}⇠ {who} {e.child_session_id} {e.status}{reason} · {took} · {_usage(e.usage)}"]
+            case TeamStarted():
+                members = ", ".join(f"{m.name} ({m.specialist})" for m in e.members)
+                return [f"{at}── team {e.team} starts: {members}"]
+            case TeamMessageSent():
+                return [f"{at}✉ {e.sender} → {e.to}: {printable(self._trim(e.body, MESSAGE_CHARS))}"]
+            case BudgetTripped():
+                return [f"{at}! budget: {e.message}"]
+            case LandChanged():
+                stat = DiffStat(files=e.files, added=e.added, removed=e.removed)
+                return [f"{at}⎇ {e.member} {e.branch} {stat} · {landing_state(e)}"]
+            case TeamFinished():
+                reason = f": {printable(e.reason)}" if e.reason else ""
+                return [f"{at}── team ends {e.status}{reason} · {_usage(e.usage)}"]
+            case AssistantText() | Reasoning() | ModelStreaming():  # shown live, never stored
+                return []
+            case _:
+                assert_never(e)
+
+    def _message(self, e: MessageAdded, at: str) -> list[str]:
+        role, content = e.role, e.content
+        if role == "system":
+            return [f"{at}system prompt ({len(content):,} characters)"]
+        if not content.strip():
+            return []
+        text = printable(self._trim(content, MESSAGE_CHARS))
+        if self.markdown:
+            return ["", f"**{role}**:", "", text, ""]
+        first, *rest = text.splitlines() or [""]
+        return [f"{at}{role}: {first}", *(f"    {line}" for line in rest)]
+
+    def _result(self, e: ToolFinished, at: str) -> list[str]:
+        output = e.output
+        lines = output.splitlines()
+        shown = lines if self.full else lines[:RESULT_LINES]
+        text = "\n".join(shown)
+        if not self.full and len(text) > RESULT_CHARS:
+            text = text[:RESULT_CHARS]
+        more = ""
+        if not self.full and (len(shown) < len(lines) or len(text) < len("\n".join(shown))):
+            more = f"… ({len(lines)} lines, {len(output):,} characters; --full shows it all)"
+        changed = f" · changed {', '.join(e.changed_files)}" if e.changed_files else ""
+        head = f"{at}← {e.status}{changed}"
+        if self.markdown:
+            return [head, "", "```", printable(text), *([more] if more else []), "```", ""]
+        return [head, *(f"    {printable(line)}" for line in text.splitlines()), *([f"    {more}"] if more else [])]
+
+    def _trim(self, text: str, limit: int) -> str:
+        if self.full or len(text) <= limit:
+            return text
+        return text[:limit] + f"… ({len(text):,} characters; --full shows it all)"
+
+    def _trim_line(self, text: str) -> str:
+        return text if self.full or len(text) <= 300 else text[:300] + "…"
+
+
+def _usage(usage: Usage) -> str:
+    tokens = f"{'~' if usage.estimated else ''}{usage.total_tokens:,} tokens"
+    return f"{tokens}, {format_cost(usage)}"

@@ -1,0 +1,1 @@
+"""Built-in specialist manifests and example teams (package data)."""

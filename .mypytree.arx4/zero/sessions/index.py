@@ -1,0 +1,93 @@
+"""The session index: every session's metadata in one file, so listing 10,000 sessions reads one
+file instead of 10,000.
+
+It is a cache, never the record: each entry keeps the identity of the ``metadata.json`` it was read
+from (inode, size, modification time), and an entry whose file changed, or that has no file any
+more, is read again or dropped on the next listing; a missing or damaged index is rebuilt from the
+sessions themselves. Any process may rewrite it (atomically, by rename); two listing at once write
+the same content.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from zero.errors import ZeroError
+from zero.sessions.ids import SESSION_ID
+from zero.sessions.models import SessionMetadata
+from zero.strictfile import read_file
+
+__all__ = ["INDEX", "Row", "read_index"]
+
+Row = dict[str, Any]
+"""A session's metadata as its ``metadata.json`` holds it (camelCase keys)."""
+
+INDEX = ".index.json"
+_VERSION = 1
+
+
+def read_index(root: Path, fresh: Callable[[str], SessionMetadata | None]) -> tuple[list[Row], dict[str, str]]:
+    """Every readable session under ``root``, as rows, and the damaged ones with what is wrong with them.
+    ``fresh(id)`` reads a session whose cached entry cannot be trusted (its file changed or is missing, or
+    it says ``pending``/``running``: its process may have died); None: not a session yet (being made)."""
+    cached = _load(root / INDEX)
+    entries: dict[str, list[Any]] = {}
+    damaged: dict[str, str] = {}
+    base = str(root)
+    try:
+        names = [e.name for e in os.scandir(base) if e.is_dir() and SESSION_ID.fullmatch(e.name)]
+    except OSError:
+        return [], {}
+    changed = False
+    for name in names:
+        path = f"{base}/{name}/metadata.json"
+        key = _identity(path)
+        entry = cached.get(name)
+        if entry is not None and entry[0] == key and entry[1].get("status") not in ("pending", "running"):
+            entries[name] = entry
+            continue
+        changed = changed or entry is not None
+        try:
+            meta = fresh(name)
+        except (ZeroError, ValueError, OSError) as e:  # listed as damaged, never in the cache
+            damaged[name] = str(e) or type(e).__name__
+            continue
+        if meta is not None:
+            entries[name] = [_identity(path) or key, meta.to_json()]
+            changed = True
+    if changed or len(entries) != len(cached):
+        _save(root / INDEX, entries)
+    return [data for _, data in entries.values()], damaged
+
+
+def _identity(path: str) -> list[int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return [st.st_ino, st.st_size, st.st_mtime_ns]
+
+
+def _load(path: Path) -> dict[str, list[Any]]:
+    try:
+        data = json.loads(read_file(path))
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(data, dict) or data.get("version") != _VERSION or not isinstance(data.get("sessions"), dict):
+        return {}
+    return {k: v for k, v in data["sessions"].items() if isinstance(v, list) and len(v) == 2 and isinstance(v[1], dict)}
+
+
+def _save(path: Path, entries: dict[str, list[Any]]) -> None:
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    try:
+        tmp.write_text(json.dumps({"version": _VERSION, "sessions": entries}, separators=(",", ":")))
+        os.replace(tmp, path)
+    except OSError:  # a read-only data folder still lists, just without the cache
+        with contextlib.suppress(OSError):
+            tmp.unlink()

@@ -1,0 +1,210 @@
+"""The on-disk shape of a session: ``metadata.json`` (camelCase, as upstream) and the records of
+``events.jsonl``; and how the metadata follows from the events.
+
+The metadata is a summary of the log: ``apply_event`` folds each event into it (status, usage,
+the children's usage), so it can always be rebuilt from the log alone.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, Literal, assert_never
+
+from pydantic import BaseModel, ConfigDict, Field, field_serializer
+from pydantic.alias_generators import to_camel
+
+from zero.agent import (
+    AssistantText,
+    BudgetTripped,
+    ChildFinished,
+    ChildStarted,
+    Compacted,
+    ErrorRaised,
+    Event,
+    LandChanged,
+    MessageAdded,
+    ModelStreaming,
+    PermissionDecided,
+    PermissionRequested,
+    RateLimitWait,
+    Reasoning,
+    RetryScheduled,
+    RunFinished,
+    RunStarted,
+    Status,
+    StatusChanged,
+    TeamFinished,
+    TeamMessageSent,
+    TeamStarted,
+    ToolCallStarted,
+    ToolFinished,
+    Usage,
+    UsageUpdated,
+    WarningRaised,
+    event_payload,
+)
+from zero.agent.status import TERMINAL
+
+__all__ = ["SessionKind", "SessionMetadata", "StoredEvent", "UsageTotals", "apply_event", "now_iso", "record_of"]
+
+SessionKind = Literal["", "child", "team", "member", "fork"]
+
+
+def now_iso() -> str:
+    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+class _Camel(BaseModel):
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="ignore")
+
+
+class UsageTotals(_Camel):
+    """Tokens and cost, as ``Usage`` sums them (``unpriced``: part of the cost is unknown)."""
+
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    total_tokens: int = 0
+    cached_tokens: int = 0
+    cost_usd: float | None = 0.0
+    calls: int = 0
+    unpriced: bool = False
+    estimated: bool = False
+
+    @classmethod
+    def nothing(cls, *, priced: bool = True) -> UsageTotals:
+        """What a session spent before its first call: nothing, at a cost that is unknown if its model has no
+        price (unknown stays unknown: an unpriced session never shows $0, calls or not)."""
+        return cls() if priced else cls(cost_usd=None, unpriced=True)
+
+    @classmethod
+    def of(cls, usage: Usage) -> UsageTotals:
+        return cls(
+            prompt_tokens=usage.prompt_tokens,
+            completion_tokens=usage.completion_tokens,
+            total_tokens=usage.total_tokens,
+            cached_tokens=usage.cached_tokens,
+            cost_usd=usage.cost_usd,
+            calls=usage.calls,
+            unpriced=usage.partly_unpriced,
+            estimated=usage.estimated,
+        )
+
+    @field_serializer("cost_usd")
+    def _cost(self, cost: float | None) -> float | None:
+        # Far finer than any view shows, and never a sum of rounded costs: the totals a session keeps
+        # (summed call by call) and the ledger's (summed as calls are booked) agree to the last cent shown.
+        return None if cost is None else round(cost, 10)
+
+    @property
+    def partly_unpriced(self) -> bool:
+        return self.unpriced or self.cost_usd is None
+
+    def to_usage(self) -> Usage:
+        return Usage.from_json(self.model_dump(by_alias=True))
+
+    def add(self, usage: Usage) -> None:
+        total = self.to_usage() + usage
+        for key, value in UsageTotals.of(total):
+            setattr(self, key, value)
+
+
+class SessionMetadata(_Camel):
+    """``usage`` is the session's own; ``children_usage`` what the ``child_end`` events of its log say its
+    children spent (a view totals a subtree from the children's own logs instead: ``rollup.Rollup``)."""
+
+    session_id: str
+    session_kind: SessionKind = ""
+    title: str = ""
+    cwd: str = ""
+    provider: str = ""
+    model_id: str = ""
+    parent_session_id: str = ""
+    root_session_id: str = ""
+    agent_name: str = ""
+    specialist: str = ""
+    team_name: str = ""
+    member_name: str = ""
+    depth: int = Field(0, ge=0)
+    status: Status = "pending"
+    created_at: str = Field(default_factory=now_iso)
+    updated_at: str = Field(default_factory=now_iso)
+    event_count: int = 0
+    last_event_type: str = ""
+    usage: UsageTotals = Field(default_factory=UsageTotals)
+    children_usage: UsageTotals = Field(default_factory=UsageTotals)
+    forked_from: str | None = None
+    forked_at_sequence: int | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return self.model_dump(by_alias=True, mode="json", exclude_none=True)
+
+    @property
+    def finished(self) -> bool:
+        return self.status in TERMINAL
+
+
+def apply_event(meta: SessionMetadata, event: Event) -> None:
+    """Fold one event of the session's log into its metadata."""
+    match event:
+        case RunStarted():
+            meta.status = "running"
+            meta.provider = event.provider or meta.provider
+            meta.model_id = event.model or meta.model_id
+        case UsageUpdated():
+            meta.usage.add(event.usage)
+        case RunFinished():
+            meta.status = event.status
+            if event.usage.partly_unpriced:  # a run of an unpriced model costs "unknown", calls or not
+                meta.usage.add(Usage(cost_usd=None))
+        case StatusChanged() | TeamFinished():
+            meta.status = event.status
+        case TeamStarted():
+            meta.status = "running"
+        case ChildFinished():
+            meta.children_usage.add(event.usage)
+        case MessageAdded(role="user") if not meta.title:  # a session opened untitled: its first prompt names it
+            meta.title = " ".join(event.content.split("<file path=", 1)[0].split())[:80]
+        case (
+            MessageAdded()
+            | ModelStreaming()
+            | AssistantText()
+            | Reasoning()
+            | ToolCallStarted()
+            | PermissionRequested()
+            | PermissionDecided()
+            | ToolFinished()
+            | RetryScheduled()
+            | RateLimitWait()
+            | WarningRaised()
+            | Compacted()
+            | ErrorRaised()
+            | ChildStarted()
+            | TeamMessageSent()
+            | BudgetTripped()
+            | LandChanged()
+        ):
+            pass
+        case _:
+            assert_never(event)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StoredEvent:
+    """An event as its session's log holds it: its place in the log and when it was written."""
+
+    sequence: int
+    created_at: str
+    event: Event
+
+
+def record_of(session_id: str, sequence: int, created_at: str, event: Event) -> dict[str, Any]:
+    """The log record of an event: ``{id, sessionId, sequence, type, createdAt, payload}``."""
+    return {
+        "id": f"{session_id}:{sequence}",
+        "sessionId": session_id,
+        "sequence": sequence,
+        "type": event.kind,
+        "createdAt": created_at,
+        "payload": event_payload(event),
+    }

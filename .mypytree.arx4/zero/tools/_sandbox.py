@@ -1,0 +1,336 @@
+"""Where shell commands run: in a sandbox where the system has one, else unconfined; and with what.
+
+The sandbox is Linux's own: new user, PID, mount and network namespaces, so the command has no
+network and everything it starts ends with it, even when Zero is killed; its own /tmp, /var/tmp and
+/dev/shm (a private folder of the run outside the workspace, removed with it), an empty /run and
+$XDG_RUNTIME_DIR and a minimal /dev, so it sees none of the host's sockets and devices; every other
+mount read-only; no capability; Landlock, so it may write only inside the workspace and those
+private folders; and a seccomp filter that refuses connecting to a unix socket outside them. Zero's
+data and config folders are never writable. Its first process is ``_sandbox_init`` (see there).
+Unconfined, that first process still ends everything the command started when the run ends; run by
+root, in a PID namespace of its own.
+
+In every mode a command gets Zero's environment without its secrets: the variables the redaction
+rule calls secret (the provider keys among them) and those that lead to a socket of the host
+(``TMUX``, ``SSH_AUTH_SOCK``, ...), unless the user's ``[shell] env_passthrough`` names them. Nor
+can it read them in Zero's process (``hide_own_secrets``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import fcntl
+import functools
+import os
+import subprocess
+import sys
+import tempfile
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from zero.tools.redact import secret_name
+
+__all__ = [
+    "INIT",
+    "SOCKET_ENV",
+    "PrivateTemp",
+    "available",
+    "command_env",
+    "command_line",
+    "hide_own_secrets",
+    "unavailable_reason",
+]
+
+INIT = str(Path(__file__).with_name("_sandbox_init.py"))
+
+SOCKET_ENV = frozenset(
+    {
+        "TMUX",
+        "TMUX_PANE",
+        "STY",
+        "ZELLIJ",
+        "ZELLIJ_SESSION_NAME",
+        "SSH_AUTH_SOCK",
+        "SSH_AGENT_PID",
+        "GPG_AGENT_INFO",
+        "DBUS_SESSION_BUS_ADDRESS",
+        "DBUS_SYSTEM_BUS_ADDRESS",
+        "AT_SPI_BUS_ADDRESS",
+        "DOCKER_HOST",
+        "CONTAINER_HOST",
+        "DISPLAY",
+        "WAYLAND_DISPLAY",
+        "WAYLAND_SOCKET",
+        "XAUTHORITY",
+        "SWAYSOCK",
+        "I3SOCK",
+        "HYPRLAND_INSTANCE_SIGNATURE",
+        "PULSE_SERVER",
+        "NOTIFY_SOCKET",
+        "KITTY_LISTEN_ON",
+        "WEZTERM_UNIX_SOCKET",
+        "NVIM",
+        "NVIM_LISTEN_ADDRESS",
+        "VSCODE_IPC_HOOK_CLI",
+        "VSCODE_GIT_IPC_HANDLE",
+    }
+)
+"""Variables that name a socket (or a helper talking to one) of the host: an editor, a terminal
+multiplexer, an agent, a bus, a display, a container engine."""
+
+
+@functools.cache
+def unavailable_reason() -> str | None:
+    """Why shell commands cannot be sandboxed here (None: they can). Asked once: it starts a sandbox."""
+    if not sys.platform.startswith("linux"):
+        return "sandboxing needs Linux"
+    try:
+        private = PrivateTemp()
+    except OSError as e:
+        return f"no temp folder for the sandbox: {e}"
+    status_r, status_w = os.pipe()
+    hold_r, hold_w = os.pipe()
+    try:
+        argv = command_line(
+            "true", confined=True, writable=[], status_fd=status_w, hold_fd=hold_r, private=private.path
+        )
+        probe = subprocess.run(
+            argv, capture_output=True, timeout=10, pass_fds=(status_w, hold_r), stdin=subprocess.DEVNULL
+        )
+        os.close(status_w)
+        status_w = -1
+        status = os.read(status_r, 64)
+    except (OSError, subprocess.SubprocessError) as e:
+        return f"the sandbox does not start here: {e}"
+    finally:
+        for fd in (status_r, status_w, hold_r, hold_w):
+            if fd >= 0:
+                os.close(fd)
+        private.remove()
+    if probe.returncode != 0 or not status.startswith(b"0 "):
+        error = probe.stderr.decode(errors="replace").strip().splitlines()
+        why = error[-1] if error else f"exit code {probe.returncode}"
+        return f"user namespaces or Landlock are not available here ({why})"
+    return None
+
+
+def available() -> bool:
+    return unavailable_reason() is None
+
+
+class PrivateTemp:
+    """The host folder (mode 0700) whose subfolders are a run's /tmp, /var/tmp and /dev/shm in the sandbox;
+    it lasts until the run ends (a ``Background`` of the run). Its run holds a lease on it (a lock the kernel
+    drops when the process dies), so that the folder of a run whose Zero was killed is removed by the next.
+    ``left`` says what of those could not be removed (the run goes on, and the next tries again)."""
+
+    def __init__(self, roots: Sequence[str] = ()) -> None:
+        self.path = tempfile.mkdtemp(prefix=_PREFIX, dir=_temp_outside(roots))
+        self.lease = os.open(os.path.join(self.path, _LEASE), os.O_CREAT | os.O_RDWR | os.O_CLOEXEC, 0o600)
+        fcntl.flock(self.lease, fcntl.LOCK_EX)
+        self.left = _remove_abandoned(os.path.dirname(self.path))
+
+    def remove(self) -> None:
+        _remove(self.path)  # what cannot go now, the next run's start tries again
+        os.close(self.lease)
+
+    async def aclose(self) -> None:
+        self.remove()
+
+
+_PREFIX, _LEASE = "zero-run-", "lease"
+_FOLDER = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
+
+
+def _temp_outside(roots: Sequence[str]) -> str:
+    """The first temp folder (``TMPDIR``, /tmp, /var/tmp, /dev/shm) outside every workspace root: a run's
+    private folder in one could be changed by its commands (its /tmp made a link to a folder outside)."""
+    real = [os.path.realpath(root) for root in roots]
+    tried = []
+    for folder in (tempfile.gettempdir(), "/tmp", "/var/tmp", "/dev/shm"):
+        place = os.path.realpath(folder)
+        if os.path.isdir(place) and not any(place == root or place.startswith(f"{root.rstrip('/')}/") for root in real):
+            return place
+        tried.append(folder)
+    raise OSError(f"every temp folder lies in the workspace ({', '.join(tried)}): set TMPDIR outside it")
+
+
+def _remove(path: str) -> str | None:
+    """Remove the folder ``path`` and all in it, without recursion (a command may leave a tree thousands deep)
+    and with one descriptor open at a time, never following a link (a link is removed, not what it leads to)
+    nor entering another file system. What could not be removed, and why (None: all went)."""
+    parent, name = os.path.split(path.rstrip("/"))
+    left: list[str] = []
+    try:
+        fd = os.open(parent or "/", _FOLDER)
+    except OSError as e:
+        return f"{path}: {e.strerror}"
+    device = os.fstat(fd).st_dev
+    todo, above = [name], []  # the subfolders of this folder still to remove; of the folders above, the same
+    try:
+        while True:
+            if todo:
+                sub = todo.pop()
+                child = _enter(fd, sub, device, left)
+                if child is not None:
+                    above.append((sub, os.fstat(fd), todo))
+                    os.close(fd)
+                    fd, todo = child, _clear(child, left)
+                continue
+            if not above:
+                break
+            sub, identity, todo = above.pop()
+            up = os.open("..", _FOLDER, dir_fd=fd)
+            os.close(fd)
+            fd = up
+            if not os.path.samestat(os.fstat(fd), identity):
+                left.append(f"{sub}: moved while it was being removed")
+                break
+            try:
+                os.rmdir(sub, dir_fd=fd)
+            except OSError as e:
+                left.append(f"{sub}: {e.strerror}")
+    except OSError as e:
+        left.append(f"{e.filename or path}: {e.strerror}")
+    finally:
+        os.close(fd)
+    return f"{path}: {left[0]}" + (f" (and {len(left) - 1} more)" if len(left) > 1 else "") if left else None
+
+
+def _enter(fd: int, name: str, device: int, left: list[str]) -> int | None:
+    """The subfolder ``name`` of ``fd``, opened (made enterable: a command may have left it mode 000); None if
+    it is no folder (it is removed then) or lies on another file system (left)."""
+    try:
+        found = os.open(name, os.O_PATH | os.O_NOFOLLOW | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=fd)
+    except FileNotFoundError:
+        return None
+    except OSError:  # a link, or a file put in its place: the name goes, what it leads to stays
+        _unlink(fd, name, left)
+        return None
+    try:
+        if os.fstat(found).st_dev != device:
+            left.append(f"{name}: another file system is mounted there")
+            return None
+        with contextlib.suppress(OSError):
+            os.chmod(f"/proc/self/fd/{found}", 0o700)  # the folder itself, whatever its name leads to now
+        return os.open(f"/proc/self/fd/{found}", _FOLDER)
+    finally:
+        os.close(found)
+
+
+def _clear(fd: int, left: list[str]) -> list[str]:
+    """Remove what is in the folder ``fd`` but its subfolders, and name those."""
+    folders = []
+    with os.scandir(fd) as entries:
+        for entry in entries:
+            if entry.is_dir(follow_symlinks=False):
+                folders.append(entry.name)
+            else:
+                _unlink(fd, entry.name, left)
+    return folders
+
+
+def _unlink(fd: int, name: str, left: list[str]) -> None:
+    try:
+        os.unlink(name, dir_fd=fd)
+    except FileNotFoundError:
+        pass
+    except OSError as e:
+        left.append(f"{name}: {e.strerror}")
+
+
+def _remove_abandoned(temp: str) -> str | None:
+    """Remove the private folders in ``temp`` whose run is gone (its lease is free); what could not be removed."""
+    left = []
+    try:
+        names = os.listdir(temp)
+    except OSError as e:
+        return f"{temp}: {e.strerror}"
+    for name in names:
+        if not name.startswith(_PREFIX):
+            continue
+        try:
+            lease = os.open(os.path.join(temp, name, _LEASE), os.O_RDWR | os.O_CLOEXEC | os.O_NOFOLLOW)
+        except OSError:
+            continue  # another user's, or one just being made
+        try:
+            fcntl.flock(lease, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            pass  # its run goes on
+        else:
+            left += [problem] if (problem := _remove(os.path.join(temp, name))) else []
+        finally:
+            os.close(lease)
+    return "; ".join(left) or None
+
+
+def empty_folders(environ: Mapping[str, str]) -> list[str]:
+    """The host's runtime folders, shown empty in the sandbox: where its services keep their sockets."""
+    folders = ["/run"]
+    if os.path.isdir("/var/run") and os.path.realpath("/var/run") != "/run":
+        folders.append("/var/run")
+    runtime = environ.get("XDG_RUNTIME_DIR", "")
+    if os.path.isabs(runtime):
+        folders.append(os.path.realpath(runtime))
+    return folders
+
+
+def command_env(environ: Mapping[str, str], passthrough: Sequence[str] = (), *, confined: bool) -> dict[str, str]:
+    """The environment of a shell command: ``environ`` without secrets and host sockets (but with what
+    ``passthrough`` names); confined, its temp folder is the sandbox's own /tmp."""
+    keep = set(passthrough)
+    env = {k: v for k, v in environ.items() if k in keep or not (secret_name(k) or k in SOCKET_ENV)}
+    if confined:
+        env["TMPDIR"] = "/tmp"
+    return env
+
+
+@functools.cache
+def hide_own_secrets() -> None:
+    """Keep this process's secrets (``command_env``'s rule) from the commands it runs unconfined, which can read
+    other processes where they have no PID namespace of their own (see ``_sandbox_run``); Linux only. Zero's
+    own process calls it before its first run starts (once: later calls do nothing).
+
+    - The block of memory that ``/proc/PID/environ`` shows, the environment the process started with, has
+      its secrets zeroed; ``os.environ`` keeps them, and the C library's copy (``putenv``), which children
+      inherit, moves to its heap. That block is readable even by root without CAP_SYS_PTRACE, as in a
+      default container, and by any process of the same user.
+    - The process becomes non-dumpable: reading its memory (``/proc/PID/mem``) or tracing it then needs
+      CAP_SYS_PTRACE (no core dump of Zero either; a debugger or py-spy attached to it needs root)."""
+    if not sys.platform.startswith("linux"):
+        return
+    libc = ctypes.CDLL(None)
+    libc.prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE
+    with open("/proc/self/stat", "rb") as f:
+        fields = f.read().rsplit(b")", 1)[1].split()
+    start, end = int(fields[47]), int(fields[48])  # env_start and env_end: fields 50 and 51 of proc(5)
+    offset = 0
+    for entry in ctypes.string_at(start, end - start).split(b"\0"):
+        name = os.fsdecode(entry.partition(b"=")[0])
+        if secret_name(name) and name in os.environ:
+            os.environ[name] = os.environ[name]  # putenv: the copy children inherit is now on the heap
+            ctypes.memset(start + offset, 0, len(entry))
+        offset += len(entry) + 1
+
+
+def command_line(
+    command: str,
+    *,
+    confined: bool,
+    writable: list[str],
+    status_fd: int,
+    hold_fd: int,
+    private: str = "",
+    protected: Sequence[str] = (),
+) -> list[str]:
+    """The argv that runs ``bash -c command``: inside the sandbox when ``confined``, with ``private`` (a
+    ``PrivateTemp``'s folder) as its temp folders and ``protected`` folders never writable."""
+    init = [sys.executable, "-I", "-S", INIT, "--status-fd", str(status_fd), "--hold-fd", str(hold_fd)]
+    bash = ["--", "bash", "-c", command]
+    if not confined:
+        return [*init, *bash]
+    paths = [arg for path in writable for arg in ("--write", path)]
+    paths += [arg for path in protected for arg in ("--protect", path)]
+    paths += [arg for path in empty_folders(os.environ) for arg in ("--empty", path)]
+    return [*init, "--confine", "--private", private, *paths, *bash]

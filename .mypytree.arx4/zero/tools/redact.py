@@ -1,0 +1,401 @@
+"""Secret redaction, applied before text reaches the model, the terminal, a pipe or the disk.
+
+Two kinds of secrets are masked: the token formats of the major services (below), and the
+values of environment variables whose names say they are secret (``*_KEY``, ``*_TOKEN``,
+``*_SECRET``, ``*PASSWORD``, ``*CREDENTIALS``, ...) and are at least 8 characters long.
+Redaction applies to values, never to the keys or the structure of a record (``values``),
+and text that arrives in pieces goes through a ``StreamRedactor``, so that a secret split
+across two pieces is masked too. A mask never hides shell syntax: within a match, only the runs of
+characters a secret is made of are masked, so ``https://u:tok;rm -rf x;@host`` still shows its ``;``
+and spaces (``hides_syntax`` says whether a text's secrets held any, for an approval to warn).
+"""
+
+from __future__ import annotations
+
+import base64
+import itertools
+import os
+import re
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = [
+    "MASK",
+    "Redactor",
+    "StreamRedactor",
+    "hides_syntax",
+    "mask_across",
+    "redact",
+    "redact_values",
+    "secret_name",
+]
+
+MASK = "[REDACTED]"
+# What a shell reads as syntax: a mask keeps these visible, so redaction never hides a command's structure.
+_SYNTAX_CHARS = r"""\s;&|<>()$`'"{}\[\]*?#\\"""
+_SYNTAX = re.compile(f"[{_SYNTAX_CHARS}]")
+_NOT_SYNTAX = re.compile(f"[^{_SYNTAX_CHARS}]+")
+# What a mask may not hide from an approval: shell syntax, and a path's way up (``..``), which would put a
+# write shown inside the workspace somewhere else.
+_HIDING = re.compile(f"[{_SYNTAX_CHARS}]|\\.\\.")
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Format:
+    """A token format: its pattern, the group holding the secret (0: all of it), and the lowercase
+    strings one of which a text must hold for the pattern to have a chance (a quick check first)."""
+
+    name: str
+    pattern: re.Pattern[str]
+    triggers: tuple[str, ...]
+    group: int = 0
+    exact: bool = False  # the triggers are matched as written, not against the lowercased text
+    valid: Callable[[str], bool] | None = None  # a check of what matched, where a pattern cannot say enough
+
+    def secrets(self, text: str) -> Iterator[re.Match[str]]:
+        """The matches in ``text`` that are secrets."""
+        for match in self.pattern.finditer(text):
+            if self.valid is None or self.valid(match.group(self.group)):
+                yield match
+
+
+def _f(
+    name: str,
+    pattern: str,
+    *triggers: str,
+    group: int = 0,
+    exact: bool = False,
+    valid: Callable[[str], bool] | None = None,
+) -> _Format:
+    return _Format(name=name, pattern=re.compile(pattern), triggers=triggers, group=group, exact=exact, valid=valid)
+
+
+def _basic_credentials(value: str) -> bool:
+    """Base64 of ``user:password`` (not a word that follows "Basic" in prose)."""
+    try:
+        decoded = base64.b64decode(value + "=" * (-len(value) % 4), validate=True)
+    except ValueError:
+        return False
+    return b":" in decoded and decoded.isascii() and decoded.decode().isprintable()
+
+
+def _mixed(value: str) -> bool:
+    """Upper and lower case letters and a digit: a random key, not a word or a hex digest."""
+    return any(c.isupper() for c in value) and any(c.islower() for c in value) and any(c.isdigit() for c in value)
+
+
+_PEM_BODY = r"[A-Za-z0-9+/=\s:,.\\-]"  # what the body of a PEM block holds (also JSON-encoded: \n)
+_SEP = r"""\\?["']?\s*[:=]\s*\\?["']?"""  # also inside JSON-encoded text: key\": \"value
+FORMATS: tuple[_Format, ...] = (
+    _f("openai and anthropic", r"sk-[A-Za-z0-9_-]{20,}", "sk-"),
+    _f("stripe", r"\b[rs]k_(?:live|test)_[A-Za-z0-9]{16,}", "_live_", "_test_"),
+    _f("github", r"\bgh[pousr]_[A-Za-z0-9]{30,}", "ghp_", "gho_", "ghu_", "ghs_", "ghr_"),
+    _f("github fine-grained", r"github_pat_[A-Za-z0-9_]{22,}", "github_pat_"),
+    _f("gitlab", r"\bgl(?:pat|dt|rt|ptt|cbt|soat)-[A-Za-z0-9_-]{20,}", "glpat-", "gldt-", "glrt-", "glptt-", "glcbt-"),
+    _f(
+        "aws secret access key after its key id",
+        r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b[^A-Za-z0-9/+=]{1,40}+(?:[^\n]{0,80}?[^A-Za-z0-9/+=])?([A-Za-z0-9/+]{40})(?![A-Za-z0-9/+=])",
+        "AKIA",
+        "ASIA",
+        group=1,
+        exact=True,
+        valid=_mixed,
+    ),
+    _f(
+        "aws access key id",
+        r"\b(?:AKIA|ASIA|AGPA|AIDA|AROA|ANPA|ANVA|AIPA)[0-9A-Z]{16}\b",
+        *("AKIA", "ASIA", "AGPA", "AIDA", "AROA", "ANPA", "ANVA", "AIPA"),
+        exact=True,
+    ),
+    _f(
+        "aws secret access key",
+        rf"(?i)\b(aws_?secret_?access_?key|aws_?secret_?key|secret_?access_?key)({_SEP})([A-Za-z0-9/+=]{{40}})(?![A-Za-z0-9/+=])",
+        "secret",
+        group=3,
+    ),
+    _f("slack", r"\bxox[abprse]-[A-Za-z0-9-]{10,}", "xox"),
+    _f("slack webhook", r"hooks\.slack\.com/services/[A-Za-z0-9/_-]{20,}", "hooks.slack.com"),
+    _f("google api key", r"AIza[0-9A-Za-z_-]{35}", "aiza"),
+    _f("google oauth", r"\bya29\.[0-9A-Za-z_-]{20,}", "ya29."),
+    _f("npm", r"\bnpm_[A-Za-z0-9]{36}\b", "npm_"),
+    _f("hugging face", r"\bhf_[A-Za-z0-9]{30,}", "hf_"),
+    _f("pypi", r"\bpypi-AgE[A-Za-z0-9_-]{50,}", "pypi-"),
+    _f("sendgrid", r"\bSG\.[A-Za-z0-9_-]{16,}\.[A-Za-z0-9_-]{20,}", "sg."),
+    _f("mailgun", r"\bkey-[0-9a-f]{32}\b", "key-"),
+    _f("digitalocean", r"\bdo[opr]_v1_[a-f0-9]{64}\b", "_v1_"),
+    _f("shopify", r"\bshp(?:at|ca|pa|ss)_[a-fA-F0-9]{32}\b", "shp"),
+    _f("databricks", r"\bdapi[a-f0-9]{32}\b", "dapi"),
+    _f("docker hub", r"\bdckr_pat_[A-Za-z0-9_-]{20,}", "dckr_pat_"),
+    _f("linear", r"\blin_api_[A-Za-z0-9]{32,}", "lin_api_"),
+    _f("telegram bot", r"\b\d{8,10}:AA[A-Za-z0-9_-]{33}\b", ":aa"),
+    _f("discord webhook", r"discord(?:app)?\.com/api/webhooks/\d+/[A-Za-z0-9_-]{20,}", "discord"),
+    _f("azure storage", r"(?i)\b(accountkey)(=)([A-Za-z0-9+/=]{40,})", "accountkey=", group=3),
+    _f("age", r"\bAGE-SECRET-KEY-1[A-Z0-9]{50,}", "age-secret-key-"),
+    _f("jwt", r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}", "eyj"),
+    _f(
+        "private key",
+        # The body is what a key block is made of (base64, its headers, line breaks), so a "block" holding
+        # anything else (a command between two echoed marker lines) is not masked whole; a body ends at the
+        # next "-----", so that many BEGIN lines with no END cost one pass, not one each.
+        rf"-----BEGIN [A-Z ]{{0,40}}PRIVATE KEY-----(?:(?!-----){_PEM_BODY}){{0,16384}}"
+        r"-----END [A-Z ]{0,40}PRIVATE KEY-----",
+        "private key",
+    ),
+    _f("bearer", r"(?i)(\bbearer\s+)([A-Za-z0-9._~+/-]{16,}=*)", "bearer", group=2),
+    _f("http basic header", r"(?i)(authorization\s*:\s*basic\s+)([A-Za-z0-9+/]{8,}={0,2})", "basic", group=2),
+    _f(
+        "basic credentials",
+        r"\b(Basic\s+)([A-Za-z0-9+/]{8,}={0,2})(?![A-Za-z0-9+/=])",
+        "basic",
+        group=2,
+        valid=_basic_credentials,
+    ),
+    # Every part bounded, and a scheme only where a word starts: a long run of letters costs one pass, not
+    # one per letter (which made 160 kB of output take minutes).
+    _f(
+        "credentials in a url",
+        r"(?i)((?<![a-z0-9+.-])[a-z][a-z0-9+.-]{0,31}://[^/\s:@]{1,256}:)([^/\s@]{1,1024})(@)",
+        "://",
+        group=2,
+    ),
+    _f(
+        "assigned secret",
+        r"(?i)\b(api[_-]?key|apikey|access[_-]?token|auth[_-]?token|secret[_-]?key|client[_-]?secret|password|passwd)"
+        rf"({_SEP})(?=[A-Za-z0-9._~+/=-]{{0,256}}\d)([A-Za-z0-9._~+/=-]{{12,}})",  # (a digit in its first 256)
+        "key",
+        "token",
+        "secret",
+        "pass",
+        group=3,
+    ),
+)
+
+# Any trigger of any format (case-folded: a superset of the exact ones), so most text is let
+# through after a single scan instead of one per trigger.
+_ANY_TRIGGER = re.compile("|".join(re.escape(t) for fmt in FORMATS for t in fmt.triggers), re.IGNORECASE)
+
+_CLEAN_LENGTH, _CLEAN_KEPT = 200, 8192  # the texts kept as clean: how long at most, how many at most
+_SECRET_ENV = re.compile(r"(KEY|TOKEN|SECRET|SECRETS|PASSWORD|PASSWD|PASS|PWD|CREDENTIAL|CREDENTIALS|AUTH)$", re.I)
+_NOT_SECRET_ENV = {"PWD", "OLDPWD", "XAUTHORITY"}
+
+
+def secret_name(name: str) -> bool:
+    """Does the environment variable ``name`` say its value is a secret (``*_KEY``, ``*_TOKEN``, ...)?"""
+    return bool(_SECRET_ENV.search(name)) and name.upper() not in _NOT_SECRET_ENV
+
+
+class Redactor:
+    """Masks well-known token formats and the values of secret-looking environment variables."""
+
+    def __init__(self, environ: Mapping[str, str] | None = None, *, values: Iterable[str] = ()):
+        """The secrets of ``environ`` (this process's environment if None), and ``values`` (at least 8
+        characters long: shorter ones would mask common words) whatever their names."""
+        env = os.environ if environ is None else environ
+        values = {v for v in values if len(v) >= 8} | {v for k, v in env.items() if secret_name(k) and len(v) >= 8}
+        # Longest first, so a value containing another is masked whole.
+        self.literals = sorted(values, key=len, reverse=True)
+        self._clean: dict[str, None] = {}  # short texts found clean (redaction is a function of the text alone)
+
+    def __call__(self, text: str) -> str:
+        if text in self._clean:  # a short text seen clean before (a session id, a model, a status): clean still
+            return text
+        out = self._redact(text)
+        if len(text) <= _CLEAN_LENGTH and out == text:
+            if len(self._clean) >= _CLEAN_KEPT:
+                self._clean.clear()
+            self._clean[text] = None
+        return out
+
+    def _redact(self, text: str) -> str:
+        for value in self.literals:
+            if value in text:
+                text = text.replace(value, MASK)
+        if not _ANY_TRIGGER.search(text):  # one scan for the common case: no format can match
+            return text
+        for fmt in _triggered(text):
+            text = _mask(fmt, text)
+        return text
+
+    def values(self, value: Any) -> Any:
+        """``value`` (a JSON-like structure) with every string in it redacted; keys are left alone."""
+        return redact_values(self, value)
+
+    def spans(self, text: str) -> list[tuple[int, int]]:
+        """Where in ``text`` there are secrets to mask: (start, end) of each."""
+        found = []
+        for value in self.literals:
+            start = text.find(value)
+            while start >= 0:
+                found.append((start, start + len(value)))
+                start = text.find(value, start + 1)
+        if _ANY_TRIGGER.search(text):
+            found += [m.span(fmt.group) for fmt in _triggered(text) for m in fmt.secrets(text)]
+        return found
+
+
+def _triggered(text: str) -> list[_Format]:
+    """The formats whose triggers ``text`` holds: the only ones that can match in it."""
+    lowered = text.lower()
+    return [fmt for fmt in FORMATS if any(t in (text if fmt.exact else lowered) for t in fmt.triggers)]
+
+
+def hides_syntax(redact: Callable[[str], str], value: Any) -> bool:
+    """Does a secret ``redact`` finds in ``value`` (a string, or the strings of a JSON-like structure) hold
+    shell syntax (``;``, ``$``, a space, ...) or a path's way up (``..``)? Then its redacted form is not the
+    whole truth of what would run, and an approval of it must say so."""
+    if isinstance(value, dict | list | tuple):
+        return any(hides_syntax(redact, v) for v in (value.values() if isinstance(value, dict) else value))
+    if not isinstance(value, str):
+        return False
+    spans = getattr(redact, "spans", None) or _shared().spans
+    return any(_HIDING.search(value, start, end) for start, end in spans(value))
+
+
+def mask_across(pieces: list[str], redact: Callable[[str], str]) -> list[str]:
+    """``pieces`` (the parts of one text, such as a tool result's content items) with each secret that spans
+    two or more of them masked in every piece it touches; each piece is still to be redacted on its own."""
+    spans = getattr(redact, "spans", None) or _shared().spans
+    joined = "".join(pieces)
+    ends = list(itertools.accumulate(len(p) for p in pieces))
+    crossing = [(a, b) for a, b in spans(joined) if any(a < end < b for end in ends)]
+    if not crossing:
+        return pieces
+    out = []
+    for start, piece in zip([0, *ends], pieces, strict=False):
+        cut = [(max(a, start) - start, min(b, start + len(piece)) - start) for a, b in crossing]
+        for a, b in sorted((c for c in cut if c[0] < c[1]), reverse=True):
+            piece = piece[:a] + MASK + piece[b:]
+        out.append(piece)
+    return out
+
+
+def redact_values(redact: Callable[[str], str], value: Any) -> Any:
+    """``value`` (a JSON-like structure) with every string in it redacted, never its keys or shape."""
+    if isinstance(value, str):
+        return redact(value)
+    if isinstance(value, dict):
+        return {k: redact_values(redact, v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [redact_values(redact, v) for v in value]
+    return value
+
+
+def _mask(fmt: _Format, text: str) -> str:
+    def keep_context(match: re.Match[str]) -> str:
+        whole, start = match.group(0), match.start(0)
+        a, b = match.start(fmt.group) - start, match.end(fmt.group) - start
+        secret = whole[a:b]
+        if fmt.valid is not None and not fmt.valid(secret):
+            return whole
+        if fmt.name != "private key":  # a key block is all secret, its newlines included
+            secret = _NOT_SYNTAX.sub(MASK, secret)  # only what a secret is made of: the syntax stays visible
+        else:
+            secret = MASK
+        return whole[:a] + secret + whole[b:]
+
+    return fmt.pattern.sub(keep_context, text)
+
+
+# A secret may follow these across a space: "Bearer <token>", "password: <value>", a private key. Written
+# backwards, to be matched at the start of the text before a space read backwards (anchored, so a hostile
+# stream of openers costs one short match a space, not a search of every start).
+_OPENER_BACKWARDS = re.compile(
+    r"""(?i)\s*(reraeb|cisab|:\s*noitazirohtua|["']?\s*[:=]?\s*["']?(yek[_-]?ipa|yekipa|nekot[_-]?ssecca|"""
+    r"""nekot[_-]?htua|yek[_-]?terces|terces[_-]?tneilc|drowssap|dwssap|yek_?ssecca_?terces))"""
+)
+# A key block still coming: its first line so far, or that line and a body so far.
+_PEM_OPEN = re.compile(rf"-----BEGIN(?:[A-Z -]{{0,48}}|[A-Z ]{{0,40}}PRIVATE KEY-----{_PEM_BODY}*)$")
+_OPENER_REACH = 80  # how far back from a space an opener is looked for
+_MAX_HELD = 32_768  # a word this long is cut anyway, keeping its last 8 kB held back
+_KEEP = 8_192
+_SPACE = (" ", "\n", "\t", "\r")
+_WHITESPACE = re.compile("[ \n\t\r]")
+
+
+class StreamRedactor:
+    """Redacts text that arrives in pieces (a model's streamed answer): what it returns never holds
+    a secret, not even one split across pieces. It holds back the end of the text that could still
+    be the start of a secret (the last word, or a word such as ``Bearer`` and what follows it) until
+    more text shows where it ends; ``flush`` returns the rest."""
+
+    def __init__(self, redact: Callable[[str], str]):
+        self.redact = redact
+        self.pending = ""
+        literals = getattr(redact, "literals", [])
+        self._spaced = [v for v in literals if any(s in v for s in _SPACE)]
+        # Whether a secret can continue past a space depends only on the text before it: so each space is
+        # judged once (those before ``_checked`` in ``pending`` were judged unsafe), against the end of
+        # what was let through (``_context``), and a hostile stream costs a linear walk, not a quadratic one.
+        self._window = max([_OPENER_REACH, *map(len, self._spaced)])
+        self._context = ""
+        self._checked = 0
+
+    def feed(self, piece: str) -> str:
+        self.pending += piece
+        cut = self._safe_cut(self.pending)
+        head, self.pending = self.pending[:cut], self.pending[cut:]
+        self._checked -= cut
+        if not head:
+            return ""
+        self._context = (self._context + head)[-self._window :]
+        return self.redact(head)
+
+    def flush(self) -> str:
+        rest, self.pending, self._checked = self.pending, "", 0
+        self._context = (self._context + rest)[-self._window :]
+        return self.redact(rest) if rest else ""
+
+    def _safe_cut(self, text: str) -> int:
+        """The end of the longest start of ``text`` after which no secret can continue; every space after it
+        is judged unsafe from then on (``_checked``)."""
+        seen = self._context + text  # (the end of the text let through, then ``text``)
+        base, end = len(self._context), len(text)
+        begin = text.rfind("-----BEGIN")
+        for cut in reversed([m.start() for m in _WHITESPACE.finditer(text, self._checked)]):
+            if cut >= end:  # inside a key block (below)
+                continue
+            stop = base + cut + 1  # the cut, in ``seen``
+            if _OPENER_BACKWARDS.match(seen[max(0, stop - _OPENER_REACH) : stop][::-1]) or any(
+                v.startswith(seen[max(0, stop - k) : stop]) for v in self._spaced for k in range(1, len(v))
+            ):
+                continue
+            while begin > cut:
+                begin = text.rfind("-----BEGIN", 0, begin)
+            if begin >= 0 and _PEM_OPEN.match(text, begin, cut + 1):  # a key block still open here is open
+                end, begin = begin, text.rfind("-----BEGIN", 0, begin)  # at every space since its first line
+                continue
+            self._checked = len(text)
+            return cut + 1
+        self._checked = len(text)
+        return self._outside_secrets(text, len(text) - _KEEP) if len(text) > _MAX_HELD else 0
+
+    def _outside_secrets(self, text: str, cut: int) -> int:
+        """``cut`` moved back to the start of a secret it would split (cutting a word too long to hold): the
+        secret's first part would be masked, but what follows the cut would not be recognised as one."""
+        spans = getattr(self.redact, "spans", None)
+        for start, end in sorted(spans(text) if spans else (), reverse=True):
+            if start < cut < end and start >= cut - _KEEP:  # (a "secret" longer than that is split too, so
+                cut = start  # that what is held back shrinks and a hostile stream costs a linear walk)
+        return cut
+
+
+def _open_key(text: str) -> bool:
+    """A private key block starts in ``text`` and its end line has not come yet."""
+    begin = text.rfind("-----BEGIN")
+    return begin >= 0 and _PEM_OPEN.match(text, begin) is not None
+
+
+_default: Redactor | None = None
+
+
+def _shared() -> Redactor:
+    global _default
+    if _default is None:
+        _default = Redactor()
+    return _default
+
+
+def redact(text: str) -> str:
+    """Redact ``text`` with a redactor built once from this process's environment."""
+    return _shared()(text)
