@@ -15,20 +15,29 @@ from zero.specialists import SpecialistRegistry
 
 pytestmark = pytest.mark.anyio
 
-TYPED = """
+MODULES = """[members.output_schema]
+type = "object"
+required = ["modules"]
+properties = { modules = { type = "array", items = { type = "string" } } }
+"""
+
+TYPED = (
+    """
 name = "typed"
 [[members]]
 name = "mapper"
 specialist = "explorer"
 prompt = "Map the modules."
-output_schema = { type = "object", properties = { modules = { type = "array", items = { type = "string" } } }, required = ["modules"] }
-
+"""
+    + MODULES
+    + """
 [[members]]
 name = "reviewer"
 specialist = "explorer"
 depends_on = ["mapper"]
 prompt = "All: {{ mapper.output }}\\nModules: {{ mapper.output.modules }}\\nFirst: {{ mapper.output.modules.0 }}"
 """
+)
 
 
 def submit(**arguments: object) -> ScriptToolCall:
@@ -93,7 +102,7 @@ async def test_a_result_that_stays_invalid_ends_invalid_output_and_its_dependent
 
 
 async def test_a_field_missing_at_run_time_skips_the_dependent_saying_which(workspace: Path, tmp_path: Path) -> None:
-    body = TYPED.replace("output_schema = {", 'output_schema = "json"\n# {').replace(
+    body = TYPED.replace(MODULES, 'output_schema = "json"\n').replace(
         "{{ mapper.output.modules.0 }}", "{{ mapper.output.files }}"
     )
     result, _, provider, _ = await run_team(
@@ -126,7 +135,7 @@ def test_a_placeholder_into_a_field_the_schema_cannot_have_is_refused_before_any
 ) -> None:
     error = plan_of(workspace, tmp_path, TYPED.replace("{{ mapper.output.modules.0 }}", "{{ mapper.output.modlues }}"))
     assert [str(p) for p in error.problems] == [
-        f"{tmp_path / 'team.toml'}:13: member 'reviewer': prompt uses {{{{ mapper.output.modlues }}}}, but mapper's "
+        f"{tmp_path / 'team.toml'}:16: member 'reviewer': prompt uses {{{{ mapper.output.modlues }}}}, but mapper's "
         "result cannot have it: its output_schema declares no property 'modlues' (did you mean \"modules\"?)"
     ]
     error = plan_of(
@@ -138,7 +147,7 @@ def test_a_placeholder_into_a_field_the_schema_cannot_have_is_refused_before_any
 
 
 def test_a_placeholder_into_an_untyped_member_is_refused(workspace: Path, tmp_path: Path) -> None:
-    body = TYPED.replace("output_schema = {", "# {")
+    body = TYPED.replace(MODULES, "")
     error = plan_of(workspace, tmp_path, body)
     assert [p.message for p in error.problems] == [
         "prompt uses {{ mapper.output.modules }}, but 'mapper' has no output_schema: its output is text, with no "
@@ -153,7 +162,7 @@ def test_a_bad_schema_is_refused_naming_the_file_key_and_line(workspace: Path, t
     problem = error.problems[0]
     assert (problem.key, problem.line, problem.subject) == ("members.output_schema", 7, "member 'mapper'")
     assert problem.message.startswith("output_schema: it is not a valid JSON Schema: 'list' is not valid under any")
-    body = TYPED.replace("output_schema = {", 'output_schema = "schemas/missing.json"\n# {')
+    body = TYPED.replace(MODULES, 'output_schema = "schemas/missing.json"\n')
     message = plan_of(workspace, tmp_path, body).problems[0].message
     assert (
         message

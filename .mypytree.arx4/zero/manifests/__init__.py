@@ -1,1 +1,0 @@
-"""Built-in specialist manifests and example teams (package data)."""
