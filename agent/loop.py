@@ -366,7 +366,9 @@ class AgentRun:
                 self._close(turn)
                 submitted = [c for c in turn.calls if c.name == SUBMIT_RESULT]
                 if submit is not None and submit.accepted:
-                    self.output, self.structured_output = dump_result(submit.value), submit.value
+                    # Redacted as a text answer is: what the log keeps and dependents read holds no secret.
+                    self.structured_output = redact_values(self.config.redactor, submit.value)
+                    self.output = dump_result(self.structured_output)
                     if self._checkpoint is not None:
                         await self._checkpoint()
                     status = "completed"
