@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import pytest
+from support.local_server import Answer, LocalModel, turns
 
 from zero.agent import (
     AgentConfig,
@@ -22,6 +23,7 @@ from zero.agent import (
 from zero.agent.output_schema import CALL_SUBMIT, OutputSchema, read_schema, schema_problem
 from zero.tools import ToolRegistry, Workspace, builtin_tools
 
+from .test_local_server import run_against
 from .test_loop import turn
 
 pytestmark = pytest.mark.anyio
@@ -160,3 +162,29 @@ def test_a_schema_is_checked_itself(tmp_path: Path) -> None:
         read_schema("bad.json", tmp_path)
     with pytest.raises(ValueError, match=r"cannot read the schema file .*missing.json: No such file or directory"):
         read_schema("missing.json", tmp_path)
+
+
+@pytest.mark.parametrize("written", [None, "json"])
+async def test_a_rude_local_server_without_json_mode_gets_the_schema_as_a_tool(
+    workspace: Path, written: Literal["json"] | None
+) -> None:
+    # The real openai SDK over HTTP to a server that offers tools only with tool_choice and has no JSON mode
+    # (llama-cpp-python); ``written``: the model writes its calls as text, as small models do.
+    model = LocalModel(
+        turns(
+            Answer("", [("submit_result", {"modules": "api"})]), Answer("", [("submit_result", {"modules": ["api"]})])
+        ),
+        calls_as_text=written,
+    )
+    result, events, requests = await run_against(
+        model, workspace, "Map the modules.", output_schema=OutputSchema(schema=MODULES)
+    )
+    assert result.status == "completed" and result.structured_output == {"modules": ["api"]}, result.error
+    assert len(requests) == 2 and all(r["tool_choice"] == "auto" and "response_format" not in r for r in requests)
+    offered = {t["function"]["name"]: t["function"]["parameters"] for t in requests[0]["tools"]}
+    assert offered["submit_result"] == MODULES
+    refused = requests[1]["messages"][-1]
+    if written is None:  # the refusal goes back as the call's result
+        assert refused["role"] == "tool" and "modules: 'api' is not of type 'array'" in refused["content"]
+    else:  # a call written as text with arguments its schema refuses is no call: the model is told to make one
+        assert (refused["role"], refused["content"]) == ("user", CALL_SUBMIT)
