@@ -36,7 +36,7 @@ MODULES = {
 
 
 def typed_run(
-    workspace: Path, turns: list[ScriptTurn], schema: dict[str, Any], retries: int = 2
+    workspace: Path, turns: list[ScriptTurn], schema: dict[str, Any], retries: int | None = None
 ) -> tuple[AgentRun, list[Event], ScriptedProvider]:
     provider = ScriptedProvider(turns)
     events: list[Event] = []
@@ -46,7 +46,7 @@ def typed_run(
         tools=ToolRegistry(builtin_tools()),
         workspace=Workspace([workspace]),
         retry=RetryPolicy(retries=0),
-        output_schema=OutputSchema(schema=schema, retries=retries),
+        output_schema=OutputSchema.of(schema, retries),  # None: the default retries
     )
     run = AgentRun(config, "s1", [Message(role="system", content="You are a test agent.")], events.append)
     return run, events, provider
@@ -143,6 +143,14 @@ async def test_the_retries_are_counted_exactly(workspace: Path) -> None:
         "the result did not match its output schema in 2 attempts (1 retry); the last: the result does not match "
         "the output schema: modules: 2 is not of type 'array'. Fix it and call submit_result again."
     )
+
+
+async def test_by_default_two_retries_follow_the_first_attempt(workspace: Path) -> None:
+    bad = [turn(n, "", ("submit_result", {"modules": n})) for n in (1, 2, 3)]
+    run, _, provider = typed_run(workspace, [*bad, turn(4, "", ("submit_result", {"modules": []}))], MODULES)
+    result = await run.run("Map the modules.")
+    assert result.status == "invalid_output" and len(provider.calls) == 3
+    assert result.error is not None and result.error.startswith("the result did not match its output schema in 3 ")
 
 
 async def test_any_json_takes_any_value(workspace: Path) -> None:
