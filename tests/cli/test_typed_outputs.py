@@ -141,3 +141,12 @@ def test_a_manifest_names_a_schema_file_beside_it_and_a_bad_one_is_refused_by_li
     assert f"{folder / 'mapper.toml'}:3: output_schema: it is not a valid JSON Schema: 'objekt' is not valid" in (
         checked.stdout + checked.stderr
     )
+
+
+def test_validate_shows_each_members_typed_result(tmp_path: Path) -> None:
+    shown = zero("swarm", "validate", str(team(tmp_path)))
+    assert shown.returncode == 0, shown.stderr
+    mapper = next(line for line in shown.stdout.splitlines() if line.startswith("  mapper "))
+    assert mapper.endswith("max 30 turns · typed result (1 retry)")
+    plan = json.loads(zero("swarm", "validate", str(team(tmp_path)), "--json").stdout)
+    assert [(m["outputSchema"], m["outputRetries"]) for m in plan["members"]] == [(SCHEMA, 1), (None, None)]
