@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any, Literal
 
@@ -27,6 +29,8 @@ from .test_local_server import run_against
 from .test_loop import turn
 
 pytestmark = pytest.mark.anyio
+
+ROOT = Path(__file__).parents[2]
 
 MODULES = {
     "type": "object",
@@ -196,3 +200,14 @@ async def test_a_rude_local_server_without_json_mode_gets_the_schema_as_a_tool(
         assert refused["role"] == "tool" and "modules: 'api' is not of type 'array'" in refused["content"]
     else:  # a call written as text with arguments its schema refuses is no call: the model is told to make one
         assert (refused["role"], refused["content"]) == ("user", CALL_SUBMIT)
+
+
+def test_jsonschema_is_imported_only_when_a_schema_is_checked() -> None:
+    # ~70 ms of start-up: loading the agent, the specialists and the teams (a team without schemas) pays none
+    code = (
+        "import sys\nfrom zero.cli import main\n"
+        "main(['swarm', 'validate', 'manifests/teams/repo-review.toml'])\n"
+        "print('jsonschema' in sys.modules)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
+    assert done.stdout.splitlines()[-1] == "False", done.stdout
