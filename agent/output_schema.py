@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from zero.errors import ToolError
-from zero.tools import SideEffect, ToolContext, ToolOutput
+from zero.strictfile import MAX_FILE
+from zero.tools import NotFound, OutsideWorkspace, SideEffect, ToolContext, ToolOutput, Workspace
 
 __all__ = [
     "ANY_JSON",
@@ -123,13 +124,24 @@ def read_schema(value: object, base: Path) -> dict[str, Any]:
     if value == ANY_JSON:
         return {}
     if isinstance(value, str):
-        path = (base / value).expanduser()
+        path = base / value
         try:
-            text = path.read_text(encoding="utf-8")
-        except OSError as e:
-            raise ValueError(f"cannot read the schema file {path}: {e.strerror or e}") from None
+            # Beneath the folder of the file naming it, as a project's manifests are read: a file from a
+            # repository must not make another file of the machine (a key's, say) a schema the model is sent.
+            raw = Workspace([base]).read_regular(value, limit=MAX_FILE)
+        except OutsideWorkspace:
+            raise ValueError(
+                f"the schema file {value} is outside {base}, the folder of the file that names it; keep the "
+                "schema beside it (or in a folder below it)"
+            ) from None
+        except NotFound:
+            raise ValueError(f"cannot read the schema file {path}: No such file or directory") from None
+        except (ToolError, OSError) as e:
+            raise ValueError(f"cannot read the schema file {path}: {e}") from None
+        if len(raw) > MAX_FILE:
+            raise ValueError(f"the schema file {path} is larger than {MAX_FILE // 1024} KiB")
         try:
-            value = json.loads(text)
+            value = json.loads(raw)
         except ValueError as e:
             raise ValueError(f"the schema file {path} is not valid JSON: {e}") from None
         problem = schema_problem(value)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -174,6 +175,14 @@ def test_a_schema_is_checked_itself(tmp_path: Path) -> None:
         read_schema("bad.json", tmp_path)
     with pytest.raises(ValueError, match=r"cannot read the schema file .*missing.json: No such file or directory"):
         read_schema("missing.json", tmp_path)
+    # beneath the folder of the file that names it: a repository's file cannot make a file elsewhere a schema
+    outside = tmp_path / "outside.json"
+    outside.write_text(json.dumps(MODULES))
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "link.json").symlink_to(outside)
+    for named in ("../outside.json", "link.json", str(outside)):
+        with pytest.raises(ValueError, match=rf"the schema file {re.escape(named)} is outside {tmp_path / 'in'}, "):
+            read_schema(named, tmp_path / "in")
 
 
 @pytest.mark.parametrize("written", [None, "json"])
