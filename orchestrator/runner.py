@@ -87,7 +87,10 @@ class MemberState:
         """Its typed result, once it completed with one (its ``output`` is the result's JSON text); else None."""
         if self.plan.output_schema is None or self.status != "completed":
             return None
-        return json.loads(self.output)
+        try:
+            return json.loads(self.output)
+        except ValueError:  # (a run recorded before its team gave it a schema, resumed)
+            return None
 
     @property
     def duration(self) -> float:
@@ -346,7 +349,7 @@ class TeamRunner:
         if not keys:
             return member.output
         try:
-            value = pick(json.loads(member.output), keys)
+            value = pick(member.result, keys)
         except LookupError as e:
             raise LookupError(f"{{{{ {'.'.join((name, 'output', *keys))} }}}}: {name}'s result: {e}") from None
         return value if isinstance(value, str) else dump_result(value)
