@@ -303,6 +303,7 @@ class RunFinished:
     duration_ms: int = 0
     usage: Usage = Usage()
     output: str = ""
+    structured_output: Any = None  # a typed run's result (its JSON text is ``output``)
     kind: Literal["run_end"] = "run_end"
 
 
@@ -559,3 +560,5 @@ class RunResult:
     duration_ms: int
     error_code: str | None = None
     error: str | None = None
+    structured_output: Any = None
+    """A typed run's result, as submitted (``output`` is its JSON text); None for an untyped run."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 import time
 import traceback
@@ -34,6 +35,7 @@ from zero.agent.events import (
 )
 from zero.agent.governor import COOLDOWN, RateGovernor, Slot
 from zero.agent.messages import Message, ModelRequest, ToolCall, ToolSpec, Usage
+from zero.agent.output_schema import CALL_SUBMIT, SUBMIT_NOTE, SUBMIT_RESULT, OutputSchema, SubmitResult, dump_result
 from zero.agent.pricing import PriceTable
 from zero.agent.provider import Provider
 from zero.agent.retry import RetryPolicy
@@ -43,6 +45,7 @@ from zero.errors import (
     BudgetExhaustedError,
     EmptyAnswerError,
     InternalError,
+    InvalidOutputError,
     OutputCappedError,
     OverloadedError,
     ProviderError,
@@ -187,6 +190,7 @@ class AgentConfig:
     shell: ShellSettings = field(default_factory=ShellSettings)
     beat_seconds: float = 30.0  # how often a streaming call says so (ModelStreaming), for views of silence
     governor: RateGovernor | None = None  # the provider's rate governor, shared by every agent of the run
+    output_schema: OutputSchema | None = None  # a typed result: the run ends by calling submit_result
 
 
 @dataclass(slots=True, kw_only=True)
@@ -260,6 +264,11 @@ class AgentRun:
         self._recorded = recorded  # how many of ``messages`` are already in the session
         self._checkpoint = checkpoint  # awaited before a tool with a side effect runs: its call is on record
         self._specs: tuple[ToolSpec, ...] = ()
+        self.structured_output: Any = None  # a typed run's result, once submit_result accepted it
+        self._submit: SubmitResult | None = None
+        if config.output_schema is not None:
+            self._submit = SubmitResult(config.output_schema)
+            config.tools.add(self._submit)
 
     def _no_usage(self) -> Usage:
         """A run's usage before its first call: nothing, at a cost unknown if the model has no price."""
@@ -285,6 +294,10 @@ class AgentRun:
         the run's output: the conversation holds it, so a later turn knows what the call found."""
         started = time.monotonic()
         self.turns, self.usage, self.output, self.result = 0, self._no_usage(), "", None
+        self.structured_output = None
+        submit = None if call is not None else self._submit
+        if submit is not None:
+            submit.reset()
         self._warned = set()
         self._specs = self._visible_specs()  # tool sets may have joined since the last run
         config = self.config
@@ -300,10 +313,11 @@ class AgentRun:
             self.emit(MessageAdded(session_id=self.session_id, role=message.role, content=message.content))
         self._recorded = len(self.messages)
         if prompt is not None:
-            self._add(Message(role="user", content=prompt))
+            self._add(Message(role="user", content=prompt if submit is None else f"{prompt}\n\n{SUBMIT_NOTE}"))
         error: ZeroError | None = None
         turn = _Turn()
         empty = 0  # answers in a row with nothing in them
+        invalid = 0  # typed results refused (or answers without one) this run
         try:
             status: RunStatus = "max_turns"
             if call is not None:
@@ -339,6 +353,10 @@ class AgentRun:
                     self.emit(WarningRaised(session_id=self.session_id, code="empty_answer", message=_EMPTY))
                     continue
                 empty = 0
+                if not turn.calls and submit is not None:  # an answer, not the result: one invalid attempt
+                    invalid = self._refused(invalid, "it answered in text without calling submit_result")
+                    self._add(Message(role="user", content=CALL_SUBMIT))
+                    continue
                 if not turn.calls:
                     if self._checkpoint is not None:
                         await self._checkpoint()  # an answer the log lost is not a completed run
@@ -346,6 +364,18 @@ class AgentRun:
                     break
                 await self._run_tools(turn)
                 self._close(turn)
+                submitted = [c for c in turn.calls if c.name == SUBMIT_RESULT]
+                if submit is not None and submit.accepted:
+                    # Redacted as a text answer is: what the log keeps and dependents read holds no secret.
+                    self.structured_output = redact_values(self.config.redactor, submit.value)
+                    self.output = dump_result(self.structured_output)
+                    if self._checkpoint is not None:
+                        await self._checkpoint()
+                    status = "completed"
+                    break
+                if submitted:
+                    self.output = self.config.redactor(json.dumps(submitted[-1].arguments, ensure_ascii=False))
+                    invalid = self._refused(invalid, turn.results[submitted[-1].id].content.removeprefix("Error: "))
         except ProviderError as e:
             status, error = "failed", e
             self._answer(turn)
@@ -354,6 +384,8 @@ class AgentRun:
             self._answer(turn)
         except OutputCappedError as e:
             status, error = "output_capped", e
+        except InvalidOutputError as e:
+            status, error = "invalid_output", e
         except ZeroError as e:
             status, error = "failed", e
             self._answer(turn)
@@ -386,6 +418,7 @@ class AgentRun:
             duration_ms=int((time.monotonic() - started) * 1000),
             error_code=error.code if error else None,
             error=message,
+            structured_output=self.structured_output if status == "completed" else None,
         )
         self.result = result
         if error is not None and message is not None:
@@ -399,9 +432,21 @@ class AgentRun:
                 duration_ms=result.duration_ms,
                 usage=result.usage,
                 output=result.output,
+                structured_output=result.structured_output,
             )
         )
         return result
+
+    def _refused(self, invalid: int, why: str) -> int:
+        """Count one invalid attempt at a typed result; past the retries, the run ends ``invalid_output``."""
+        invalid += 1
+        schema = self.config.output_schema
+        if schema is not None and invalid > schema.retries:
+            raise InvalidOutputError(
+                f"the result did not match its output schema in {invalid} attempt{'' if invalid == 1 else 's'} "
+                f"({schema.retries} retr{'y' if schema.retries == 1 else 'ies'}); the last: {why}"
+            )
+        return invalid
 
     def _answer(self, turn: _Turn) -> None:
         """Put the model's answer (or what streamed of it before a failure) into the conversation, once."""

@@ -37,9 +37,18 @@ Status = Literal[
     "timed_out",
     "max_turns",
     "output_capped",
+    "invalid_output",
 ]
 RunStatus = Literal[
-    "completed", "failed", "cancelled", "interrupted", "budget_exhausted", "timed_out", "max_turns", "output_capped"
+    "completed",
+    "failed",
+    "cancelled",
+    "interrupted",
+    "budget_exhausted",
+    "timed_out",
+    "max_turns",
+    "output_capped",
+    "invalid_output",
 ]
 """How a run that started can end (``skipped`` is for members that never started)."""
 
@@ -157,6 +166,16 @@ def _info(status: Status) -> StatusInfo:  # noqa: C901 - one branch a status: my
                 message="the answer was cut at the output cap",
                 reason=status,
                 glyph="✂",
+                style="red",
+            )
+        case "invalid_output":
+            return StatusInfo(
+                exit_code=4,
+                outcome="incomplete",
+                resumes=False,
+                message="its result did not match its output schema after {calls}; the raw answer is kept",
+                reason="its result did not match the output schema, retries included; its raw answer below",
+                glyph="≠",
                 style="red",
             )
         case _:

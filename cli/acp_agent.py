@@ -282,9 +282,11 @@ class ZeroAcpAgent:
             case "failed":
                 data = {"sessionId": session_id, "status": status, "code": result.error_code}
                 raise RequestError(TURN_FAILED, result.error or "the turn failed", data)
-            case "max_turns" | "timed_out" | "budget_exhausted" | "output_capped":
+            case "max_turns" | "timed_out" | "budget_exhausted" | "output_capped" | "invalid_output":
                 note = result.error or incomplete_message(status, result.turns)
                 await self._notify(session_id, update_agent_message_text(f"\n\n[{status}] {note}"))
+                if status == "invalid_output":  # the turn ended, with an answer its schema refused
+                    return "end_turn"
                 return "max_turn_requests" if status in ("max_turns", "timed_out") else "max_tokens"
             case _:
                 assert_never(status)

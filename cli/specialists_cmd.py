@@ -64,6 +64,8 @@ def _spec_json(spec: Specialist, registry: SpecialistRegistry) -> dict[str, Any]
         "maxOutputTokens": spec.max_output_tokens,
         "timeoutSeconds": spec.timeout_seconds,
         "isolation": spec.isolation,
+        "outputSchema": spec.output_schema,
+        "outputRetries": spec.output_retries,
         "budget": {"tokens": spec.budget_tokens, "costUsd": spec.budget_cost_usd},
         "overrides": [str(p) for p in registry.overridden.get(spec.name, [])],
         "trusted": spec.trusted,
@@ -139,6 +141,8 @@ def _show(workspace: Path, name: str, as_json: bool, out: TextIO) -> int:
         "maxOutputTokens",
         "timeoutSeconds",
         "isolation",
+        "outputSchema",
+        "outputRetries",
         "budget",
         "overrides",
     ):
@@ -146,6 +150,8 @@ def _show(workspace: Path, name: str, as_json: bool, out: TextIO) -> int:
         if value in (None, [], {"tokens": None, "costUsd": None}):
             continue
         shown = ", ".join(value) if isinstance(value, list) else value
+        if key == "outputSchema":  # a result it ends with by calling submit_result
+            shown = json.dumps(value, ensure_ascii=False) if value else '"json" (any JSON value)'
         out.write(f"{key}: {shown}\n")
         if key == "path" and spec.bases:
             out.write(f"extends: {' -> '.join(spec.bases)}{_inherits(spec)}\n")

@@ -81,6 +81,7 @@ class StreamJsonWriter:
         self._redact = redactor or Redactor()
         self._error: ErrorRaised | None = None
         self._started: set[str] = set()  # the children whose subagent_start was written
+        self._results: dict[str, Any] = {}  # the typed results of children whose subagent_end is still to come
         self.exit_code: int | None = None  # set by the top session's end
 
     def emit(
@@ -209,11 +210,16 @@ class StreamJsonWriter:
                 fields = {"sessionId": event.child_session_id, "status": event.status, "usage": usage}
                 if event.branch:  # a child in a worktree of its own: the branch its work is on
                     fields.update(branch=event.branch, diffStat=event.diff_stat)
+                if (result := self._results.pop(event.child_session_id, None)) is not None:
+                    fields["structuredOutput"] = result  # a typed child's result, as it submitted it
                 self.emit("subagent_end", {**fields, "costUsd": usage["costUsd"], "durationMs": event.duration_ms})
             case RunFinished():
+                if not root and event.structured_output is not None:
+                    self._results[sid] = event.structured_output  # for its subagent_end
                 if root:
                     if event.status == "completed":
-                        self.emit("final", {"text": event.output})
+                        typed = {} if event.structured_output is None else {"structuredOutput": event.structured_output}
+                        self.emit("final", {"text": event.output, **typed})
                     self._end(event.status, incomplete_message(event.status, event.turns))
             case TeamFinished():
                 if root:

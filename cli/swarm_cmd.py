@@ -222,6 +222,8 @@ def _print_plan(plan: TeamPlan, settings: RunSettings | None, out: TextIO, as_js
                             "isolation": m.isolation,
                             "budget": m.spec.budget.model_dump() if m.spec.budget else None,
                             "owns": m.spec.owns,
+                            "outputSchema": m.output_schema.schema if m.output_schema else None,
+                            "outputRetries": m.output_schema.retries if m.output_schema else None,
                         }
                         for m in plan.members.values()
                     ],
@@ -253,9 +255,13 @@ def _print_plan(plan: TeamPlan, settings: RunSettings | None, out: TextIO, as_js
             where = " · in a worktree" if m.isolated else ""
             owns = f" · owns {', '.join(m.spec.owns)}" if m.spec.owns else ""
             waits = f" · not beside {', '.join(m.waits_for)}" if m.waits_for else ""
+            typed = ""
+            if m.output_schema is not None:
+                retries = m.output_schema.retries
+                typed = f" · typed result ({retries} retr{'y' if retries == 1 else 'ies'})"
             console.print(
                 f"  {name:<16} {m.specialist.name} · {m.provider}/{m.model} · {mode} · "
-                f"max {m.max_turns} turns{where}{grant}{owns}{deps}{waits}",
+                f"max {m.max_turns} turns{where}{typed}{grant}{owns}{deps}{waits}",
                 markup=False,
             )
     if plan.overlaps:

@@ -153,7 +153,11 @@ class Transcript:
                 return [f"{at}✗ {e.code}: {printable(e.message)}"]
             case RunFinished():
                 turns = f"{e.turns:,} turn{'' if e.turns == 1 else 's'}"
-                return [f"{at}── run ends {e.status} · {turns} · {e.duration_ms / 1000:.1f} s · {_usage(e.usage)}"]
+                ended = f"{at}── run ends {e.status} · {turns} · {e.duration_ms / 1000:.1f} s · {_usage(e.usage)}"
+                if e.structured_output is None:
+                    return [ended]
+                result = printable(self._trim_line(json.dumps(e.structured_output, ensure_ascii=False)))
+                return [ended, f"    result (valid by its output schema): {result}"]
             case StatusChanged():
                 return [f"{at}── {e.status}" + (f": {printable(e.reason)}" if e.reason else "")]
             case ChildStarted():

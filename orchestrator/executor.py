@@ -119,6 +119,7 @@ class _InProcessRun:
             max_output_tokens=plan.max_output_tokens,
             extra_tools=task.tools,
             role=task.role,
+            output_schema=plan.output_schema,
         )
         self.session = session = await open_member(
             self.executor.ctx, plan.specialist, options, ledger=task.ledger, owns=plan.owns, workspace=task.workspace

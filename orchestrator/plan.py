@@ -6,11 +6,13 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from zero.agent import PriceTable, smallest_cap
+from zero.agent.output_schema import OutputSchema, field_problem, read_schema
 from zero.errors import ConfigError, did_you_mean
 from zero.orchestrator.team import (
+    OUTPUT_REF,
     TEMPLATE,
     Isolation,
     MemberSpec,
@@ -50,6 +52,7 @@ class MemberPlan:
     isolation: Isolation = "none"  # where it works: its own git worktree, or the workspace itself
     owns: Owns | None = None  # the files it may write (None: any in the workspace)
     waits_for: tuple[str, ...] = ()  # members it never runs beside (their owns overlap), which go first
+    output_schema: OutputSchema | None = None  # the result it ends with (member, else [defaults], else manifest)
 
     @property
     def isolated(self) -> bool:
@@ -150,7 +153,7 @@ def build_plan(
                 i, "specialist", f"unknown specialist {m.specialist!r}{hint}; available: {', '.join(registry.names())}"
             )
         refs, bad = template_refs(m.prompt)
-        for ref in refs:
+        for ref in dict.fromkeys(r for r, _ in refs):
             if ref not in m.depends_on:
                 problem(
                     i,
@@ -176,6 +179,21 @@ def build_plan(
         cycle = found[first:] + found[:first]  # start at the member declared first
         path_text = " -> ".join([*cycle, cycle[0]])
         problem(names.index(cycle[0]), "name", f"dependency cycle: {path_text}")
+    default_schema = None
+    if team.defaults.output_schema is not None:
+        try:
+            default_schema = read_schema(team.defaults.output_schema, path.parent)
+        except ValueError as e:
+            line = lines.line_of(("defaults", "output_schema"))
+            problems.append(
+                TeamProblem(path=where, message=f"output_schema: {e}", line=line, key="defaults.output_schema")
+            )
+    schemas: dict[str, dict[str, Any] | None] = {}
+    for i, m in enumerate(team.members):
+        try:
+            schemas[m.name] = None if m.output_schema is None else read_schema(m.output_schema, path.parent)
+        except ValueError as e:
+            problem(i, "output_schema", f"output_schema: {e}")
     limits = budget or team.budget
     members: dict[str, MemberPlan] = {}
     if not problems:
@@ -203,6 +221,7 @@ def build_plan(
                 max_output_tokens=smallest_cap(m.max_output_tokens, team.defaults.max_output_tokens),
                 narrowed=narrowed,
                 owns=Owns(m.owns) if m.owns else None,
+                output_schema=_output_schema(m, team, spec, schemas[m.name], default_schema),
             )
             members[m.name] = plan
             index = names.index(m.name)
@@ -221,6 +240,11 @@ def build_plan(
                 team_limit = getattr(limits, key)
                 if mine is not None and team_limit is not None and mine > team_limit:
                     problem(index, f"budget.{key}", f"budget.{key} = {mine} is more than the team's {team_limit}")
+    for i, m in enumerate(team.members):
+        for ref, keys in template_refs(m.prompt)[0] if members else ():
+            if keys and (why := _no_field(members[ref], keys)) is not None:
+                shown = ".".join((ref, "output", *keys))
+                problem(i, "prompt", f"prompt uses {{{{ {shown} }}}}, but {why}")
     if problems:
         raise TeamError(problems)
     overlaps = _overlaps(members, graph)
@@ -236,6 +260,30 @@ def build_plan(
         max_concurrency=max_concurrency or team.scheduler.max_concurrency,
         overlaps=overlaps,
     )
+
+
+def _output_schema(
+    member: MemberSpec,
+    team: TeamFile,
+    spec: Specialist,
+    own: dict[str, Any] | None,
+    default: dict[str, Any] | None,
+) -> OutputSchema | None:
+    """The result ``member`` ends with: its own ``output_schema``, else ``[defaults]``', else its manifest's; its
+    ``output_retries`` likewise."""
+    schema = own if own is not None else default if default is not None else spec.output_schema
+    return OutputSchema.of(schema, member.output_retries, team.defaults.output_retries, spec.output_retries)
+
+
+def _no_field(member: MemberPlan, keys: tuple[str, ...]) -> str | None:
+    """Why a placeholder cannot reach ``keys`` in ``member``'s result, where that can be known before it runs."""
+    if member.output_schema is None:
+        return (
+            f"{member.name!r} has no output_schema: its output is text, with no fields (give it an output_schema, "
+            f"or use {{{{ {member.name}.output }}}})"
+        )
+    why = field_problem(member.output_schema.schema, keys)
+    return None if why is None else f"{member.name}'s result cannot have it: {why}"
 
 
 def _in_git(workspace: Path | None, who: str = "") -> str | None:
@@ -282,13 +330,16 @@ def _overlaps(members: dict[str, MemberPlan], graph: nx.DiGraph[str]) -> tuple[O
     return tuple(found)
 
 
-def render_prompt(prompt: str, goal: str, output: Callable[[str], str]) -> str:
-    """Fill ``{{ goal }}`` and ``{{ member.output }}`` (``output(member)``)."""
+def render_prompt(prompt: str, goal: str, output: Callable[[str, tuple[str, ...]], str]) -> str:
+    """Fill ``{{ goal }}`` and ``{{ member.output }}`` / ``{{ member.output.field }}`` (``output(member, keys)``,
+    which raises ``LookupError`` for a field the member's result does not have)."""
 
     def fill(match: re.Match[str]) -> str:
         expr = match.group(1)
         if expr == "goal":
             return goal
-        return output(expr.removesuffix(".output"))
+        ref = OUTPUT_REF.fullmatch(expr)
+        assert ref is not None  # the plan let no other placeholder through
+        return output(ref.group(1), tuple(ref.group(2).split(".")[1:]))
 
     return TEMPLATE.sub(fill, prompt)

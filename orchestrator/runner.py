@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import json
 import time
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -36,6 +37,7 @@ from zero.agent import (
     exit_code,
     worst,
 )
+from zero.agent.output_schema import dump_result, pick
 from zero.errors import ZeroError
 from zero.orchestrator.executor import InProcessExecutor, MemberExecutor, MemberOutcome, MemberRun, MemberTask
 from zero.orchestrator.isolation import LandReport, NotLanded, TeamWorktrees
@@ -79,6 +81,16 @@ class MemberState:
     @property
     def name(self) -> str:
         return self.plan.name
+
+    @property
+    def result(self) -> Any:
+        """Its typed result, once it completed with one (its ``output`` is the result's JSON text); else None."""
+        if self.plan.output_schema is None or self.status != "completed":
+            return None
+        try:
+            return json.loads(self.output)
+        except ValueError:  # (a run recorded before its team gave it a schema, resumed)
+            return None
 
     @property
     def duration(self) -> float:
@@ -146,6 +158,7 @@ class TeamResult:
                     "costUsd": m.total.to_json()["costUsd"],
                     "durationMs": int(m.duration * 1000),
                     "output": m.output,
+                    **({"structuredOutput": m.result} if m.result is not None else {}),
                 }
                 for m in self.members
             ],
@@ -329,21 +342,37 @@ class TeamRunner:
         unnamed = len(self.plan.members) - 1 - len(named)
         return (", ".join(named) or "none") + (f", and {unnamed} more" if unnamed else "")
 
-    def _output(self, name: str) -> str:
-        member = self.members.get(name)
-        return member.output if member is not None else ""
+    def _output(self, name: str, keys: tuple[str, ...]) -> str:
+        """What ``{{ name.output }}`` (``keys``: ``{{ name.output.a.b }}``) stands for; a ``LookupError`` naming
+        the placeholder when the member's result has nothing there."""
+        member = self.members[name]
+        if not keys:
+            return member.output
+        try:
+            value = pick(member.result, keys)
+        except LookupError as e:
+            raise LookupError(f"{{{{ {'.'.join((name, 'output', *keys))} }}}}: {name}'s result: {e}") from None
+        return value if isinstance(value, str) else dump_result(value)
 
-    def _task(self, state: MemberState, member_ledger: Ledger) -> MemberTask:
+    def _prompt(self, plan: MemberPlan) -> str:
+        """The member's task, its placeholders filled (a ``LookupError`` for a field its dependency lacks)."""
+        goal = self.plan.team.goal
+        task = render_prompt(plan.spec.prompt, goal, self._output)
+        return f"Team goal:\n{goal.strip()}\n\nYour task:\n{task}" if goal else task
+
+    def _task(self, state: MemberState, member_ledger: Ledger, prompt: str) -> MemberTask:
         plan = state.plan
+        report = (
+            "Your final message is your report: members that depend on you receive it as their input, so lead "
+            "with the result, then the evidence."
+            if plan.output_schema is None
+            else "You end by submitting your result with submit_result: members that depend on you receive it as JSON."
+        )
         role = (
             f'You are "{plan.name}", a member of the team "{self.plan.name}", working as the {plan.specialist.name} '
             f"specialist. The other members are: {self._teammates(plan)}; use send_message and read_inbox "
-            "to coordinate with them when it helps. Do your own task only. Your final message is your report: "
-            "members that depend on you receive it as their input, so lead with the result, then the evidence."
+            f"to coordinate with them when it helps. Do your own task only. {report}"
         )
-        goal = self.plan.team.goal
-        task = render_prompt(plan.spec.prompt, goal, self._output)
-        prompt = f"Team goal:\n{goal.strip()}\n\nYour task:\n{task}" if goal else task
         resumed = self.resume is not None and self.resume.members[plan.name].has_history
         if resumed:
             prompt = (
@@ -372,6 +401,11 @@ class TeamRunner:
         member_ledger = self.ledger
         if plan.spec.budget is not None:
             member_ledger = Ledger(plan.spec.budget, parent=self.ledger, name=f"member {plan.name!r}")
+        try:
+            prompt = self._prompt(plan)
+        except LookupError as e:  # a dependency's result lacks a field the prompt names: nothing to run it on
+            self._end_unstarted(state, "skipped", str(e))
+            return
         workspace = None
         if plan.isolated and self.isolation is not None:
             try:
@@ -383,7 +417,7 @@ class TeamRunner:
                 self._end_unstarted(state, "failed", f"its worktree could not be made: {e}")
                 return
             state.branch, workspace = tree.branch, Workspace([tree.workspace])
-        state.run = self.executor.start(replace(self._task(state, member_ledger), workspace=workspace))
+        state.run = self.executor.start(replace(self._task(state, member_ledger, prompt), workspace=workspace))
         state.status, state.started = "running", time.monotonic()
         self.tree.emit(
             ChildStarted(

@@ -14,6 +14,7 @@ from zero.tools import PermissionMode
 
 __all__ = [
     "NO_LIMIT",
+    "OUTPUT_REF",
     "Isolation",
     "Land",
     "MemberSpec",
@@ -80,6 +81,8 @@ class Defaults(_Strict):
     max_output_tokens: int | None = Field(None, ge=1, le=10_000_000)
     reasoning_effort: Literal["none", "minimal", "low", "medium", "high", "xhigh"] | None = None
     isolation: Isolation | None = None
+    output_schema: Any = None  # a JSON Schema (a table), the path of one, or "json": read_schema checks it
+    output_retries: int | None = Field(None, ge=0, le=10)
 
 
 class Land(_Strict):
@@ -110,6 +113,8 @@ class MemberSpec(_Strict):
     budget: MemberBudget | None = None
     isolation: Isolation | None = None
     owns: list[str] | None = None  # the files it may write (globs, zero.tools.Owns); None: any in the workspace
+    output_schema: Any = None  # a JSON Schema (a table), the path of one, or "json": read_schema checks it
+    output_retries: int | None = Field(None, ge=0, le=10)
 
 
 class TeamFile(_Strict):
@@ -150,15 +155,20 @@ def load_team(path: Path) -> tuple[TeamFile, KeyLines, list[Problem]]:
     return team, KeyLines(text), problems
 
 
-def template_refs(prompt: str) -> tuple[list[str], list[str]]:
-    """The members a prompt's ``{{ x.output }}`` names, and any placeholders it cannot fill."""
+OUTPUT_REF = re.compile(r"([a-z][a-z0-9-]*)\.output((?:\.[A-Za-z0-9_-]+)*)")
+"""``member.output``, or a field of its typed result: ``member.output.modules``, ``member.output.items.0``."""
+
+
+def template_refs(prompt: str) -> tuple[list[tuple[str, tuple[str, ...]]], list[str]]:
+    """What a prompt's ``{{ x.output }}`` placeholders name (the member, and the path into its result), and any
+    placeholders it cannot fill."""
     refs, bad = [], []
     for expr in TEMPLATE.findall(prompt):
         if expr == "goal":
             continue
-        match = re.fullmatch(r"([a-z][a-z0-9-]*)\.output", expr)
+        match = OUTPUT_REF.fullmatch(expr)
         if match:
-            refs.append(match.group(1))
+            refs.append((match.group(1), tuple(match.group(2).split(".")[1:])))
         else:
             bad.append(expr)
     return refs, bad

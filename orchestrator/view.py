@@ -24,6 +24,7 @@ from rich.text import Text
 from rich.tree import Tree
 
 from zero.agent import (
+    RUN_STATUSES,
     STATUS,
     TERMINAL,
     AssistantText,
@@ -458,19 +459,9 @@ def render_tree(
             )
         parts.append(table)
     counts = tree.counts()
-    order = [
-        "running",
-        "pending",
-        "completed",
-        "failed",
-        "skipped",
-        "cancelled",
-        "interrupted",
-        "budget_exhausted",
-        "timed_out",
-        "max_turns",
-        "output_capped",
-    ]
+    # The live ones, what went well or badly first, then every other way a run ends, as the vocabulary has them.
+    order = ["running", "pending", "completed", "failed", "skipped"]
+    order += [s for s in RUN_STATUSES if s not in order]
     tally = " · ".join(f"{counts[s]} {s}" for s in order if counts[s])
     parts.append(Text(tally or "no agents yet", style="dim"))
     return Group(*parts)

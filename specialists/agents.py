@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from zero.agent import AgentConfig, smallest_cap
+from zero.agent.output_schema import OutputSchema
 from zero.agent.providers import DEFAULT_MODELS
 from zero.sessions import AgentSession, RunNode, SessionMetadata
 from zero.specialists.context import DELEGATE_TOOLS, AgentContext, InvocationBudget, child_system_prompt
@@ -45,6 +46,7 @@ class SpecialistOptions:
     max_output_tokens: int | None = None
     extra_tools: Sequence[Tool] = ()  # tools of its caller's for it (a team's messaging)
     role: str | None = None  # its part in the system prompt (a team member's); None: a Task child's
+    output_schema: OutputSchema | None = None  # the result it ends with (a member's, a Task's); None: the manifest's
 
 
 def delegate(
@@ -128,6 +130,7 @@ async def open_specialist(ctx: AgentContext, spec: Specialist, options: Speciali
         redactor=ctx.redactor,
         shell=ctx.shell,
         governor=ctx.governors.of(provider.name, model),
+        output_schema=options.output_schema or OutputSchema.of(spec.output_schema, spec.output_retries),
     )
     if options.resume:
         session = await AgentSession.resume(ctx.store, node, config)
@@ -163,15 +166,18 @@ async def open_child(
     description: str,
     resume: bool,
     workspace: Workspace | None = None,
+    output_schema: OutputSchema | None = None,
 ) -> AgentSession:
     """A Task child of ``delegator``'s agent (the ``ChildFactory`` every delegator uses), below it in the run
-    tree; ``workspace``: its own (a worktree), for it and every task it starts."""
+    tree; ``workspace``: its own (a worktree), for it and every task it starts; ``output_schema``: the result
+    the Task asks for (None: the manifest's)."""
     node = delegator.ctx.tree.add(session_id, kind="child", under=delegator.parent.node, title=description)
     options = SpecialistOptions(
         node=node,
         resume=resume,
         permission_mode=delegator.permission_mode,
         caller_tools=delegator.caller_tools,
+        output_schema=output_schema,
     )
     ctx = delegator.ctx if workspace is None else replace(delegator.ctx, workspace=workspace)
     return await open_specialist(ctx, spec, options)

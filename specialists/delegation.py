@@ -13,13 +13,14 @@ import time
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 import anyio
 import anyio.to_thread
 from anyio.abc import TaskGroup
 
 from zero.agent import ChildFinished, ChildMode, ChildStarted, Event, ToolCallStarted, ToolFinished
+from zero.agent.output_schema import ANY_JSON, OutputSchema, schema_problem
 from zero.errors import ToolError, UsageError, ZeroError
 from zero.sessions import AgentSession, SessionMetadata, lineage, new_session_id, same_folder, validate_session_id
 from zero.specialists.context import AgentContext
@@ -44,9 +45,11 @@ class ChildFactory(Protocol):
         description: str,
         resume: bool,
         workspace: Workspace | None = None,
+        output_schema: OutputSchema | None = None,
     ) -> AgentSession:
         """A child session of ``delegator``'s agent working as ``spec``: new, or resumed from its log;
-        ``workspace``: where it works instead of its caller's workspace (its worktree)."""
+        ``workspace``: where it works instead of its caller's workspace (its worktree); ``output_schema``: the
+        result it must end with (None: its manifest's)."""
         ...
 
 
@@ -93,6 +96,7 @@ class _Child:
             files_changed=self.files_changed,
             error=result.error,
             worktree=self.handed.lines() if self.handed is not None else (),
+            typed=self.session.agent.config.output_schema is not None,
         )
         return ToolOutput(
             text=text, is_error=result.status != "completed", changed_files=tuple(sorted(self.files_changed))
@@ -164,21 +168,24 @@ class Delegator:
         call_id: str,
         jobs: list[Background] | None = None,
         isolation: Isolation | None = None,
+        output_schema: dict[str, Any] | str | None = None,
     ) -> ToolOutput:
         """Run a child (``background``: start it and return its task id; it joins ``jobs``, the background jobs
         of the run that started it, so that run's end stops it and records its end before its own);
-        ``isolation``: ``worktree`` runs it in a git worktree of its own (None: as its manifest says, else not)."""
+        ``isolation``: ``worktree`` runs it in a git worktree of its own (None: as its manifest says, else not);
+        ``output_schema``: the JSON Schema its result must match, or ``"json"`` (None: as its manifest says)."""
+        typed = _typed(output_schema)
         if resume:
             if background:
                 raise ToolError("a resumed task runs in the foreground: drop run_in_background")
             if isolation == "worktree":
                 raise ToolError("a resumed task works where it worked before: drop isolation")
-            child = await self._resume(resume, name)
+            child = await self._resume(resume, name, typed)
             mode: ChildMode = "resume"
         else:
             if not name:
                 raise ToolError("Task needs a specialist name (or resume with a session id)")
-            child = await self._start(name, description, background, isolation)
+            child = await self._start(name, description, background, isolation, typed)
             mode = "background" if background else "foreground"
         self.parent.emit(
             ChildStarted(
@@ -206,7 +213,14 @@ class Delegator:
         await self._execute(child, prompt)
         return child.envelope()
 
-    async def _start(self, name: str, description: str | None, background: bool, isolation: Isolation | None) -> _Child:
+    async def _start(
+        self,
+        name: str,
+        description: str | None,
+        background: bool,
+        isolation: Isolation | None,
+        typed: dict[str, Any] | None,
+    ) -> _Child:
         spec = self.ctx.registry.specialists.get(name)
         if spec is None:
             available = ", ".join(self.ctx.registry.names()) or "none"
@@ -222,11 +236,12 @@ class Delegator:
                 worktree = await anyio.to_thread.run_sync(open_worktree, self.ctx.workspace, session_id, spec.name)
             except ZeroError as e:
                 raise ToolError(f"cannot start {spec.name} in a worktree of its own: {e}") from e
-        session = await self._open(spec, session_id, text, resume=False, worktree=worktree)
+        output = OutputSchema.of(typed, spec.output_retries)
+        session = await self._open(spec, session_id, text, resume=False, worktree=worktree, output=output)
         child = _Child(session=session, specialist=spec, description=text, background=background, worktree=worktree)
         return self._keep(child)
 
-    async def _resume(self, session_id: str, name: str | None) -> _Child:
+    async def _resume(self, session_id: str, name: str | None, typed: dict[str, Any] | None) -> _Child:
         try:
             validate_session_id(session_id)
         except UsageError as e:
@@ -260,17 +275,31 @@ class Delegator:
                 raise ToolError(f"cannot open the worktree of {session_id} again: {e}") from e
             if worktree is None or not same_folder(meta.cwd, worktree.tree.workspace):
                 raise ToolError(f"session {session_id} worked in another folder ({meta.cwd}); start a new task")
-        session = await self._open(spec, session_id, meta.title, resume=True, worktree=worktree)
+        output = OutputSchema.of(typed, spec.output_retries)
+        session = await self._open(spec, session_id, meta.title, resume=True, worktree=worktree, output=output)
         return self._keep(_Child(session=session, specialist=spec, description=meta.title, worktree=worktree))
 
     async def _open(
-        self, spec: Specialist, session_id: str, description: str, *, resume: bool, worktree: ChildWorktree | None
+        self,
+        spec: Specialist,
+        session_id: str,
+        description: str,
+        *,
+        resume: bool,
+        worktree: ChildWorktree | None,
+        output: OutputSchema | None,
     ) -> AgentSession:
         """The child's session, working in ``worktree`` if it has one (handed back, if the child cannot start)."""
         workspace = worktree.workspace(self.ctx.workspace) if worktree is not None else None
         try:
             return await self._open_child(
-                self, spec, session_id=session_id, description=description, resume=resume, workspace=workspace
+                self,
+                spec,
+                session_id=session_id,
+                description=description,
+                resume=resume,
+                workspace=workspace,
+                output_schema=output,
             )
         except BaseException as e:
             if worktree is not None:  # it never ran this time: what it holds is kept on its branch, or dropped
@@ -358,3 +387,16 @@ class Delegator:
             child.session.cancel("cancelled")
             await child.done.wait()
         return child.envelope()
+
+
+def _typed(output_schema: dict[str, Any] | str | None) -> dict[str, Any] | None:
+    """The schema a Task's ``output_schema`` argument asks for (None: none); a ``ToolError`` for a bad one."""
+    if output_schema is None:
+        return None
+    if output_schema == ANY_JSON:
+        return {}
+    problem = schema_problem(output_schema)
+    if problem is not None:
+        raise ToolError(f'output_schema: {problem}; give a JSON Schema object, or "json" for any JSON value')
+    assert isinstance(output_schema, dict)
+    return output_schema

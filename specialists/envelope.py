@@ -22,8 +22,10 @@ def envelope(
     files_changed: Iterable[str] = (),
     error: str | None = None,
     worktree: Iterable[str] = (),
+    typed: bool = False,
 ) -> str:
-    """``session_id`` first (so it can be resumed), then status, the facts, and the text."""
+    """``session_id`` first (so it can be resumed), then status, the facts, and the text (``typed``: the child
+    ended with a result its output schema checked, which the text is, as JSON)."""
     lines = [f"session_id: {session_id}", f"status: {status}", f"specialist: {specialist}"]
     if status != "completed":
         lines.append(f"reason: {error or STATUS[status].reason}")
@@ -37,6 +39,8 @@ def envelope(
     if files:
         lines.append(f"files changed: {', '.join(files)}")
     lines.extend(worktree)  # what a child in a worktree of its own left: its branch, and how to merge it
+    if typed and status == "completed":
+        lines.append("output: JSON, valid by the output schema")
     lines.append("---")
     lines.append(output.strip() or "(no output)")
     return "\n".join(lines)

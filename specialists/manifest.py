@@ -6,10 +6,11 @@ import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from zero.agent.output_schema import read_schema
 from zero.errors import ConfigError
 from zero.strictfile import NAME_PATTERN, FileError, KeyLines, Problem, parse_data, read_data, validate_model
 from zero.tools import builtin_tools, expand_tools
@@ -57,6 +58,8 @@ class Manifest(BaseModel):
     prompt: str = ""
     budget: ManifestBudget | None = None
     isolation: Literal["worktree", "none"] | None = None
+    output_schema: Any = None  # a JSON Schema (a table), the path of one, or "json": read_schema checks it
+    output_retries: int | None = Field(None, ge=0, le=10)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -67,6 +70,7 @@ class ManifestFile:
     path: Path
     location: Location
     digest: str = ""  # a hash of the text it was read from: what a user's trust of a project file covers
+    output_schema: dict[str, Any] | None = None  # its output_schema, read (a path's file) and checked
 
     @property
     def set_fields(self) -> set[str]:
@@ -119,9 +123,16 @@ class ManifestFile:
                         key="prompt",
                     )
                 )
+        schema = None
+        if manifest is not None and manifest.output_schema is not None:
+            try:
+                schema = read_schema(manifest.output_schema, path.parent)
+            except ValueError as e:
+                line = lines.line_of(("output_schema",))
+                problems.append(Problem(path=str(path), message=f"output_schema: {e}", line=line, key="output_schema"))
         if manifest is None or problems:
             raise ManifestError(sorted(problems, key=lambda p: p.line or 0))
-        return cls(manifest=manifest, path=path, location=location, digest=digest)
+        return cls(manifest=manifest, path=path, location=location, digest=digest, output_schema=schema)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -143,6 +154,8 @@ class Specialist:
     budget_tokens: int | None = None
     budget_cost_usd: float | None = None
     isolation: str | None = None  # "worktree" or "none"; None: the default for its tools (docs/SPECIALISTS.md)
+    output_schema: dict[str, Any] | None = None  # the JSON Schema its result must match ({}: any JSON); None: untyped
+    output_retries: int | None = None  # invalid results it may follow with another try (None: the default, 2)
     tool_selection: tuple[str, ...] = ()
     default_tools: bool = False
     fingerprint: str = ""  # of its project files' text (a project's specialist): what trusting it covers

@@ -205,6 +205,8 @@ def _specialist(file: ManifestFile, description: str, prompt: str, base: Special
         budget_tokens=_pick(has_budget, budget.tokens if budget else None, b.budget_tokens),
         budget_cost_usd=_pick(has_budget, budget.cost_usd if budget else None, b.budget_cost_usd),
         isolation=_pick("isolation" in own, m.isolation, b.isolation),
+        output_schema=_pick("output_schema" in own, file.output_schema, b.output_schema),
+        output_retries=_pick("output_retries" in own, m.output_retries, b.output_retries),
         tool_selection=selection,
         default_tools="tools" not in file.set_fields and (base is None or base.default_tools),
         fingerprint=_fingerprint(b.fingerprint, file) if file.location == "project" else b.fingerprint,
@@ -226,6 +228,8 @@ def _given(spec: Specialist) -> dict[str, object]:
         "timeout_seconds": spec.timeout_seconds,
         "budget": spec.budget_tokens or spec.budget_cost_usd,
         "isolation": spec.isolation,
+        "output_schema": spec.output_schema is not None,
+        "output_retries": spec.output_retries is not None,
     }
 
 

@@ -30,6 +30,7 @@ class TaskRunner(Protocol):
         call_id: str,
         jobs: list[Background] | None = None,
         isolation: Isolation | None = None,
+        output_schema: dict[str, Any] | str | None = None,
     ) -> ToolOutput: ...
 
     async def output(self, task_id: str, block: bool, wait_seconds: float) -> ToolOutput: ...
@@ -48,6 +49,12 @@ class TaskArgs(ArgsModel):
         description='"worktree": the specialist works in a git worktree of its own, branched from what you see '
         "now (your uncommitted edits included), and its changes come back as a branch to merge; "
         '"none": in your workspace. Default: as the specialist says, else "none".',
+    )
+    output_schema: dict[str, Any] | Literal["json"] | None = Field(
+        None,
+        description='A JSON Schema the specialist\'s result must match (or "json": any JSON value): it ends by '
+        "submitting a result valid by it, and the report carries that result as JSON. Default: as the "
+        "specialist says, else a text report.",
     )
 
 
@@ -93,6 +100,7 @@ class Task(BuiltinTool[TaskArgs]):
             call_id=current_call_id.get(),
             jobs=ctx.background,
             isolation=args.isolation,
+            output_schema=args.output_schema,
         )
 
 

@@ -90,3 +90,7 @@ def test_key_lines_follow_tables_arrays_and_quoted_keys() -> None:
     assert lines.line_of(("m", 1, "x")) == 7 and lines.line_of(("m", 0, "x")) == 5
     assert lines.line_of(("m", 1, "y", "z")) == 8  # inside an inline table: the key's own line
     assert lines.line_of(("nothing",)) is None
+    # a table inside an array's element belongs to its last one: [m.t] after the second [[m]]
+    lines = KeyLines("[[m]]\nx = 1\n[[m]]\nx = 2\n[m.t]\nk = 3\n")
+    assert lines.line_of(("m", 1, "t")) == 5 and lines.line_of(("m", 1, "t", "k")) == 6
+    assert lines.line_of(("m", 0, "t")) == 1

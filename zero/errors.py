@@ -28,6 +28,7 @@ in brackets, the package that exports it. ``tests/test_errors.py`` holds the dra
         │   └── EmptyAnswerError          the model answered nothing (no text, no tool call), twice
         ├── BudgetExhaustedError          a token, cost, turn or time limit was reached (exit 4)
         ├── OutputCappedError             the final answer was cut at the output cap (exit 4)
+        ├── InvalidOutputError            a typed result stayed invalid by its output schema, retries spent (exit 4)
         ├── ToolError                     a tool call could not be carried out; the model reads why
         │   ├── NotFound                  the path does not exist (yet) [zero.tools]
         │   └── OutsideWorkspace          the path, or a link on the way, leads outside the workspace [zero.tools]
@@ -53,6 +54,7 @@ __all__ = [
     "EmptyAnswerError",
     "EmptyResponseError",
     "InternalError",
+    "InvalidOutputError",
     "OutputCappedError",
     "OverloadedError",
     "ProviderConnectionError",
@@ -216,6 +218,13 @@ class OutputCappedError(RunError):
 
     exit_code = 4
     code = "output_capped"
+
+
+class InvalidOutputError(RunError):
+    """A typed agent's result did not match its output schema, and its retries are spent."""
+
+    exit_code = 4
+    code = "invalid_output"
 
 
 class ToolError(RunError):

@@ -293,7 +293,12 @@ class KeyLines:
                 self._lines.setdefault(base, number)
                 self._lines[table] = number
             elif match := _TABLE.match(line):
-                table = tuple(_parts(match.group(1)))
+                named: Loc = tuple(_parts(match.group(1)))
+                for array in sorted(counts, key=len, reverse=True):  # [members.x] is x of the last [[members]]
+                    if named[: len(array)] == array and len(named) > len(array):
+                        named = (*array, counts[array] - 1, *named[len(array) :])
+                        break
+                table = named
                 self._lines.setdefault(table, number)
             elif match := _ASSIGN.match(line):
                 self._lines.setdefault((*table, *_parts(match.group(1))), number)

@@ -31,6 +31,7 @@ def test_one_exit_code_per_status() -> None:
         "timed_out": 4,
         "max_turns": 4,
         "output_capped": 4,
+        "invalid_output": 4,  # a typed result that stayed invalid by its schema
     }
     assert exit_code("failed", "rate_limited") == 3 and exit_code("failed", "tool_error") == 1
 
