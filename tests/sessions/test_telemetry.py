@@ -165,6 +165,7 @@ def receiver() -> Iterator[Receiver]:
     found = Receiver()
     yield found
     found.server.shutdown()
+    found.server.server_close()
 
 
 def test_otlp_over_http_gets_the_same_spans(workspace: Path, tmp_path: Path, receiver: Receiver) -> None:
