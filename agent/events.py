@@ -37,6 +37,7 @@ __all__ = [
     "ModelStreaming",
     "PermissionDecided",
     "PermissionRequested",
+    "Paused",
     "RateLimitWait",
     "Reasoning",
     "RetryScheduled",
@@ -240,6 +241,17 @@ class RateLimitWait:
     reason: str
     wait_seconds: float | None = None
     kind: Literal["rate_limit"] = "rate_limit"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Paused:
+    """A session waits before its next model call because the user paused it (``zero swarm pause``), or,
+    ``paused`` false, goes on (``zero swarm continue``). Nothing is spent while it waits."""
+
+    __pydantic_config__ = CAMEL
+    session_id: str
+    paused: bool
+    kind: Literal["pause"] = "pause"
 
 
 def waiting_text(event: RateLimitWait) -> str:
@@ -474,6 +486,7 @@ Event = (
     | UsageUpdated
     | RetryScheduled
     | RateLimitWait
+    | Paused
     | WarningRaised
     | Compacted
     | ErrorRaised
@@ -500,6 +513,7 @@ STORED = frozenset(
         "usage",
         "retry",
         "rate_limit",
+        "pause",
         "warning",
         "compaction",
         "error",

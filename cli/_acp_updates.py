@@ -37,6 +37,7 @@ from zero.agent import (
     Message,
     MessageAdded,
     ModelStreaming,
+    Paused,
     PermissionDecided,
     PermissionRequested,
     RateLimitWait,
@@ -157,6 +158,7 @@ class Shown:
                 | UsageUpdated()
                 | RetryScheduled()
                 | RateLimitWait()
+                | Paused()
                 | WarningRaised()
                 | Compacted()
                 | ErrorRaised()

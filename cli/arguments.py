@@ -206,6 +206,30 @@ def _swarm(swarm: argparse.ArgumentParser) -> None:
         sub.add_argument("--here", action="store_true", help="'last' means the newest team of this folder")
         sub.add_argument("--cwd", help="the folder --here means (default: the current folder)")
     sw_diff.add_argument("member", nargs="?", metavar="MEMBER", help="only this member")
+    _swarm_control(sw)
+
+
+def _swarm_control(sw: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """``zero swarm stop|send|pause|continue``: a request to a running team, through its control socket."""
+    sw_stop = sw.add_parser(
+        "stop",
+        help="stop one member of a running team (it ends cancelled, keeping its output; its dependents "
+        "follow on_failure)",
+    )
+    sw_send = sw.add_parser(
+        "send", help="send a member of a running team a message it reads before its next model call"
+    )
+    sw_pause = sw.add_parser(
+        "pause", help="a member of a running team (or every member) waits before its next model call"
+    )
+    sw_continue = sw.add_parser("continue", help="a paused member (or every paused member) goes on")
+    for sub in (sw_stop, sw_send, sw_pause, sw_continue):
+        sub.add_argument("session_id", metavar="TEAM_ID", help="the team session (an id, a prefix, or last)")
+    for sub in (sw_stop, sw_send):
+        sub.add_argument("member", metavar="MEMBER")
+    for sub in (sw_pause, sw_continue):
+        sub.add_argument("member", nargs="?", metavar="MEMBER", help="this member only (default: every member)")
+    sw_send.add_argument("text", metavar="TEXT", help="the message (- reads it from standard input)")
 
 
 def _sessions(sessions: argparse.ArgumentParser) -> None:

@@ -129,9 +129,10 @@ class SwarmOptions(Options):
     """``zero swarm ACTION``: a team file run, checked, resumed or watched; a budget flag's ``"none"`` lifts
     the team file's limit."""
 
-    action: Literal["run", "validate", "resume", "watch", "diff", "land"]
+    action: Literal["run", "validate", "resume", "watch", "diff", "land", "stop", "send", "pause", "continue"]
     team: str | None = None
     member: str | None = None
+    text: str | None = None  # send's message
     session_id: str = ""
     here: bool = False
     max_concurrency: int | None = None

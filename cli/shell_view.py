@@ -28,6 +28,7 @@ from zero.agent import (
     LandChanged,
     MessageAdded,
     ModelStreaming,
+    Paused,
     PermissionDecided,
     PermissionRequested,
     RateLimitWait,
@@ -155,6 +156,7 @@ class TurnView:
                 | PermissionRequested()
                 | PermissionDecided()
                 | UsageUpdated()
+                | Paused()
                 | Compacted()
                 | RunFinished()
                 | StatusChanged()

@@ -27,6 +27,7 @@ from zero.agent import (
     LandChanged,
     MessageAdded,
     ModelStreaming,
+    Paused,
     PermissionDecided,
     PermissionRequested,
     RateLimitWait,
@@ -189,6 +190,8 @@ class StreamJsonWriter:
                 self.emit("warning", {"code": "retry", "message": message}, sid)
             case RateLimitWait():
                 self.emit("rate_limit", {"reason": event.reason, "waitSeconds": event.wait_seconds}, sid)
+            case Paused():
+                self.emit("pause", {"paused": event.paused}, sid)
             case WarningRaised():
                 self.emit("warning", {"code": event.code, "message": event.message}, sid)
             case BudgetTripped():

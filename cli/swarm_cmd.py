@@ -1,5 +1,5 @@
-"""``zero swarm run TEAM.toml``, ``zero swarm validate TEAM.toml`` and ``zero swarm watch ID`` (``diff`` and
-``land``: ``swarm_land``)."""
+"""``zero swarm run TEAM.toml``, ``zero swarm validate TEAM.toml``, ``zero swarm watch ID`` and ``zero swarm
+stop|send|pause|continue ID`` (``diff`` and ``land``: ``swarm_land``)."""
 
 from __future__ import annotations
 
@@ -43,11 +43,12 @@ from zero.orchestrator import (
     build_plan,
     load_team,
 )
+from zero.orchestrator.control_socket import ControlUnavailable, request, serve_control
 from zero.orchestrator.live import draw_live, follow_run, tree_from_store
 from zero.orchestrator.resume import RecordedTeam, read_team
 from zero.orchestrator.team import with_limits
 from zero.orchestrator.view import TeamTree, TreeNode
-from zero.sessions import session_workspace
+from zero.sessions import default_data_dir, session_workspace
 from zero.specialists import SpecialistRegistry
 from zero.tools import Redactor, redact_values, within
 from zero.tools.describe import printable
@@ -60,6 +61,8 @@ def run_swarm(args: SwarmOptions, streams: Streams) -> int:
         return _watch(args, streams)
     if args.action in ("diff", "land"):
         return (run_diff if args.action == "diff" else run_land)(args, streams)
+    if args.action in CONTROLS:
+        return _control(args, streams)
     run_id = new_run_id()
     out = streams.stdout
     recorded: RecordedTeam | None = None
@@ -319,7 +322,8 @@ async def _run(
                 spent = {m.session_id: m.usage for m in recorded.members.values()} if recorded else {}
                 progress = PlainProgress(plan, console, spent=spent)
                 consumers.start_soon(progress.consume, runner.events())
-            result = await interruptible(runner.run, runner.interrupt)
+            async with serve_control(runner, default_data_dir()):  # zero swarm stop, send, pause, continue
+                result = await interruptible(runner.run, runner.interrupt)
     code = result.exit_code
     if args.output_format == "json":
         summary = {
@@ -377,6 +381,35 @@ def _print_summary(result: TeamResult, plan: TeamPlan, out: TextIO) -> None:
     if result.land is not None:
         isolated = [name for name, m in plan.members.items() if m.isolated]
         print_landing(result.land, plan.team, console, team_id=result.session_id, isolated=isolated)
+
+
+CONTROLS = ("stop", "send", "pause", "continue")
+
+
+def _control(args: SwarmOptions, streams: Streams) -> int:
+    """Ask a running team to stop, message, pause or continue a member (or every member): one line back."""
+    try:
+        store = session_store()
+        team_id = resolve_session_id(store, args.session_id, kind="team")
+        meta = store.metadata(team_id)
+        if meta.session_kind != "team":
+            raise UsageError(f"session {team_id} is a {meta.session_kind or 'top-level'} session, not a team run")
+        text = args.text
+        if text == "-":
+            text = streams.stdin.read()
+        try:
+            told = request(default_data_dir(), team_id, args.action, args.member, text)
+        except ControlUnavailable as e:
+            meta = store.metadata(team_id)
+            if meta.finished:
+                raise ControlUnavailable(f"the team {team_id} is not running: it ended {meta.status}") from None
+            resume = f"; zero swarm resume {team_id} runs it again" if not store.held(team_id) else ""
+            raise ControlUnavailable(f"{e}{resume}") from None
+    except ZeroError as e:
+        print_error(str(e), streams.stderr)
+        return e.exit_code
+    streams.stdout.write(printable(told) + "\n")
+    return 0
 
 
 def _watch(args: SwarmOptions, streams: Streams) -> int:

@@ -24,6 +24,7 @@ from zero.agent import (
     LandChanged,
     MessageAdded,
     ModelStreaming,
+    Paused,
     PermissionDecided,
     PermissionRequested,
     RateLimitWait,
@@ -144,6 +145,8 @@ class Transcript:
                 return [f"{at}↻ retry {e.attempt} in {e.delay_seconds:.1f} s: {e.code}: {printable(e.message)}"]
             case RateLimitWait():
                 return [f"{at}… {waiting_text(e)}"]
+            case Paused():
+                return [f"{at}{'⏸ paused: waits before its next model call' if e.paused else '▶ continues'}"]
             case WarningRaised():
                 return [f"{at}! {e.code}: {printable(e.message)}"]
             case Compacted():

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Protocol
 
-from zero.agent import RunResult, Usage
+from zero.agent import CallGuard, RunResult, Usage
 from zero.orchestrator.ledger import BudgetGuard, Ledger
 from zero.orchestrator.plan import MemberPlan
 from zero.sessions import AgentSession, RunNode
@@ -36,6 +36,7 @@ class MemberTask:
     tools: Sequence[Tool] = ()  # the team's own tools for it (messaging)
     resume: bool = False  # continue the member's recorded conversation (a resumed team run)
     workspace: Workspace | None = None  # where it works, if not the run's workspace (its git worktree)
+    guards: tuple[CallGuard, ...] = ()  # checked before its budget's, its Task children's calls too (pause)
 
 
 @dataclass(frozen=True)
@@ -73,18 +74,20 @@ async def open_member(
     ledger: Ledger | None,
     owns: Owns | None,
     workspace: Workspace | None = None,
+    guards: tuple[CallGuard, ...] = (),
 ) -> AgentSession:
     """A team member's agent, spending from ``ledger`` (its team's, or its own grant of it; None: no budget to
     spend from, a member of a run that recorded none), working in ``workspace`` (its git worktree; None: the
     run's), its file tools writing only what ``owns`` names (None: anything in the workspace), its Task
-    children's too: the one place a member is built, in a team's run or resumed alone. It sits at depth 1,
-    its Task children below it."""
+    children's too, and ``guards`` checking every call of them before the budget does (a pause waits there
+    holding no reservation): the one place a member is built, in a team's run or resumed alone. It sits at
+    depth 1, its Task children below it."""
     workspace = workspace or ctx.workspace
     if owns is not None:
         workspace = workspace.owned_by(owns, f"member {options.node.member_name!r}")
-    guards, max_depth = ctx.guards, ctx.max_depth
+    guards, max_depth = (*guards, *ctx.guards), ctx.max_depth
     if ledger is not None:
-        guards, max_depth = (*ctx.guards, BudgetGuard(ledger, ctx.prices)), ctx.max_depth + 1
+        guards, max_depth = (*guards, BudgetGuard(ledger, ctx.prices)), ctx.max_depth + 1
     ctx = replace(ctx, guards=guards, max_depth=max_depth, workspace=workspace)
     return await open_specialist(ctx, spec, options)
 
@@ -122,7 +125,13 @@ class _InProcessRun:
             output_schema=plan.output_schema,
         )
         self.session = session = await open_member(
-            self.executor.ctx, plan.specialist, options, ledger=task.ledger, owns=plan.owns, workspace=task.workspace
+            self.executor.ctx,
+            plan.specialist,
+            options,
+            ledger=task.ledger,
+            owns=plan.owns,
+            workspace=task.workspace,
+            guards=task.guards,
         )
         async with session:
             result = await session.send(task.prompt)

@@ -47,15 +47,21 @@ class Mailbox:
             raise ToolError(f"there is no member named {to!r}; send to one of: {others}, or {EVERYONE!r}")
         if to == sender:
             raise ToolError("you cannot send a message to yourself")
-        if len(body) > MAX_BODY:
-            raise ToolError(f"the message is {len(body)} characters; the limit is {MAX_BODY}. Shorten it.")
         if sum(m.sender == sender for m in self._messages) >= MAX_SENT:
             raise ToolError(f"you have sent {MAX_SENT} messages, the most a member may send in one run")
-        message = _Message(id=next(self._ids), sender=sender, to=to, body=body)
-        event = TeamMessageSent(session_id=self.team_session_id, id=message.id, sender=sender, to=to, body=body)
+        number = await self.record(sender, to, body)
+        self._messages.append(_Message(id=number, sender=sender, to=to, body=body))
+        return f"Message {number} delivered to {to}."
+
+    async def record(self, sender: str, to: str, body: str) -> int:
+        """Put a message in the team's log (its number); a member's, or the user's (``zero swarm send``, which
+        reaches the member before its next model call instead of through ``read_inbox``)."""
+        if len(body) > MAX_BODY:
+            raise ToolError(f"the message is {len(body)} characters; the limit is {MAX_BODY}. Shorten it.")
+        number = next(self._ids)
+        event = TeamMessageSent(session_id=self.team_session_id, id=number, sender=sender, to=to, body=body)
         await anyio.to_thread.run_sync(self.store.append, self.team_session_id, [event])
-        self._messages.append(message)
-        return f"Message {message.id} delivered to {to}."
+        return number
 
     def read(self, member: str) -> str:
         start = self._read.get(member, 0)

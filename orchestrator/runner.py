@@ -21,6 +21,7 @@ import anyio.to_thread
 from anyio.streams.memory import MemoryObjectReceiveStream
 
 from zero.agent import (
+    TERMINAL,
     BudgetTripped,
     ChildFinished,
     ChildStarted,
@@ -38,7 +39,8 @@ from zero.agent import (
     worst,
 )
 from zero.agent.output_schema import dump_result, pick
-from zero.errors import ZeroError
+from zero.errors import ToolError, ZeroError
+from zero.orchestrator.control import USER, ControlGuard, ControlRefused, Controls
 from zero.orchestrator.executor import InProcessExecutor, MemberExecutor, MemberOutcome, MemberRun, MemberTask
 from zero.orchestrator.isolation import LandReport, NotLanded, TeamWorktrees
 from zero.orchestrator.ledger import Ledger, Trip
@@ -77,6 +79,8 @@ class MemberState:
     done: anyio.Event = field(default_factory=anyio.Event)
     kept: bool = False  # a resumed run keeps this member's completed work: it does not run again
     branch: str = ""  # an isolated member's branch, once its worktree is open
+    stopped: bool = False  # zero swarm stop: it ends cancelled (or never starts)
+    waiting: anyio.CancelScope | None = None  # while it waits for its dependencies and a place to run
 
     @property
     def name(self) -> str:
@@ -177,6 +181,8 @@ class TeamResult:
         return "; ".join(bad) or self.status
 
 
+STOPPED = "stopped by zero swarm stop"
+
 _NOT_STARTED = {
     "interrupted": "the run was interrupted before it started",
     "cancelled": 'the team stopped after a failure (on_failure = "stop")',
@@ -228,6 +234,8 @@ class TeamRunner:
         self._scope: anyio.CancelScope | None = None
         self.isolation: TeamWorktrees | None = None  # the isolated members' worktrees and land queue
         self._limiter = anyio.CapacityLimiter(plan.max_concurrency)
+        self.controls = Controls()  # what zero swarm pause and send asked of the members
+        self.finished: TeamResult | None = None
 
     def events(self) -> MemoryObjectReceiveStream[Event]:
         """Every event of the team and its members from now on, until the run ends."""
@@ -277,6 +285,66 @@ class TeamRunner:
         if self._scope is not None:
             self._scope.cancel()
 
+    # -- control (zero swarm stop, send, pause, continue) -------------------------------
+
+    def stop_member(self, name: str) -> str:
+        """``name`` alone ends ``cancelled`` now (a member yet to start never starts), keeping its output so
+        far; its dependents follow ``on_failure``."""
+        state = self._running(name)
+        state.stopped = True
+        if state.run is not None:
+            self.tree.stop("cancelled", under=self.tree.nodes[state.session_id])
+        elif state.waiting is not None:
+            state.waiting.cancel()
+        return f"stopping {name}: it ends cancelled, keeping its output so far"
+
+    async def send_member(self, name: str, text: str) -> str:
+        """A message from the user that ``name`` reads before its next model call, recorded in the team's log
+        (a ``team_message`` from ``user``) and, when read, in the member's."""
+        state = self._running(name)
+        if not text.strip():
+            raise ControlRefused("the message is empty")
+        try:
+            number = await self.mailbox.record(USER, state.name, text)
+        except ToolError as e:  # too long
+            raise ControlRefused(str(e)) from None
+        self.controls.post(state.name, text)
+        return f"message {number} for {name}: it reads it before its next model call"
+
+    def pause_members(self, name: str | None) -> str:
+        """``name`` (None: every member yet to end) waits before its next model call until ``continue_members``."""
+        names = [self._running(name).name] if name else self._unended()
+        self.controls.pause(names)
+        return f"paused {', '.join(names)}: each waits before its next model call (zero swarm continue goes on)"
+
+    def continue_members(self, name: str | None) -> str:
+        """``name`` (None: every paused member) goes on."""
+        if name:
+            self._running(name)
+            names = [name] if name in self.controls.paused else []
+        else:
+            self._unended()
+            names = sorted(self.controls.paused)
+        self.controls.resume(names)
+        return f"continuing {', '.join(names)}" if names else f"{name or 'no member'} is not paused"
+
+    def _running(self, name: str) -> MemberState:
+        """The member ``name`` of this running team, which has not ended (``ControlRefused`` otherwise)."""
+        self._unended()
+        state = self.members.get(name)
+        if state is None:
+            names = ", ".join(self.members)
+            raise ControlRefused(f"the team {self.plan.name} has no member {name!r}; its members: {names}")
+        if state.status in TERMINAL:
+            raise ControlRefused(f"{name} already ended {state.status}")
+        return state
+
+    def _unended(self) -> list[str]:
+        names = [s.name for s in self.members.values() if s.status not in TERMINAL]
+        if self.finished is not None or not names:
+            raise ControlRefused(f"the team {self.session_id} is not running: every member has ended")
+        return names
+
     def _stop(self, status: RunStatus, *, cancel: bool = False) -> None:
         """Every member, and what it started, ends ``status``; ``cancel``: the running ones stop now (else they
         end at their next model call, which a tripped ledger refuses); the others do not start."""
@@ -307,22 +375,30 @@ class TeamRunner:
             state.done.set()
             return
         deps = [self.members[d] for d in state.plan.spec.depends_on]
-        # A member whose owns overlap an earlier one's starts once that one has ended, however it ended.
-        for dep in (*deps, *(self.members[n] for n in state.plan.waits_for)):
-            await dep.done.wait()
+        placed = False
         try:
-            if (reason := self._why_not(deps)) is not None:
-                self._end_unstarted(state, *reason)
-                return
-            async with self._limiter:
-                if (reason := self._why_not(deps)) is not None:
+            with anyio.CancelScope() as state.waiting:  # zero swarm stop ends a member that waits to start
+                # A member whose owns overlap an earlier one's starts once that one has ended, however it ended.
+                for dep in (*deps, *(self.members[n] for n in state.plan.waits_for)):
+                    await dep.done.wait()
+                if self._why_not(state, deps) is None:
+                    await self._limiter.acquire()
+                    placed = True
+            state.waiting = None
+            try:
+                if (reason := self._why_not(state, deps)) is not None:
                     self._end_unstarted(state, *reason)
                     return
                 await self._run_member(state)
+            finally:
+                if placed:
+                    self._limiter.release()
         finally:
             state.done.set()
 
-    def _why_not(self, deps: list[MemberState]) -> tuple[Status, str] | None:
+    def _why_not(self, state: MemberState, deps: list[MemberState]) -> tuple[Status, str] | None:
+        if state.stopped:
+            return "cancelled", STOPPED
         if self.ledger.trip is not None:
             return "budget_exhausted", f"the team budget ran out before it started ({self.ledger.trip})"
         if (stopping := self.node.status) is not None:
@@ -417,7 +493,12 @@ class TeamRunner:
                 self._end_unstarted(state, "failed", f"its worktree could not be made: {e}")
                 return
             state.branch, workspace = tree.branch, Workspace([tree.workspace])
-        state.run = self.executor.start(replace(self._task(state, member_ledger, prompt), workspace=workspace))
+        if state.stopped:  # while its worktree was made
+            self._end_unstarted(state, "cancelled", STOPPED)
+            return
+        task = self._task(state, member_ledger, prompt)
+        guard = ControlGuard(self.controls, plan.name, state.session_id, self.tree.emit)
+        state.run = self.executor.start(replace(task, workspace=workspace, guards=(guard,)))
         state.status, state.started = "running", time.monotonic()
         self.tree.emit(
             ChildStarted(
@@ -458,8 +539,15 @@ class TeamRunner:
             state.reason, state.usage, state.error_code = result.error or "", outcome.usage, result.error_code
         if state.status == "budget_exhausted" and member_ledger.trip is not None and not state.reason:
             state.reason = str(member_ledger.trip)
+        if state.stopped and state.status == "cancelled":
+            state.reason = STOPPED
         self._log_end(state)
-        if state.status == "failed" and self.plan.team.scheduler.on_failure == "stop":
+        self._followed(state)
+
+    def _followed(self, state: MemberState) -> None:
+        """A member failed, or the user stopped it: on_failure = "stop" stops the team (else only its
+        dependents are skipped)."""
+        if (state.status == "failed" or state.stopped) and self.plan.team.scheduler.on_failure == "stop":
             self._stop("cancelled", cancel=True)
 
     def _warn(self, code: str, message: str) -> None:
@@ -473,8 +561,11 @@ class TeamRunner:
             state.session_id, [StatusChanged(session_id=state.session_id, status=status, reason=reason)], final=True
         )
         self._log_end(state)
+        if state.stopped:
+            self._followed(state)
 
     def _log_end(self, state: MemberState) -> None:
+        self.controls.resume([state.name])  # an ended member is paused no more
         self.tree.emit(
             ChildFinished(
                 session_id=self.session_id,
@@ -612,4 +703,5 @@ class TeamRunner:
         for session_id in (self.session_id, *(s.session_id for s in self.members.values())):
             self.store.release(session_id)
         await anyio.to_thread.run_sync(self.store.flush)  # every member's final status, on disk
+        self.finished = result
         return result

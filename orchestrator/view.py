@@ -37,6 +37,7 @@ from zero.agent import (
     LandChanged,
     MessageAdded,
     ModelStreaming,
+    Paused,
     PermissionDecided,
     PermissionRequested,
     RateLimitWait,
@@ -67,6 +68,7 @@ __all__ = ["BudgetLine", "NodeKind", "TeamTree", "TreeNode", "epoch", "landing_s
 STALL_SECONDS = 120.0
 SPINNER = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
 STALLED = ("⚠", "bold yellow")  # a running agent silent for STALL_SECONDS: the view's, not a status
+PAUSED = "paused"  # a running agent's activity while it waits for zero swarm continue (never stalled)
 
 
 NodeKind = Literal["team", "member", "child", "root"]
@@ -209,6 +211,8 @@ class TeamTree:
                 node.activity = f"retrying in {event.delay_seconds:.0f} s ({event.code})"
             case RateLimitWait():
                 node.activity = waiting_text(event)
+            case Paused():
+                node.activity = PAUSED if event.paused else ""
             case StatusChanged():
                 self._end(node, event.status, now, event.reason)
             case RunFinished():
@@ -253,7 +257,12 @@ class TeamTree:
                     other.waiting_for = [n for n in other.waiting_for if n != node.name]
 
     def display_status(self, node: TreeNode, now: float) -> Status | Literal["stalled"]:
-        if node.status == "running" and node.last_event and now - node.last_event > STALL_SECONDS:
+        if (
+            node.status == "running"
+            and node.activity != PAUSED
+            and node.last_event
+            and now - node.last_event > STALL_SECONDS
+        ):
             return "stalled"
         return node.status
 

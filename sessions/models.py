@@ -25,6 +25,7 @@ from zero.agent import (
     LandChanged,
     MessageAdded,
     ModelStreaming,
+    Paused,
     PermissionDecided,
     PermissionRequested,
     RateLimitWait,
@@ -176,6 +177,7 @@ def apply_event(meta: SessionMetadata, event: Event) -> None:
             | ToolFinished()
             | RetryScheduled()
             | RateLimitWait()
+            | Paused()
             | WarningRaised()
             | Compacted()
             | ErrorRaised()
