@@ -171,7 +171,8 @@ def request(home: Path, team_id: str, action: str, member: str | None = None, te
         except PermissionError:
             raise ControlRefused(f"refused: {path} belongs to another user") from None
         try:
-            client.sendall(line)
+            with contextlib.suppress(BrokenPipeError):  # a refusal may come before the request went
+                client.sendall(line)
             answer = client.makefile("rb").readline(MAX_LINE)
         except TimeoutError:
             raise ControlUnavailable(f"the team {team_id} did not answer in {ANSWER_SECONDS:g} s") from None

@@ -315,7 +315,8 @@ class TeamRunner:
         """``name`` (None: every member yet to end) waits before its next model call until ``continue_members``."""
         names = [self._running(name).name] if name else self._unended()
         self.controls.pause(names)
-        return f"paused {', '.join(names)}: each waits before its next model call (zero swarm continue goes on)"
+        each = "it waits" if len(names) == 1 else "each waits"
+        return f"paused {', '.join(names)}: {each} before its next model call (zero swarm continue goes on)"
 
     def continue_members(self, name: str | None) -> str:
         """``name`` (None: every paused member) goes on."""

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
 import queue
@@ -15,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from rich.console import Console
 from support.cli import ZERO, scripted, write_script, zero
 
 from zero.orchestrator.live import tree_from_store
@@ -47,7 +50,7 @@ SCRIPT = f"""
 [[turns]]
 match = {{ system = 'You are "slow"', turn = 1 }}
 text = "slow has begun"
-tool_calls = [{{ name = "bash", arguments = {{ command = "sleep 60" }} }}]
+tool_calls = [{{ name = "bash", arguments = {{ command = "{WAIT_FOR_GO}" }} }}]
 [[turns]]
 match = {{ system = 'You are "other"', turn = 1 }}
 text = "other has begun"
@@ -95,7 +98,9 @@ class Running:
         self._lines.put(None)
 
     def until(self, wanted: Callable[[dict[str, Any]], bool]) -> dict[str, Any]:
-        """The first event from now on that ``wanted`` picks (a bound of 30 s on a hang)."""
+        """The first event that ``wanted`` picks, come already or waited for (a bound of 30 s on a hang)."""
+        if (seen := next((e for e in self.events if wanted(e)), None)) is not None:
+            return seen
         while True:
             line = self._lines.get(timeout=30)
             assert line is not None, f"the run ended first: {self.events[-3:]}"
@@ -109,6 +114,9 @@ class Running:
     def tool_call(self, member: str) -> dict[str, Any]:
         return self.until(lambda e: e["type"] == "tool_call" and e["sessionId"] == self.members.get(member))
 
+    def ended(self, member: str) -> dict[str, Any]:
+        return self.until(lambda e: e["type"] == "subagent_end" and e["sessionId"] == self.members.get(member))
+
     def go(self) -> None:
         (self.workspace / "go").touch()
 
@@ -119,6 +127,7 @@ class Running:
         return code, self.events
 
     def close(self) -> None:
+        self.go()  # (a killed run's tools end too)
         if self.proc.poll() is None:
             self.proc.kill()
         self.proc.wait()
@@ -161,7 +170,13 @@ def test_stop_ends_the_named_member_alone_keeping_its_output(running: Running) -
         "stopping slow: it ends cancelled, keeping its output so far\n",
         "",
     )
-    running.until(lambda e: e["type"] == "subagent_end" and e["sessionId"] == running.members["slow"])
+    running.ended("slow")
+    for args, refused in (
+        (("stop", "slow"), "slow already ended cancelled"),
+        (("send", "nobody", "hi"), "the team trio has no member 'nobody'; its members: slow, after, other"),
+    ):
+        done = zero("swarm", args[0], running.team_id, *args[1:])
+        assert (done.returncode, done.stdout, done.stderr) == (2, "", f"zero: error: {refused}\n")
     running.go()  # other goes on only now: it was running all along
     code, events = running.end()
     assert code == 1
@@ -186,3 +201,134 @@ def test_stop_ends_the_named_member_alone_keeping_its_output(running: Running) -
         2,
         f"zero: error: the team {running.team_id} is not running: it ended cancelled\n",
     )
+
+
+def test_send_reaches_the_named_member_alone_before_its_next_model_call(running: Running) -> None:
+    running.tool_call("slow")
+    running.tool_call("other")
+    done = zero("swarm", "send", running.team_id, "other", "use blue")
+    assert (done.returncode, done.stdout) == (0, "message 1 for other: it reads it before its next model call\n")
+    running.go()
+    code, events = running.end()
+    assert code == 0
+    members = members_of(running.team_id)
+    store = sessions()
+    log = [e.event for e in store.events(members["other"].session_id)]
+    said = [
+        (e.kind, e.content if e.kind == "message" else e.output) for e in log if e.kind in ("message", "tool_result")
+    ]
+    assert said[-4:] == [  # read after its tool's result, before the call that answers
+        ("message", "other has begun"),
+        ("tool_result", "[exit code 0]"),
+        ("message", "A message from the user who runs this team, sent while you work (zero swarm send):\n\nuse blue"),
+        ("message", "blue it is"),
+    ]
+    for name in ("slow", "after"):
+        said = [e.event for e in store.events(members[name].session_id) if e.event.kind == "message"]
+        assert not any("use blue" in m.content for m in said)
+    team = [e.event for e in store.events(running.team_id) if e.event.kind == "team_message"]
+    assert [(m.id, m.sender, m.to, m.body) for m in team] == [(1, "user", "other", "use blue")]
+    shown = zero("sessions", "show", running.team_id).stdout
+    assert "✉ user → other: use blue" in shown
+
+
+def test_pause_holds_the_named_member_alone_until_continue(running: Running) -> None:
+    running.tool_call("slow")
+    running.tool_call("other")
+    done = zero("swarm", "pause", running.team_id, "other")
+    assert (done.returncode, done.stdout) == (
+        0,
+        "paused other: it waits before its next model call (zero swarm continue goes on)\n",
+    )
+    running.go()
+    other = running.members["other"]
+    running.until(lambda e: e["type"] == "pause" and e["sessionId"] == other and e["paused"])
+    running.ended("after")  # slow went on and completed, and its dependent after it
+    assert calls_of(running.events, other) == 1  # none since the pause: it waits, spending nothing
+    tree = tree_from_store(sessions(), running.team_id)
+    console = Console(file=io.StringIO(), width=200)
+    console.print(render_tree(tree, budget=tree.budget()))
+    drawn = console.file.getvalue()
+    assert [line for line in drawn.splitlines() if " other " in line][0].endswith("· paused")
+    done = zero("swarm", "continue", running.team_id)
+    assert (done.returncode, done.stdout) == (0, "continuing other\n")
+    code, events = running.end()
+    assert code == 0
+    assert calls_of(events, other) == 2
+    pauses = [e["paused"] for e in events if e["type"] == "pause"]
+    assert pauses == [True, False]  # the other members never paused
+    ends = {e["sessionId"]: e["status"] for e in events if e["type"] == "subagent_end"}
+    assert set(ends.values()) == {"completed"}
+
+
+def test_a_killed_runs_socket_is_found_stale_and_removed(running: Running) -> None:
+    running.tool_call("other")
+    path = control_folder() / f"{running.team_id}.sock"
+    assert stat.S_ISSOCK(path.lstat().st_mode)
+    running.proc.send_signal(signal.SIGKILL)
+    running.proc.wait()
+    done = zero("swarm", "pause", running.team_id)
+    resume = f"zero swarm resume {running.team_id} runs it again"
+    assert (done.returncode, done.stderr) == (
+        2,
+        f"zero: error: the team {running.team_id} is not running (its run was killed); {resume}\n",
+    )
+    assert not path.exists()
+    done = zero("swarm", "send", running.team_id, "other", "hello")
+    assert (done.returncode, done.stderr) == (2, f"zero: error: the team {running.team_id} is not running; {resume}\n")
+
+
+NOBODY = 65534
+
+
+def as_nobody(folder: Path, name: str, line: bytes) -> str:
+    """What a process of another uid gets when it connects to the socket ``name`` in ``folder`` and asks
+    ``line``: the answer, or the error its connect raised. It starts in ``folder`` (entered as root), so
+    only the folder's and the socket's own permissions stand in its way."""
+    handle = os.open(folder, os.O_PATH | os.O_DIRECTORY)
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child
+        try:
+            os.close(read)
+            os.fchdir(handle)
+            os.setgroups([])
+            os.setgid(NOBODY)
+            os.setuid(NOBODY)
+            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as client:
+                client.settimeout(10)
+                try:
+                    client.connect(name)
+                    with contextlib.suppress(BrokenPipeError):  # (a refusal may come before the request)
+                        client.sendall(line)
+                    out = client.makefile("rb").readline()
+                except OSError as e:
+                    out = type(e).__name__.encode()
+            os.write(write, out)
+        finally:
+            os._exit(0)
+    os.close(write)
+    os.close(handle)
+    with os.fdopen(read, "rb") as answer:
+        got = answer.read().decode()
+    os.waitpid(pid, 0)
+    return got
+
+
+@pytest.mark.skipif(os.getuid() != 0, reason="becoming another uid takes root")
+def test_another_uid_is_refused_by_the_folder_and_by_the_socket(running: Running) -> None:
+    running.tool_call("other")
+    folder = control_folder()
+    name = f"{running.team_id}.sock"
+    assert stat.S_IMODE(folder.lstat().st_mode) == 0o700
+    assert stat.S_IMODE((folder / name).lstat().st_mode) == 0o600
+    stop = json.dumps({"action": "stop", "member": "other"}).encode() + b"\n"
+    assert as_nobody(folder, name, stop) == "PermissionError"
+    os.chmod(folder, 0o755)  # permissions opened to anyone: the run still answers its own user only
+    os.chmod(folder / name, 0o666)
+    answer = json.loads(as_nobody(folder, name, stop))
+    assert answer == {"ok": False, "error": "refused: this team's run belongs to another user"}
+    running.go()
+    code, events = running.end()
+    assert code == 0
+    assert {e["status"] for e in events if e["type"] == "subagent_end"} == {"completed"}
