@@ -2,7 +2,8 @@
 specialists and teams.
 
 Tools: one per specialist (``prompt`` in; the final answer and the session id out, with progress
-notifications while it works), ``run_team`` (a team file; the team's summary out),
+notifications while it works), ``run_team`` (a team file; the team's summary out), ``control_team``
+(stop, message, pause or continue a member of a running team, through its control socket),
 ``session_tree`` and ``session_show`` (sessions of the served workspace only, by whole id; an id of
 another workspace gets the same answer as one that does not exist). ``--permission-mode`` is the
 ceiling of every run, and a run has no one to approve anything: what needs approval is denied.
@@ -13,6 +14,7 @@ and lists its tools, and each run answers with the error ``zero exec`` would pri
 
 from __future__ import annotations
 
+import functools
 import inspect
 import json
 from collections.abc import Awaitable, Callable, Mapping
@@ -44,8 +46,9 @@ from zero.cli.transcript import Transcript
 from zero.cli.trust import load_specialists
 from zero.errors import ZeroError
 from zero.orchestrator import TeamRunner, build_plan
+from zero.orchestrator.control_socket import request, serve_control
 from zero.orchestrator.team import load_team, with_limits
-from zero.sessions import SessionStore, new_session_id, same_folder, session_tree, validate_session_id
+from zero.sessions import SessionStore, default_data_dir, new_session_id, same_folder, session_tree, validate_session_id
 from zero.specialists import AgentContext, Specialist, SpecialistOptions, SpecialistRegistry, open_specialist
 from zero.tools.describe import describe_call
 
@@ -79,6 +82,7 @@ async def _serve(args: McpOptions, streams: Streams) -> None:
         tools = [_tool(served.specialist(spec), spec.name, spec.description) for spec in registry.specialists.values()]
         tools += [
             _tool(served.run_team, "run_team", title="Run a team"),
+            _tool(served.control_team, "control_team", title="Control a running team"),
             _tool(served.session_tree, "session_tree", title="Session tree"),
             _tool(served.session_show, "session_show", title="Session transcript"),
         ]
@@ -184,6 +188,27 @@ class _Served:
         except ZeroError as e:  # a team file with mistakes, a bad limit: what they are, for the caller to fix
             raise ToolError(str(e)) from None
 
+    async def control_team(
+        self,
+        team_id: str,
+        action: Literal["stop", "send", "pause", "continue"],
+        member: str | None = None,
+        text: str | None = None,
+    ) -> str:
+        """Steer a team of this workspace while it runs (here through run_team, or by zero swarm run): stop a
+        member (it ends cancelled, keeping its output; its dependents follow on_failure), send it a message
+        (text) it reads before its next model call, pause it or continue it (no member: every member)."""
+        team_id = _own(self.store, team_id, self._workspace())
+        if action in ("stop", "send") and not member:
+            raise ToolError(f"{action} needs the member's name")
+        if action == "send" and not text:
+            raise ToolError("send needs the message's text")
+        ask = functools.partial(request, self.store, default_data_dir(), team_id, action, member, text)
+        try:
+            return await anyio.to_thread.run_sync(ask)
+        except ZeroError as e:  # not running, no such member, already ended
+            raise ToolError(str(e)) from None
+
     def session_tree(self, session_id: str) -> str:
         """A session of this workspace and its children: status, own and subtree usage (JSON)."""
         return json.dumps(session_tree(self.store, _own(self.store, session_id, self._workspace())).to_json(), indent=2)
@@ -259,7 +284,7 @@ async def _team(
                     done += 1
                     await context.report_progress(done, len(plan.members), f"{event.member} {event.status}")
 
-    async with anyio.create_task_group() as tg:
+    async with anyio.create_task_group() as tg, serve_control(runner, default_data_dir()):
         tg.start_soon(progress)
         result = await runner.run()  # (its events end when it does: progress then returns)
     return json.dumps(result.to_json(), indent=2)

@@ -43,7 +43,7 @@ from zero.orchestrator import (
     build_plan,
     load_team,
 )
-from zero.orchestrator.control_socket import ControlUnavailable, request, serve_control
+from zero.orchestrator.control_socket import request, serve_control
 from zero.orchestrator.live import draw_live, follow_run, tree_from_store
 from zero.orchestrator.resume import RecordedTeam, read_team
 from zero.orchestrator.team import with_limits
@@ -397,14 +397,7 @@ def _control(args: SwarmOptions, streams: Streams) -> int:
         text = args.text
         if text == "-":
             text = streams.stdin.read()
-        try:
-            told = request(default_data_dir(), team_id, args.action, args.member, text)
-        except ControlUnavailable as e:
-            meta = store.metadata(team_id)
-            if meta.finished:
-                raise ControlUnavailable(f"the team {team_id} is not running: it ended {meta.status}") from None
-            resume = f"; zero swarm resume {team_id} runs it again" if not store.held(team_id) else ""
-            raise ControlUnavailable(f"{e}{resume}") from None
+        told = request(store, default_data_dir(), team_id, args.action, args.member, text)
     except ZeroError as e:
         print_error(str(e), streams.stderr)
         return e.exit_code

@@ -30,6 +30,7 @@ from anyio.streams.buffered import BufferedByteReceiveStream
 from zero.errors import ZeroError
 from zero.orchestrator.control import ControlRefused
 from zero.orchestrator.runner import TeamRunner
+from zero.sessions import SessionStore
 
 __all__ = ["ControlUnavailable", "control_path", "request", "serve_control"]
 
@@ -152,9 +153,23 @@ async def _answer(runner: TeamRunner, line: bytes) -> dict[str, Any]:
     return {"ok": True, "message": message}
 
 
-def request(home: Path, team_id: str, action: str, member: str | None = None, text: str | None = None) -> str:
+def request(
+    store: SessionStore, home: Path, team_id: str, action: str, member: str | None = None, text: str | None = None
+) -> str:
     """Ask the run of ``team_id`` to take ``action``; its answer (``ControlRefused`` if it refused,
-    ``ControlUnavailable`` if no run listens: a socket a killed run left is removed)."""
+    ``ControlUnavailable`` if no run listens, saying how the team ended or how to run it again: a socket a
+    killed run left is removed)."""
+    try:
+        return _request(home, team_id, action, member, text)
+    except ControlUnavailable as e:
+        meta = store.metadata(team_id)
+        if meta.finished:
+            raise ControlUnavailable(f"the team {team_id} is not running: it ended {meta.status}") from None
+        resume = f"; zero swarm resume {team_id} runs it again" if not store.held(team_id) else ""
+        raise ControlUnavailable(f"{e}{resume}") from None
+
+
+def _request(home: Path, team_id: str, action: str, member: str | None, text: str | None) -> str:
     path = control_path(home, team_id)
     line = json.dumps({"action": action, "member": member, "text": text}, ensure_ascii=False).encode() + b"\n"
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as client:

@@ -181,7 +181,7 @@ class TeamResult:
         return "; ".join(bad) or self.status
 
 
-STOPPED = "stopped by zero swarm stop"
+STOPPED = "stopped by the user"
 
 _NOT_STARTED = {
     "interrupted": "the run was interrupted before it started",

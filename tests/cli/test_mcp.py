@@ -766,3 +766,94 @@ def test_a_secret_split_across_a_structured_results_strings_is_masked() -> None:
     dumped = json.dumps({"parts": [token[:9], token[9:]], "n": 1})
     both = mcp_types.CallToolResult(content=[mcp_types.TextContent(type="text", text=dumped)], structured_content={})
     assert json.loads(_text_of(both)) == {"parts": ["[REDACTED]", "[REDACTED]"], "n": 1}
+
+
+STEERED = """
+name = "steered"
+[defaults]
+isolation = "none"
+[[members]]
+name = "waiter"
+specialist = "worker"
+prompt = "Wait."
+[[members]]
+name = "solo"
+specialist = "worker"
+prompt = "Go."
+"""
+
+STEERED_SCRIPT = """
+[[turns]]
+match = { system = 'You are "waiter"', turn = 1 }
+text = "waiting"
+tool_calls = [{ name = "bash", arguments = { command = "while [ ! -e go ]; do sleep 0.02; done" } }]
+[[turns]]
+match = { system = 'You are "solo"' }
+text = "solo done"
+"""
+
+
+def tool_runs(team_id: str, member: str) -> None:
+    """Return once ``member`` of the team ``team_id`` has called a tool: its session log says so."""
+    deadline = time.monotonic() + 30
+    while not any(
+        e.event.kind == "tool_call"
+        for m in store().list()
+        if m.member_name == member and m.root_session_id == team_id
+        for e in store().events(m.session_id)
+    ):
+        assert time.monotonic() < deadline, f"{member} never called a tool"
+        time.sleep(0.05)
+
+
+def test_control_team_stops_one_member_of_a_team_that_run_team_runs(workspace: Path, tmp_path: Path) -> None:
+    script = write_script(tmp_path / "s.toml", STEERED_SCRIPT)
+    write_script(workspace / "team.toml", STEERED)
+    params = StdioServerParameters(
+        command=ZERO,
+        args=["mcp", "serve", *scripted(script, workspace)],
+        env={k: os.environ[k] for k in ("ZERO_HOME", "XDG_CONFIG_HOME", "PATH")},
+    )
+
+    async def scenario() -> dict[str, Any]:
+        got: dict[str, Any] = {}
+        started = anyio.Event()
+        team_id = ""
+
+        async def note(progress: float, total: float | None, message: str | None) -> None:
+            nonlocal team_id
+            if message and message.startswith("session "):
+                team_id = message.removeprefix("session ")
+                started.set()
+
+        async with Client(params) as client, anyio.create_task_group() as tg:
+
+            async def run() -> None:
+                got["ran"] = await client.call_tool("run_team", {"team": "team.toml"}, progress_callback=note)
+
+            tg.start_soon(run)
+            await started.wait()
+            await anyio.to_thread.run_sync(tool_runs, team_id, "waiter")
+            got["no_member"] = await client.call_tool("control_team", {"team_id": team_id, "action": "stop"})
+            got["stop"] = await client.call_tool(
+                "control_team", {"team_id": team_id, "action": "stop", "member": "waiter"}
+            )
+        (workspace / "go").touch()
+        got["team_id"] = team_id
+        async with Client(params) as client:
+            got["ended"] = await client.call_tool(
+                "control_team", {"team_id": team_id, "action": "pause", "member": "solo"}
+            )
+        return got
+
+    got = anyio.run(scenario)
+    assert got["no_member"].is_error and got["no_member"].content[0].text.endswith("stop needs the member's name")
+    assert got["stop"].content[0].text == "stopping waiter: it ends cancelled, keeping its output so far"
+    team = json.loads(got["ran"].content[0].text)
+    members = {m["name"]: (m["status"], m["reason"], m["output"]) for m in team["members"]}
+    assert members == {
+        "waiter": ("cancelled", "stopped by the user", "waiting"),
+        "solo": ("completed", None, "solo done"),
+    }
+    assert got["ended"].is_error
+    assert got["ended"].content[0].text.endswith(f"the team {got['team_id']} is not running: it ended cancelled")

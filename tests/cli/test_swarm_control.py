@@ -20,6 +20,7 @@ import pytest
 from rich.console import Console
 from support.cli import ZERO, scripted, write_script, zero
 
+from zero.agent import MessageAdded, ToolFinished
 from zero.orchestrator.live import tree_from_store
 from zero.orchestrator.view import render_tree
 from zero.sessions import FileSessionStore
@@ -104,7 +105,7 @@ class Running:
         while True:
             line = self._lines.get(timeout=30)
             assert line is not None, f"the run ended first: {self.events[-3:]}"
-            event = json.loads(line)
+            event: dict[str, Any] = json.loads(line)
             self.events.append(event)
             if event["type"] == "subagent_start":
                 self.members[event["agentName"]] = event["sessionId"]
@@ -192,10 +193,7 @@ def test_stop_ends_the_named_member_alone_keeping_its_output(running: Running) -
     said = [e.content for e in log if e.kind == "message" and e.role == "assistant"]
     assert said == ["slow has begun"]  # its output so far, kept
     error = next(e for e in events if e["type"] == "error")
-    assert (
-        error["message"]
-        == "slow cancelled (stopped by zero swarm stop); after skipped (dependency 'slow' ended cancelled)"
-    )
+    assert error["message"] == "slow cancelled (stopped by the user); after skipped (dependency 'slow' ended cancelled)"
     again = zero("swarm", "stop", running.team_id, "other")
     assert (again.returncode, again.stderr) == (
         2,
@@ -213,10 +211,12 @@ def test_send_reaches_the_named_member_alone_before_its_next_model_call(running:
     assert code == 0
     members = members_of(running.team_id)
     store = sessions()
-    log = [e.event for e in store.events(members["other"].session_id)]
-    said = [
-        (e.kind, e.content if e.kind == "message" else e.output) for e in log if e.kind in ("message", "tool_result")
-    ]
+    said: list[tuple[str, str]] = []
+    for stored in store.events(members["other"].session_id):
+        if isinstance(e := stored.event, MessageAdded):
+            said.append((e.kind, e.content))
+        elif isinstance(e, ToolFinished):
+            said.append((e.kind, e.output))
     assert said[-4:] == [  # read after its tool's result, before the call that answers
         ("message", "other has begun"),
         ("tool_result", "[exit code 0]"),
@@ -224,8 +224,8 @@ def test_send_reaches_the_named_member_alone_before_its_next_model_call(running:
         ("message", "blue it is"),
     ]
     for name in ("slow", "after"):
-        said = [e.event for e in store.events(members[name].session_id) if e.event.kind == "message"]
-        assert not any("use blue" in m.content for m in said)
+        log = [e.event for e in store.events(members[name].session_id)]
+        assert not any(isinstance(m, MessageAdded) and "use blue" in m.content for m in log)
     team = [e.event for e in store.events(running.team_id) if e.event.kind == "team_message"]
     assert [(m.id, m.sender, m.to, m.body) for m in team] == [(1, "user", "other", "use blue")]
     shown = zero("sessions", "show", running.team_id).stdout
@@ -246,10 +246,9 @@ def test_pause_holds_the_named_member_alone_until_continue(running: Running) -> 
     running.ended("after")  # slow went on and completed, and its dependent after it
     assert calls_of(running.events, other) == 1  # none since the pause: it waits, spending nothing
     tree = tree_from_store(sessions(), running.team_id)
-    console = Console(file=io.StringIO(), width=200)
-    console.print(render_tree(tree, budget=tree.budget()))
-    drawn = console.file.getvalue()
-    assert [line for line in drawn.splitlines() if " other " in line][0].endswith("· paused")
+    drawn = io.StringIO()
+    Console(file=drawn, width=200).print(render_tree(tree, budget=tree.budget()))
+    assert [line for line in drawn.getvalue().splitlines() if " other " in line][0].endswith("· paused")
     done = zero("swarm", "continue", running.team_id)
     assert (done.returncode, done.stdout) == (0, "continuing other\n")
     code, events = running.end()
