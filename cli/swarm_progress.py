@@ -14,8 +14,10 @@ from zero.agent import (
     ChildStarted,
     Event,
     LandChanged,
+    Paused,
     RateLimitWait,
     RetryScheduled,
+    TeamMessageSent,
     TeamStarted,
     Usage,
     WarningRaised,
@@ -23,6 +25,7 @@ from zero.agent import (
     waiting_text,
 )
 from zero.orchestrator import TeamPlan
+from zero.orchestrator.control import USER
 from zero.orchestrator.view import landing_state
 from zero.tools.describe import printable
 from zero.tools.worktrees import DiffStat
@@ -32,7 +35,8 @@ __all__ = ["PlainProgress"]
 
 class PlainProgress:
     """Prints when the team starts (with its session id), when a member or a Task child starts,
-    ends or is skipped, retries, and an isolated member's work committed and landed (or not)."""
+    ends or is skipped, retries, pauses or gets a message from you, and an isolated member's work committed
+    and landed (or not)."""
 
     def __init__(self, plan: TeamPlan, console: Console, *, spent: Mapping[str, Usage] | None = None):
         """``spent``: what sessions spent in earlier runs (a resumed team), so a member's line says its total."""
@@ -88,6 +92,11 @@ class PlainProgress:
             self._line(name, text, "yellow")
         elif isinstance(event, RateLimitWait):
             self._line(self._names.get(event.session_id, event.session_id), waiting_text(event), "yellow")
+        elif isinstance(event, Paused):
+            name = self._names.get(event.session_id, event.session_id)
+            self._line(name, "paused: waits before its next model call" if event.paused else "continues", "yellow")
+        elif isinstance(event, TeamMessageSent) and event.sender == USER:
+            self._line(event.to, f"message from you: {event.body[:80]}", "cyan")
         elif isinstance(event, LandChanged) and (event.files or event.state not in ("committed", "nothing_to_land")):
             stat = DiffStat(files=event.files, added=event.added, removed=event.removed)
             style = "red" if event.state in ("conflict", "check_failed") else "green" if event.state == "landed" else ""

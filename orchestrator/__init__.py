@@ -3,6 +3,8 @@ land queue, views."""
 
 from __future__ import annotations
 
+from zero.orchestrator.control import ControlRefused
+from zero.orchestrator.control_socket import ControlUnavailable
 from zero.orchestrator.executor import (
     InProcessExecutor,
     MemberExecutor,
@@ -40,6 +42,8 @@ __all__ = [
     "CommandRunner",
     "Conflict",
     "ConflictFile",
+    "ControlRefused",
+    "ControlUnavailable",
     "InProcessExecutor",
     "LandOutcome",
     "LandQueue",

@@ -28,8 +28,6 @@ USER = "user"
 class ControlRefused(UsageError):
     """An action the running team cannot take: no such member, or it has ended (exit 2)."""
 
-    code = "control_refused"
-
 
 def user_message(texts: Iterable[str]) -> str:
     """What a member's model reads of the messages the user sent it while it worked."""

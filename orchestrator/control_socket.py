@@ -27,7 +27,7 @@ import anyio
 from anyio.abc import SocketAttribute, SocketStream
 from anyio.streams.buffered import BufferedByteReceiveStream
 
-from zero.errors import ZeroError
+from zero.errors import UsageError, ZeroError
 from zero.orchestrator.control import ControlRefused
 from zero.orchestrator.runner import TeamRunner
 from zero.sessions import SessionStore
@@ -39,11 +39,8 @@ ANSWER_SECONDS = 10.0
 _PATH_MAX = 107  # a unix socket's path, in bytes (sun_path); a longer one is reached through its folder
 
 
-class ControlUnavailable(ZeroError):
+class ControlUnavailable(UsageError):
     """No run answers on the team's socket: it ended, was killed, or never listened (exit 2)."""
-
-    exit_code = 2
-    code = "not_running"
 
 
 def control_path(home: Path, team_id: str) -> Path:

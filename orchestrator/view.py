@@ -59,6 +59,7 @@ from zero.agent import (
     format_tokens,
     waiting_text,
 )
+from zero.orchestrator.control import USER
 from zero.sessions import short_id
 from zero.tools.describe import describe_call, printable
 from zero.tools.worktrees import DiffStat
@@ -229,9 +230,14 @@ class TeamTree:
                 | WarningRaised()
                 | Compacted()
                 | ErrorRaised()
-                | TeamMessageSent()
                 | BudgetTripped()
             ):
+                pass
+            case TeamMessageSent() if event.sender == USER:  # zero swarm send: read before the member's next call
+                to = next((self.nodes[c] for c in node.children if self.nodes[c].name == event.to), None)
+                if to is not None and to.status == "running":
+                    to.activity = f"message from you: {event.body[:40]}"
+            case TeamMessageSent():
                 pass
             case LandChanged():
                 if node.name == event.member and node.kind == "member":  # told by the member (resumed alone)

@@ -7,6 +7,8 @@ in brackets, the package that exports it. ``tests/test_errors.py`` holds the dra
     ZeroError
     ├── UserError                         the user can fix it: usage or configuration (exit 2)
     │   ├── UsageError                    bad arguments or input
+    │   │   ├── ControlRefused            a running team refused: no such member, or it ended [zero.orchestrator]
+    │   │   └── ControlUnavailable        no run of that team listens: it ended, or was killed [zero.orchestrator]
     │   └── ConfigError                   a bad or missing setting, file or manifest
     │       ├── FileError                 a file with mistakes, each named by path, line and key [zero.strictfile]
     │       │   ├── ManifestError         a specialist manifest [zero.specialists]
