@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 import anyio
+import anyio.lowlevel
 
 from zero.agent import CallPermit, Event, ModelRequest, Paused, Usage
 from zero.errors import UsageError
@@ -73,6 +74,7 @@ class ControlGuard:
         self.emit = emit
 
     async def before_call(self, request: ModelRequest, run_usage: Usage) -> CallPermit | None:
+        await anyio.lowlevel.checkpoint()  # a stop that came during a tool that never yielded: no call after it
         caller = request.metadata.get("session_id", self.session_id)  # the member, or one of its Task children
         if self.member in self.controls.paused:
             self.emit(Paused(session_id=caller, paused=True))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -47,9 +48,11 @@ async def run_team(
     turns: list[ScriptTurn],
     *,
     context: dict[str, Any] | None = None,
+    on_event: Callable[[TeamRunner, Event], None] | None = None,
     **plan_kw: Any,
 ) -> tuple[TeamResult, TeamRunner, ScriptedProvider, list[Event]]:
-    """Run a team file on a script; ``context`` sets fields of the ``AgentContext``."""
+    """Run a team file on a script; ``context`` sets fields of the ``AgentContext``; ``on_event`` hears each
+    event as it is emitted, with the runner (to steer it)."""
     provider = ScriptedProvider(turns)
     prices = PriceTable.builtin()
     registry = SpecialistRegistry.load(workspace)
@@ -76,5 +79,7 @@ async def run_team(
     runner = TeamRunner(plan, ctx, retry_delay=0.001)
     events: list[Event] = []
     runner.listen(events.append)
+    if on_event is not None:
+        runner.listen(lambda event: on_event(runner, event))
     result = await runner.run()
     return result, runner, provider, events

@@ -1,0 +1,62 @@
+"""Stopping one member of a running team in-process: its dependents follow on_failure, and one that
+waits for its dependency never starts."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from support.teams import CHAIN, member, run_team
+
+from zero.agent import ChildFinished, Event, ScriptToolCall, ToolCallStarted
+from zero.orchestrator import TeamRunner
+
+pytestmark = pytest.mark.anyio
+
+LOOK = ScriptToolCall(name="list_directory", arguments={})
+
+
+def ends(events: list[Event]) -> list[tuple[str | None, str]]:
+    return [(e.member, e.status) for e in events if isinstance(e, ChildFinished)]
+
+
+async def test_a_stopped_member_stops_the_team_under_on_failure_stop(workspace: Path, tmp_path: Path) -> None:
+    def stop_the_writer(runner: TeamRunner, event: Event) -> None:
+        if isinstance(event, ToolCallStarted) and event.session_id == runner.members["writer"].session_id:
+            runner.stop_member("writer")
+
+    body = CHAIN.replace('name = "chain"', 'name = "chain"\n[scheduler]\non_failure = "stop"')
+    turns = [member("writer", "writing", LOOK), member("other", "never said", delay=30)]
+    result, _, _, events = await run_team(workspace, tmp_path, body, turns, on_event=stop_the_writer)
+    states = {m.name: (m.status, m.reason, m.output) for m in result.members}
+    assert states == {
+        "writer": ("cancelled", "stopped by the user", "writing"),
+        "reader": ("cancelled", 'the team stopped after a failure (on_failure = "stop")', ""),
+        "other": ("cancelled", "", ""),  # stopped in its model call
+    }
+    assert result.status == "cancelled" and result.exit_code == 1
+
+
+async def test_a_member_waiting_for_its_dependency_is_stopped_at_once_and_never_starts(
+    workspace: Path, tmp_path: Path
+) -> None:
+    answers: list[str] = []
+
+    def stop_the_reader(runner: TeamRunner, event: Event) -> None:
+        if isinstance(event, ToolCallStarted) and event.session_id == runner.members["writer"].session_id:
+            answers.append(runner.stop_member("reader"))
+
+    turns = [
+        member("writer", "writing", LOOK, turn=1),
+        member("writer", "written", turn=2),
+        member("other", "other done"),
+    ]
+    result, _, provider, events = await run_team(workspace, tmp_path, CHAIN, turns, on_event=stop_the_reader)
+    assert answers == ["stopping reader: it ends cancelled, keeping its output so far"]
+    assert {m.name: (m.status, m.reason) for m in result.members} == {
+        "writer": ("completed", ""),
+        "reader": ("cancelled", "stopped by the user"),
+        "other": ("completed", ""),
+    }
+    assert ends(events).index(("reader", "cancelled")) < ends(events).index(("writer", "completed"))
+    assert not any('You are "reader"' in r.messages[0].content for r in provider.calls)
