@@ -42,6 +42,10 @@ _PATH_MAX = 107  # a unix socket's path, in bytes (sun_path); a longer one is re
 class ControlUnavailable(UsageError):
     """No run answers on the team's socket: it ended, was killed, or never listened (exit 2)."""
 
+    def __init__(self, message: str, *, killed: bool = False):
+        super().__init__(message)
+        self.killed = killed  # a socket was there, with nothing listening behind it
+
 
 def control_path(home: Path, team_id: str) -> Path:
     return home / "control" / f"{team_id}.sock"
@@ -159,11 +163,15 @@ def request(
     try:
         return _request(home, team_id, action, member, text)
     except ControlUnavailable as e:
-        meta = store.metadata(team_id)
+        resume = f"; zero swarm resume {team_id} runs it again"
+        if e.killed:
+            raise ControlUnavailable(f"{e}{resume}") from None
+        meta = store.metadata(team_id)  # (a run that died is repaired to interrupted on the way)
+        if meta.status == "interrupted" or not (meta.finished or store.held(team_id)):
+            raise ControlUnavailable(f"{e} (it was interrupted){resume}") from None
         if meta.finished:
-            raise ControlUnavailable(f"the team {team_id} is not running: it ended {meta.status}") from None
-        resume = f"; zero swarm resume {team_id} runs it again" if not store.held(team_id) else ""
-        raise ControlUnavailable(f"{e}{resume}") from None
+            raise ControlUnavailable(f"{e}: it ended {meta.status}") from None
+        raise
 
 
 def _request(home: Path, team_id: str, action: str, member: str | None, text: str | None) -> str:
@@ -179,7 +187,7 @@ def _request(home: Path, team_id: str, action: str, member: str | None, text: st
         except ConnectionRefusedError:  # the socket of a run that was killed: nothing listens behind it
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(path)
-            raise ControlUnavailable(f"the team {team_id} is not running (its run was killed)") from None
+            raise ControlUnavailable(f"the team {team_id} is not running (its run was killed)", killed=True) from None
         except PermissionError:
             raise ControlRefused(f"refused: {path} belongs to another user") from None
         try:

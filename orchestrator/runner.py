@@ -327,7 +327,9 @@ class TeamRunner:
             self._unended()
             names = sorted(self.controls.paused)
         self.controls.resume(names)
-        return f"continuing {', '.join(names)}" if names else f"{name or 'no member'} is not paused"
+        if not names:
+            return f"{name} is not paused" if name else "no member is paused"
+        return f"continuing {', '.join(names)}"
 
     def _running(self, name: str) -> MemberState:
         """The member ``name`` of this running team, which has not ended (``ControlRefused`` otherwise)."""

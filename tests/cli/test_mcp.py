@@ -826,24 +826,24 @@ def test_control_team_stops_one_member_of_a_team_that_run_team_runs(workspace: P
                 team_id = message.removeprefix("session ")
                 started.set()
 
-        async with Client(params) as client, anyio.create_task_group() as tg:
-
-            async def run() -> None:
-                got["ran"] = await client.call_tool("run_team", {"team": "team.toml"}, progress_callback=note)
-
-            tg.start_soon(run)
-            await started.wait()
-            await anyio.to_thread.run_sync(tool_runs, team_id, "waiter")
-            got["no_member"] = await client.call_tool("control_team", {"team_id": team_id, "action": "stop"})
-            got["stop"] = await client.call_tool(
-                "control_team", {"team_id": team_id, "action": "stop", "member": "waiter"}
-            )
-        (workspace / "go").touch()
-        got["team_id"] = team_id
         async with Client(params) as client:
+            async with anyio.create_task_group() as tg:
+
+                async def run() -> None:
+                    got["ran"] = await client.call_tool("run_team", {"team": "team.toml"}, progress_callback=note)
+
+                tg.start_soon(run)
+                await started.wait()
+                await anyio.to_thread.run_sync(tool_runs, team_id, "waiter")
+                got["no_member"] = await client.call_tool("control_team", {"team_id": team_id, "action": "stop"})
+                got["stop"] = await client.call_tool(
+                    "control_team", {"team_id": team_id, "action": "stop", "member": "waiter"}
+                )
+            got["team_id"] = team_id  # the team has ended
             got["ended"] = await client.call_tool(
                 "control_team", {"team_id": team_id, "action": "pause", "member": "solo"}
             )
+        (workspace / "go").touch()  # (nothing waits for it any more)
         return got
 
     got = anyio.run(scenario)

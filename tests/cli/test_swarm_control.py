@@ -12,6 +12,7 @@ import socket
 import stat
 import subprocess
 import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -158,6 +159,14 @@ def members_of(team_id: str) -> dict[str, Any]:
     return {m.member_name: m for m in store.list() if m.root_session_id == team_id and m.session_kind == "member"}
 
 
+def logged(session_id: str, kind: str) -> None:
+    """Return once the session's log on disk holds an event of ``kind`` (a bound of 30 s on a hang)."""
+    deadline = time.monotonic() + 30
+    while not any(e.event.kind == kind for e in sessions().events(session_id)):
+        assert time.monotonic() < deadline, f"no {kind} event in the log of {session_id}"
+        time.sleep(0.02)
+
+
 def calls_of(events: list[dict[str, Any]], session_id: str) -> int:
     return sum(e["type"] == "usage" and e["sessionId"] == session_id for e in events)
 
@@ -204,7 +213,7 @@ def test_stop_ends_the_named_member_alone_keeping_its_output(running: Running) -
 def test_send_reaches_the_named_member_alone_before_its_next_model_call(running: Running) -> None:
     running.tool_call("slow")
     running.tool_call("other")
-    done = zero("swarm", "send", running.team_id, "other", "use blue")
+    done = zero("swarm", "send", running.team_id, "other", "-", input="use blue")  # (- : from standard input)
     assert (done.returncode, done.stdout) == (0, "message 1 for other: it reads it before its next model call\n")
     running.go()
     code, events = running.end()
@@ -245,6 +254,7 @@ def test_pause_holds_the_named_member_alone_until_continue(running: Running) -> 
     running.until(lambda e: e["type"] == "pause" and e["sessionId"] == other and e["paused"])
     running.ended("after")  # slow went on and completed, and its dependent after it
     assert calls_of(running.events, other) == 1  # none since the pause: it waits, spending nothing
+    logged(other, "pause")  # what zero swarm watch reads: the logs, written a moment after the stream
     tree = tree_from_store(sessions(), running.team_id)
     drawn = io.StringIO()
     Console(file=drawn, width=200).print(render_tree(tree, budget=tree.budget()))
@@ -274,7 +284,10 @@ def test_a_killed_runs_socket_is_found_stale_and_removed(running: Running) -> No
     )
     assert not path.exists()
     done = zero("swarm", "send", running.team_id, "other", "hello")
-    assert (done.returncode, done.stderr) == (2, f"zero: error: the team {running.team_id} is not running; {resume}\n")
+    assert (done.returncode, done.stderr) == (
+        2,
+        f"zero: error: the team {running.team_id} is not running (it was interrupted); {resume}\n",
+    )
 
 
 NOBODY = 65534

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from support.teams import CHAIN, member, run_team
 
-from zero.agent import ChildFinished, Event, ScriptToolCall, ToolCallStarted
+from zero.agent import ChildFinished, Event, Paused, ScriptToolCall, ToolCallStarted
 from zero.orchestrator import TeamRunner
 
 pytestmark = pytest.mark.anyio
@@ -60,3 +60,40 @@ async def test_a_member_waiting_for_its_dependency_is_stopped_at_once_and_never_
     }
     assert ends(events).index(("reader", "cancelled")) < ends(events).index(("writer", "completed"))
     assert not any('You are "reader"' in r.messages[0].content for r in provider.calls)
+
+
+async def test_pause_every_member_then_continue_one_then_the_rest(workspace: Path, tmp_path: Path) -> None:
+    answers: list[str] = []
+    looking: set[str] = set()
+    paused: list[tuple[str, bool]] = []
+
+    def steer(runner: TeamRunner, event: Event) -> None:
+        names = {s.session_id: s.name for s in runner.members.values()}
+        if isinstance(event, ToolCallStarted) and event.session_id in names:
+            looking.add(names[event.session_id])
+            if looking == {"writer", "other"}:  # both are in a tool: each pauses before its next call
+                answers.append(runner.pause_members(None))
+        elif isinstance(event, Paused):
+            paused.append((names[event.session_id], event.paused))
+            if paused == [("writer", True), ("other", True)] or paused == [("other", True), ("writer", True)]:
+                answers.append(runner.continue_members("other"))
+        elif isinstance(event, ChildFinished) and event.member == "other":
+            answers.append(runner.continue_members(None))
+
+    turns = [
+        member("writer", "writing", LOOK, turn=1),
+        member("writer", "written", turn=2),
+        member("other", "looking", LOOK, turn=1),
+        member("other", "other done", turn=2),
+        member("reader", "read"),
+    ]
+    result, _, _, events = await run_team(workspace, tmp_path, CHAIN, turns, on_event=steer)
+    assert answers == [
+        "paused writer, reader, other: each waits before its next model call (zero swarm continue goes on)",
+        "continuing other",
+        "continuing reader, writer",  # the reader, yet to start, was paused too
+    ]
+    assert sorted(paused) == [("other", False), ("other", True), ("writer", False), ("writer", True)]
+    assert paused.index(("writer", False)) > paused.index(("other", False))
+    assert [m for m, _ in ends(events)] == ["other", "writer", "reader"]
+    assert {m.status for m in result.members} == {"completed"}
