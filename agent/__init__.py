@@ -40,7 +40,17 @@ from zero.agent.events import (
     waiting_text,
 )
 from zero.agent.governor import RateGovernor, RateGovernors
-from zero.agent.loop import AgentConfig, AgentRun, Approval, ApprovalRequest, Approver, CallGuard, CallPermit, Emit
+from zero.agent.loop import (
+    AgentConfig,
+    AgentRun,
+    Approval,
+    ApprovalRequest,
+    Approver,
+    CallGuard,
+    CallPermit,
+    Emit,
+    visible_specs,
+)
 from zero.agent.messages import (
     Message,
     ModelRequest,
@@ -139,6 +149,7 @@ __all__ = [
     "format_tokens",
     "incomplete_message",
     "smallest_cap",
+    "visible_specs",
     "waiting_text",
     "worst",
 ]

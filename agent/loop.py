@@ -6,7 +6,7 @@ import json
 import math
 import time
 import traceback
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, Protocol
 
@@ -75,7 +75,28 @@ from zero.tools import (
 from zero.tools.base import current_call_id, side_effect_of
 from zero.tools.permissions import REASONS
 
-__all__ = ["RESTARTED", "AgentConfig", "AgentRun", "Approval", "Approver", "CallGuard", "CallPermit", "Emit"]
+__all__ = [
+    "RESTARTED",
+    "AgentConfig",
+    "AgentRun",
+    "Approval",
+    "Approver",
+    "CallGuard",
+    "CallPermit",
+    "Emit",
+    "visible_specs",
+]
+
+
+def visible_specs(tools: Iterable[Tool], mode: PermissionMode) -> tuple[ToolSpec, ...]:
+    """The tool definitions a call sends in ``mode``: a tool the mode always refuses is not shown, so the
+    model does not plan around it."""
+    return tuple(
+        ToolSpec(name=t.name, description=t.description, parameters=t.parameters)
+        for t in tools
+        if decide(mode, t.side_effect) != "deny"
+    )
+
 
 COMPACT_AT = 0.8
 """Past this share of the model's context window, older turns are compacted into a summary."""
@@ -275,12 +296,7 @@ class AgentRun:
         return Usage() if self.config.prices.price(self.config.model) is not None else Usage(cost_usd=None)
 
     def _visible_specs(self) -> tuple[ToolSpec, ...]:
-        # A tool the mode always refuses is not shown, so the model does not plan around it.
-        return tuple(
-            ToolSpec(name=t.name, description=t.description, parameters=t.parameters)
-            for t in self.config.tools
-            if decide(self.config.permission_mode, t.side_effect) != "deny"
-        )
+        return visible_specs(self.config.tools, self.config.permission_mode)
 
     def _add(self, message: Message) -> None:
         self.messages.append(message)

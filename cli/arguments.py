@@ -184,6 +184,11 @@ def _swarm(swarm: argparse.ArgumentParser) -> None:
         sub.add_argument("--output-format", choices=("text", "json", "stream-json"), default="text")
         sub.add_argument("--no-live", action="store_true", help="plain progress lines instead of the live view")
     sw_run.add_argument("--dry-run", action="store_true", help="validate and print the plan; run nothing")
+    sw_run.add_argument(
+        "--accept-estimate",
+        action="store_true",
+        help="run even when the estimate's expected tokens, calls or cost exceed the team budget",
+    )
     sw_validate.add_argument("--json", action="store_true", help="print JSON")
     sw_watch = sw.add_parser("watch", help="follow a team run in progress (from another terminal)")
     sw_watch.add_argument("session_id", metavar="TEAM_ID", help="the team session (an id, a prefix, or last)")

@@ -143,6 +143,7 @@ class SwarmOptions(Options):
     output_format: OutputFormat = "text"
     no_live: bool = False
     dry_run: bool = False
+    accept_estimate: bool = False
     json: bool = False
 
 

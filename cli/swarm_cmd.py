@@ -31,6 +31,7 @@ from zero.cli.config import RunSettings, load_config, permission_ceiling
 from zero.cli.options import SwarmOptions
 from zero.cli.session_ids import resolve_session_id
 from zero.cli.streamjson import StreamJsonWriter, new_run_id
+from zero.cli.swarm_estimate import check_estimate, estimate_line, estimate_of, print_estimate
 from zero.cli.swarm_land import print_landing, run_diff, run_land
 from zero.cli.swarm_progress import PlainProgress
 from zero.cli.trust import load_specialists, specialist_warnings
@@ -44,6 +45,7 @@ from zero.orchestrator import (
     load_team,
 )
 from zero.orchestrator.control_socket import request, serve_control
+from zero.orchestrator.estimate import TeamEstimate
 from zero.orchestrator.live import draw_live, follow_run, tree_from_store
 from zero.orchestrator.resume import RecordedTeam, read_team
 from zero.orchestrator.team import with_limits
@@ -72,6 +74,11 @@ def run_swarm(args: SwarmOptions, streams: Streams) -> int:
             recorded = _recorded(args, workspace)
         running = args.action in ("run", "resume") and not args.dry_run
         plan, settings, registry = _plan(args, workspace, streams, need_provider=running, recorded=recorded)
+        estimate = None
+        if args.action in ("run", "validate"):
+            estimate = estimate_of(plan, registry, workspace, _prices(settings))
+            if running and not args.accept_estimate:
+                check_estimate(estimate, plan, args.team or "the team file")
     except TeamError as e:
         return _report_invalid(args, streams, e)
     except ZeroError as e:
@@ -81,12 +88,12 @@ def run_swarm(args: SwarmOptions, streams: Streams) -> int:
             print_error(str(e), streams.stderr)
         return e.exit_code
     if args.action == "validate" or args.dry_run:
-        _print_plan(plan, settings, out, args.json if args.action == "validate" else False)
+        _print_plan(plan, settings, out, args.json or args.output_format == "json", estimate)
         return 0
     assert settings is not None
     with streams.unblocked() as unblocked:
         try:
-            return anyio.run(_run, plan, settings, registry, workspace, args, unblocked, run_id, recorded)
+            return anyio.run(_run, plan, settings, registry, workspace, args, unblocked, run_id, recorded, estimate)
         except Exception as group:
             error = unwrap(group)
             if not isinstance(error, ZeroError):
@@ -148,7 +155,7 @@ def _plan(
         cost_usd=args.budget_cost,
         wall_seconds=args.budget_seconds,
     )
-    prices = PriceTable.builtin().with_overrides(settings.prices if settings else {})
+    prices = _prices(settings)
     plan = build_plan(
         path,
         registry,
@@ -170,6 +177,11 @@ def _plan(
     ]
     print_warnings(tuple(w for w in warnings if w), streams.stderr)
     return plan, settings, registry
+
+
+def _prices(settings: RunSettings | None) -> PriceTable:
+    """The built-in prices with the config's own over them."""
+    return PriceTable.builtin().with_overrides(settings.prices if settings else {})
 
 
 def _report_invalid(args: SwarmOptions, streams: Streams, e: TeamError) -> int:
@@ -196,7 +208,9 @@ def _report_invalid(args: SwarmOptions, streams: Streams, e: TeamError) -> int:
     return 2
 
 
-def _print_plan(plan: TeamPlan, settings: RunSettings | None, out: TextIO, as_json: bool) -> None:
+def _print_plan(
+    plan: TeamPlan, settings: RunSettings | None, out: TextIO, as_json: bool, estimate: TeamEstimate | None
+) -> None:
     budget = plan.budget.model_dump()
     if as_json:
         out.write(
@@ -231,6 +245,7 @@ def _print_plan(plan: TeamPlan, settings: RunSettings | None, out: TextIO, as_js
                         for m in plan.members.values()
                     ],
                     "overlaps": [o.to_json() for o in plan.overlaps],
+                    "estimate": estimate.to_json() if estimate is not None else None,
                 },
                 indent=2,
             )
@@ -278,6 +293,8 @@ def _print_plan(plan: TeamPlan, settings: RunSettings | None, out: TextIO, as_js
         console.print(f"Landing: {land.mode}, onto zero/<run>/land, {check}, into {land.into}", markup=False)
     limits = [f"{k} {v:,}" for k, v in budget.items() if v is not None]
     console.print(f"Budget: {', '.join(limits) if limits else 'none (no shared limit)'}")
+    if estimate is not None:
+        print_estimate(estimate, console)
     if settings is None:
         console.print("Provider: not configured (set a key, or pass --provider) - needed to run, not to validate")
 
@@ -291,6 +308,7 @@ async def _run(
     streams: Streams,
     run_id: str,
     recorded: RecordedTeam | None = None,
+    estimate: TeamEstimate | None = None,
 ) -> int:
     out = streams.stdout
     async with open_context(args.run, settings, workspace, streams, registry) as ctx:
@@ -312,6 +330,8 @@ async def _run(
                     f"zero swarm watch {runner.session_id}",
                     highlight=False,
                 )
+                if estimate is not None:
+                    console.print(estimate_line(estimate), highlight=False, markup=False)
                 tree = TeamTree(TreeNode(session_id=runner.session_id, name=plan.name, kind="team", status="running"))
                 if recorded is not None:  # a resumed run goes on from what its sessions hold
                     seed = functools.partial(tree_from_store, ctx.store, runner.session_id, clock=time.time)
@@ -320,6 +340,8 @@ async def _run(
             elif args.output_format == "text":
                 console = Console(file=streams.stderr, highlight=False, soft_wrap=True)
                 spent = {m.session_id: m.usage for m in recorded.members.values()} if recorded else {}
+                if estimate is not None:  # before the first call (json: the result carries it)
+                    console.print(estimate_line(estimate), markup=False)
                 progress = PlainProgress(plan, console, spent=spent)
                 consumers.start_soon(progress.consume, runner.events())
             async with serve_control(runner, default_data_dir()):  # zero swarm stop, send, pause, continue
@@ -332,6 +354,7 @@ async def _run(
             "team": plan.name,
             "exitCode": code,
             **result.to_json(),
+            "estimate": estimate.to_json() if estimate is not None else None,
             "warnings": warnings.to_json(),
         }
         out.write(json.dumps(redact_values(Redactor(), summary), ensure_ascii=False) + "\n")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -32,10 +33,20 @@ from zero.tools.snapshot import repository_of
 if TYPE_CHECKING:
     import networkx as nx
 
-__all__ = ["WRITING_TOOLS", "MemberPlan", "Overlap", "TeamPlan", "build_plan", "render_prompt"]
+__all__ = [
+    "WRITING_TOOLS",
+    "MemberPlan",
+    "Overlap",
+    "TeamPlan",
+    "build_plan",
+    "member_prompt",
+    "member_role",
+    "render_prompt",
+]
 
 WRITING_TOOLS = frozenset(CATEGORIES["edit"] + CATEGORIES["execute"]) - frozenset(CATEGORIES["read-only"])
 """The tools that change files: a member with one of them works in a worktree by default, in a git repository."""
+TEAMMATES_NAMED = 20  # in a member's prompt; the rest are counted
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -343,3 +354,37 @@ def render_prompt(prompt: str, goal: str, output: Callable[[str, tuple[str, ...]
         return output(ref.group(1), tuple(ref.group(2).split(".")[1:]))
 
     return TEMPLATE.sub(fill, prompt)
+
+
+def member_role(team: TeamPlan, plan: MemberPlan) -> str:
+    """A member's part of its system prompt: who it is, its teammates, how its report (or typed result) is used."""
+    report = (
+        "Your final message is your report: members that depend on you receive it as their input, so lead "
+        "with the result, then the evidence."
+        if plan.output_schema is None
+        else "You end by submitting your result with submit_result: members that depend on you receive it as JSON."
+    )
+    return (
+        f'You are "{plan.name}", a member of the team "{team.name}", working as the {plan.specialist.name} '
+        f"specialist. The other members are: {_teammates(team, plan)}; use send_message and read_inbox "
+        f"to coordinate with them when it helps. Do your own task only. {report}"
+    )
+
+
+def _teammates(team: TeamPlan, plan: MemberPlan) -> str:
+    """The other members, as a member's prompt names them: those it depends on, then the others in team
+    order, up to ``TEAMMATES_NAMED`` (naming each of a thousand teammates would cost every call of every
+    member some 5,000 tokens)."""
+    deps = plan.spec.depends_on
+    rest = (n for n in team.members if n != plan.name and n not in deps)
+    named = [*deps, *itertools.islice(rest, max(0, TEAMMATES_NAMED - len(deps)))]
+    unnamed = len(team.members) - 1 - len(named)
+    return (", ".join(named) or "none") + (f", and {unnamed} more" if unnamed else "")
+
+
+def member_prompt(team: TeamPlan, plan: MemberPlan, output: Callable[[str, tuple[str, ...]], str]) -> str:
+    """The first message a member gets: the team's goal and its own prompt, placeholders filled
+    (``output(member, keys)``: what that member reported, as ``render_prompt`` asks)."""
+    goal = team.team.goal
+    task = render_prompt(plan.spec.prompt, goal, output)
+    return f"Team goal:\n{goal.strip()}\n\nYour task:\n{task}" if goal else task

@@ -10,7 +10,6 @@ node below it. Members run through a ``MemberExecutor``; their events, and the t
 from __future__ import annotations
 
 import functools
-import itertools
 import json
 import time
 from dataclasses import dataclass, field, replace
@@ -45,7 +44,7 @@ from zero.orchestrator.executor import InProcessExecutor, MemberExecutor, Member
 from zero.orchestrator.isolation import LandReport, NotLanded, TeamWorktrees
 from zero.orchestrator.ledger import Ledger, Trip
 from zero.orchestrator.mailbox import Mailbox, ReadInbox, SendMessage
-from zero.orchestrator.plan import MemberPlan, TeamPlan, render_prompt
+from zero.orchestrator.plan import MemberPlan, TeamPlan, member_prompt, member_role
 from zero.orchestrator.resume import RecordedTeam, charge
 from zero.sessions import (
     Listener,
@@ -101,9 +100,6 @@ class MemberState:
         if self.started is None:
             return 0.0
         return (self.finished or time.monotonic()) - self.started
-
-
-TEAMMATES_NAMED = 20  # in a member's prompt; the rest are counted
 
 
 @dataclass(kw_only=True)
@@ -411,16 +407,6 @@ class TeamRunner:
                 return "skipped", f"dependency {dep.name!r} ended {dep.status}"
         return None
 
-    def _teammates(self, plan: MemberPlan) -> str:
-        """The other members, as a member's prompt names them: those it depends on, then the others in team
-        order, up to ``TEAMMATES_NAMED`` (naming each of a thousand teammates would cost every call of every
-        member some 5,000 tokens)."""
-        deps = plan.spec.depends_on
-        rest = (n for n in self.plan.members if n != plan.name and n not in deps)
-        named = [*deps, *itertools.islice(rest, max(0, TEAMMATES_NAMED - len(deps)))]
-        unnamed = len(self.plan.members) - 1 - len(named)
-        return (", ".join(named) or "none") + (f", and {unnamed} more" if unnamed else "")
-
     def _output(self, name: str, keys: tuple[str, ...]) -> str:
         """What ``{{ name.output }}`` (``keys``: ``{{ name.output.a.b }}``) stands for; a ``LookupError`` naming
         the placeholder when the member's result has nothing there."""
@@ -435,23 +421,11 @@ class TeamRunner:
 
     def _prompt(self, plan: MemberPlan) -> str:
         """The member's task, its placeholders filled (a ``LookupError`` for a field its dependency lacks)."""
-        goal = self.plan.team.goal
-        task = render_prompt(plan.spec.prompt, goal, self._output)
-        return f"Team goal:\n{goal.strip()}\n\nYour task:\n{task}" if goal else task
+        return member_prompt(self.plan, plan, self._output)
 
     def _task(self, state: MemberState, member_ledger: Ledger, prompt: str) -> MemberTask:
         plan = state.plan
-        report = (
-            "Your final message is your report: members that depend on you receive it as their input, so lead "
-            "with the result, then the evidence."
-            if plan.output_schema is None
-            else "You end by submitting your result with submit_result: members that depend on you receive it as JSON."
-        )
-        role = (
-            f'You are "{plan.name}", a member of the team "{self.plan.name}", working as the {plan.specialist.name} '
-            f"specialist. The other members are: {self._teammates(plan)}; use send_message and read_inbox "
-            f"to coordinate with them when it helps. Do your own task only. {report}"
-        )
+        role = member_role(self.plan, plan)
         resumed = self.resume is not None and self.resume.members[plan.name].has_history
         if resumed:
             prompt = (

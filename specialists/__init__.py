@@ -4,7 +4,13 @@ runs."""
 from __future__ import annotations
 
 from zero.specialists.agents import SpecialistOptions, open_child, open_specialist
-from zero.specialists.context import AgentContext, InvocationBudget, specialists_prompt
+from zero.specialists.context import (
+    DELEGATE_TOOLS,
+    AgentContext,
+    InvocationBudget,
+    child_system_prompt,
+    specialists_prompt,
+)
 from zero.specialists.delegation import ChildFactory, Delegator
 from zero.specialists.envelope import envelope
 from zero.specialists.manifest import Manifest, ManifestError, ManifestFile
@@ -14,6 +20,7 @@ from zero.specialists.tools import Task, TaskOutput, TaskRunner, TaskStop
 from zero.specialists.top_level import open_agent, resume_agent
 
 __all__ = [
+    "DELEGATE_TOOLS",
     "AgentContext",
     "ChildFactory",
     "Delegator",
@@ -30,6 +37,7 @@ __all__ = [
     "TaskRunner",
     "TaskStop",
     "builtin_dir",
+    "child_system_prompt",
     "envelope",
     "open_agent",
     "open_child",

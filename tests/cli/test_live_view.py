@@ -90,11 +90,14 @@ def test_without_a_terminal_one_plain_line_per_state_change(tmp_path: Path) -> N
     assert "\x1b" not in done.stdout and "\x1b" not in done.stderr
     lines = done.stderr.strip().splitlines()
     changes = [re.sub(r"^\[\s*[\d.]+s\] ", "", line) for line in lines]
-    # the team's id is printed as the run starts, so that another terminal can follow it
+    # the estimate comes before the first call; the team's id as the run starts, so another terminal can follow it
     assert re.fullmatch(
-        r"repo-review  team started: 4 members in 3 waves · follow it with: zero swarm watch team_\w+", changes[0]
+        r"estimate: expected [\d.,k]+ tokens, \d+ model calls, \$\d\.\d{4} \(high .+ tokens\)", changes[0]
     )
-    assert [c.split()[0] for c in changes[1:]] == [
+    assert re.fullmatch(
+        r"repo-review  team started: 4 members in 3 waves · follow it with: zero swarm watch team_\w+", changes[1]
+    )
+    assert [c.split()[0] for c in changes[2:]] == [
         "mapper",
         "mapper",
         "reviewer",
@@ -103,7 +106,7 @@ def test_without_a_terminal_one_plain_line_per_state_change(tmp_path: Path) -> N
         "tester",
         "reporter",
         "reporter",
-    ] or len(changes) == 9
+    ] or len(changes) == 10
     assert sum(" running (" in c for c in changes) == 4 and sum(" completed · " in c for c in changes) == 4
     assert any(re.search(r" completed · \d,\d{3} tokens · \$", c) for c in changes)  # as every view counts
     assert not any(re.search(r"\d{4} tokens", c) for c in changes)
@@ -155,6 +158,7 @@ def test_watch_shows_what_the_run_and_the_tree_from_disk_show(tmp_path: Path) ->
         text=True,
     )
     assert run.stderr is not None
+    assert run.stderr.readline().startswith("estimate: expected ")  # said before the first call
     started = run.stderr.readline()  # "team started": the team session exists, and its id is on the line
     team_id = started.split("zero swarm watch ")[1].strip()
     running = zero("swarm", "watch", team_id)  # follows it while it runs, until it ends

@@ -323,7 +323,7 @@ def test_a_member_resumed_alone_spends_what_its_team_has_left(workspace: Path, t
         'name = "tight"\n[defaults]\nmax_output_tokens = 200\n[budget]\ntokens = 1_900\n'
         '[[members]]\nname = "m"\nspecialist = "explorer"\nprompt = "Look."\n'
     )
-    result = run_team(workspace, tmp_path, team, '[[turns]]\ntext = "looked"\ntimes = 0\n')
+    result = run_team(workspace, tmp_path, team, '[[turns]]\ntext = "looked"\ntimes = 0\n', "--accept-estimate")
     assert result["status"] == "completed" and 0 < result["budget"]["used"]["tokens"] < 1_900
     member = result["members"][0]["sessionId"]
     script = write_script(tmp_path / "more.toml", '[[turns]]\ntext = "more"\ntimes = 0\n')

@@ -135,6 +135,7 @@ def test_token_budget_exhaustion_exits_4_and_names_the_limit(workspace: Path, tm
         *scripted(script, workspace),
         "--output-format",
         "json",
+        "--accept-estimate",  # (its expected 41,460 tokens is over the limit: the ledger is the subject here)
     )
     assert done.returncode == 4, done.stderr
     result = json.loads(done.stdout)
@@ -152,6 +153,7 @@ def test_token_budget_exhaustion_exits_4_and_names_the_limit(workspace: Path, tm
         *scripted(script, workspace),
         "--budget-tokens",
         "20000",
+        "--accept-estimate",
     )
     assert text.returncode == 4
     assert "Budget exhausted: tokens limit reached" in text.stdout and "of 20000 tokens" in text.stdout
