@@ -141,6 +141,8 @@ def test_a_team_expected_to_spend_more_than_its_budget_is_refused_before_any_cal
         assert "budget.tokens = 12,000" in error["message"]
         assert server.requests == []  # no model call
         assert not (Path(os.environ["ZERO_HOME"]) / "sessions").exists() or zero("sessions", "list").stdout == ""
+        by_one = zero(*run, "--budget-tokens", str(expected - 1))  # refused however little it is over
+        assert by_one.returncode == 2 and f"budget.tokens = {expected - 1:,}. Raise" in by_one.stderr
         # a cost over the budget names budget.cost_usd and its flag
         cost = zero(*run, "--budget-tokens", "none", "--budget-cost", "0.001")
         assert cost.returncode == 2 and "is more than budget.cost_usd = $0.0010. Raise budget.cost_usd in " in (
