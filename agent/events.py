@@ -393,6 +393,7 @@ class TeamMember:
     specialist: str
     depends_on: tuple[str, ...] = ()
     model: str = ""
+    inputs: str = ""  # a digest of its specialist, model and settings, for a later ``--reuse`` to compare
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

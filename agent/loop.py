@@ -73,6 +73,7 @@ from zero.tools import (
     unowned_call,
 )
 from zero.tools.base import current_call_id, side_effect_of
+from zero.tools.budget import DEFAULT_MAX_CHARS
 from zero.tools.permissions import REASONS
 
 __all__ = [
@@ -205,7 +206,7 @@ class AgentConfig:
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     approver: Approver | None = None
     redactor: Callable[[str], str] = redact
-    max_output_chars: int = 24_000
+    max_output_chars: int = DEFAULT_MAX_CHARS
     guards: tuple[CallGuard, ...] = ()
     unavailable: dict[str, str] = field(default_factory=dict)  # tool name -> why this agent may not use it
     shell: ShellSettings = field(default_factory=ShellSettings)

@@ -185,6 +185,11 @@ def _swarm(swarm: argparse.ArgumentParser) -> None:
         sub.add_argument("--no-live", action="store_true", help="plain progress lines instead of the live view")
     sw_run.add_argument("--dry-run", action="store_true", help="validate and print the plan; run nothing")
     sw_run.add_argument(
+        "--reuse",
+        metavar="TEAM_ID",
+        help="take the output of each member whose inputs are unchanged since that run of the team; run the rest",
+    )
+    sw_run.add_argument(
         "--accept-estimate",
         action="store_true",
         help="run even when the estimate's expected tokens, calls or cost exceed the team budget",

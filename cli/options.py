@@ -144,6 +144,7 @@ class SwarmOptions(Options):
     no_live: bool = False
     dry_run: bool = False
     accept_estimate: bool = False
+    reuse: str | None = None
     json: bool = False
 
 

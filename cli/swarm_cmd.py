@@ -6,6 +6,7 @@ from __future__ import annotations
 import functools
 import json
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
@@ -48,11 +49,12 @@ from zero.orchestrator.control_socket import request, serve_control
 from zero.orchestrator.estimate import TeamEstimate
 from zero.orchestrator.live import draw_live, follow_run, tree_from_store
 from zero.orchestrator.resume import RecordedTeam, read_team
+from zero.orchestrator.reuse import Reuse, plan_reuse
 from zero.orchestrator.team import with_limits
 from zero.orchestrator.view import TeamTree, TreeNode
 from zero.sessions import default_data_dir, session_workspace
 from zero.specialists import SpecialistRegistry
-from zero.tools import Redactor, redact_values, within
+from zero.tools import Redactor, Workspace, redact_values, within
 from zero.tools.describe import printable
 
 __all__ = ["run_swarm"]
@@ -74,9 +76,12 @@ def run_swarm(args: SwarmOptions, streams: Streams) -> int:
             recorded = _recorded(args, workspace)
         running = args.action in ("run", "resume") and not args.dry_run
         plan, settings, registry = _plan(args, workspace, streams, need_provider=running, recorded=recorded)
-        estimate = None
+        estimate, reuse = None, None
+        if args.reuse:
+            reuse = _reuse(args.reuse, plan, workspace)
         if args.action in ("run", "validate"):
-            estimate = estimate_of(plan, registry, workspace, _prices(settings))
+            reused = [v.name for v in reuse.members.values() if v.reused] if reuse else ()
+            estimate = estimate_of(plan, registry, workspace, _prices(settings), reused)
             if running and not args.accept_estimate:
                 check_estimate(estimate, plan, args.team or "the team file")
     except TeamError as e:
@@ -88,12 +93,14 @@ def run_swarm(args: SwarmOptions, streams: Streams) -> int:
             print_error(str(e), streams.stderr)
         return e.exit_code
     if args.action == "validate" or args.dry_run:
-        _print_plan(plan, settings, out, args.json or args.output_format == "json", estimate)
+        _print_plan(plan, settings, out, args.json or args.output_format == "json", estimate, reuse)
         return 0
     assert settings is not None
     with streams.unblocked() as unblocked:
         try:
-            return anyio.run(_run, plan, settings, registry, workspace, args, unblocked, run_id, recorded, estimate)
+            return anyio.run(
+                _run, plan, settings, registry, workspace, args, unblocked, run_id, recorded, estimate, reuse
+            )
         except Exception as group:
             error = unwrap(group)
             if not isinstance(error, ZeroError):
@@ -121,6 +128,32 @@ def _recorded(args: SwarmOptions, workspace: Path) -> RecordedTeam:
                 "a resumed team keeps its members (start a new run with zero swarm run instead)"
             )
     return recorded
+
+
+@dataclass(frozen=True)
+class _Reusing:
+    team_id: str  # the run it reuses members of
+    members: dict[str, Reuse]
+
+
+def _reuse(given: str, plan: TeamPlan, workspace: Path) -> _Reusing:
+    """What ``--reuse TEAM_ID`` takes from that run of the team, in this workspace."""
+    store = session_store()
+    team_id = resolve_session_id(store, given, kind="team")
+    meta = store.metadata(team_id)
+    if meta.session_kind != "team":
+        raise UsageError(
+            f"--reuse {given}: {team_id} is not a team run; name a run of this team (zero sessions list --kind team)"
+        )
+    session_workspace(meta, workspace)
+    recorded = read_team(store, team_id)
+    if recorded.team.name != plan.name:
+        raise UsageError(
+            f"--reuse {given}: {team_id} is a run of team {recorded.team.name!r}, not {plan.name!r}; "
+            "name a run of this team (zero sessions list --kind team)"
+        )
+    verdicts = anyio.run(plan_reuse, plan, recorded, store, Workspace([workspace]), Redactor())
+    return _Reusing(team_id, verdicts)
 
 
 def _plan(
@@ -209,7 +242,12 @@ def _report_invalid(args: SwarmOptions, streams: Streams, e: TeamError) -> int:
 
 
 def _print_plan(
-    plan: TeamPlan, settings: RunSettings | None, out: TextIO, as_json: bool, estimate: TeamEstimate | None
+    plan: TeamPlan,
+    settings: RunSettings | None,
+    out: TextIO,
+    as_json: bool,
+    estimate: TeamEstimate | None,
+    reuse: _Reusing | None = None,
 ) -> None:
     budget = plan.budget.model_dump()
     if as_json:
@@ -246,6 +284,9 @@ def _print_plan(
                     ],
                     "overlaps": [o.to_json() for o in plan.overlaps],
                     "estimate": estimate.to_json() if estimate is not None else None,
+                    "reuse": None
+                    if reuse is None
+                    else {"from": reuse.team_id, "members": [v.to_json() for v in reuse.members.values()]},
                 },
                 indent=2,
             )
@@ -293,6 +334,10 @@ def _print_plan(
         console.print(f"Landing: {land.mode}, onto zero/<run>/land, {check}, into {land.into}", markup=False)
     limits = [f"{k} {v:,}" for k, v in budget.items() if v is not None]
     console.print(f"Budget: {', '.join(limits) if limits else 'none (no shared limit)'}")
+    if reuse is not None:
+        console.print(f"Reuse of {reuse.team_id}:")
+        for v in reuse.members.values():
+            console.print(f"  {v.name:<16} {'reused' if v.reused else 'runs'}: {v.reason}", markup=False)
     if estimate is not None:
         print_estimate(estimate, console)
     if settings is None:
@@ -309,11 +354,14 @@ async def _run(
     run_id: str,
     recorded: RecordedTeam | None = None,
     estimate: TeamEstimate | None = None,
+    reuse: _Reusing | None = None,
 ) -> int:
     out = streams.stdout
     async with open_context(args.run, settings, workspace, streams, registry) as ctx:
         # --retries overrides [scheduler] retries
-        runner = TeamRunner(plan, ctx, retries=args.run.retries, resume=recorded)
+        runner = TeamRunner(
+            plan, ctx, retries=args.run.retries, resume=recorded, reuse=reuse.members if reuse else None
+        )
         freeze_startup_heap(streams)
         warnings = WarningLog()
         live = args.output_format == "text" and out.isatty() and not args.no_live

@@ -3,6 +3,7 @@ whose expected figures exceed its budget (the model: ``zero.orchestrator.estimat
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from pathlib import Path
 
 from rich.console import Console
@@ -20,10 +21,15 @@ __all__ = ["check_estimate", "estimate_line", "estimate_of", "print_estimate"]
 _FLAGS = {"tokens": "--budget-tokens", "cost_usd": "--budget-cost"}
 
 
-def estimate_of(plan: TeamPlan, registry: SpecialistRegistry, workspace: Path, prices: PriceTable) -> TeamEstimate:
-    """The estimate of ``plan`` run in ``workspace``, from the runs this user's session store records."""
+def estimate_of(
+    plan: TeamPlan, registry: SpecialistRegistry, workspace: Path, prices: PriceTable, reused: Collection[str] = ()
+) -> TeamEstimate:
+    """The estimate of ``plan`` run in ``workspace``, from the runs this user's session store records
+    (``reused``: the members whose output is taken from an earlier run: nothing to spend)."""
     root = str(workspace)
-    return estimate_team(plan, prices, session_store(), registry, root=root, instructions=project_instructions(root))
+    return estimate_team(
+        plan, prices, session_store(), registry, root=root, instructions=project_instructions(root), reused=reused
+    )
 
 
 def _tokens(span: Span) -> str:
@@ -41,6 +47,8 @@ def _cost(span: Span | None) -> str:
 
 
 def _source(m: MemberEstimate) -> str:
+    if m.source == "reused":
+        return "reused: nothing to spend"
     if m.source == "prompt sizes":
         return f"from prompt sizes ({format_tokens(m.first_prompt)} tokens a first call)"
     return f"from {m.source} ({m.runs} run{'s' if m.runs != 1 else ''})"

@@ -5,7 +5,7 @@ of the same specialist on the same model) spent, else from what its calls would 
 from __future__ import annotations
 
 import statistics
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -19,7 +19,7 @@ from zero.tools import builtin_tools
 
 __all__ = ["MemberEstimate", "Over", "Span", "TeamEstimate", "estimate_team"]
 
-Source = Literal["team history", "specialist history", "prompt sizes"]
+Source = Literal["team history", "specialist history", "prompt sizes", "reused"]
 
 LOW_OUTPUT = 200
 """Tokens a call answers, low: a short report at once."""
@@ -143,10 +143,11 @@ def estimate_team(
     *,
     root: str,
     instructions: str,
+    reused: Collection[str] = (),
 ) -> TeamEstimate:
-    """Each member's estimate: from its recorded runs in ``store`` where there are any, else from the sizes
-    of its prompts (``root``: the workspace its system prompt names; ``instructions``: the project's section
-    of it)."""
+    """Each member's estimate: nothing for a member whose output is ``reused``; else from its recorded runs
+    in ``store`` where there are any, else from the sizes of its prompts (``root``: the workspace its system
+    prompt names; ``instructions``: the project's section of it)."""
     rows = store.rows()
     rollup = Rollup.of_rows(rows)
     mailbox = Mailbox(store=store, team_session_id="", members=list(plan.members))
@@ -154,7 +155,9 @@ def estimate_team(
     for m in plan.members.values():
         first = _first_prompt(plan, m, mailbox, registry, root, instructions)
         recorded = _recorded(rows, rollup, plan.name, m)
-        if recorded is not None:
+        if m.name in reused:
+            members.append(_estimate(m, "reused", 0, first, [Usage()] * 3, Span(0, 0, 0), prices))
+        elif recorded is not None:
             source, runs = recorded
             members.append(_from_history(m, source, runs, prices, first))
         else:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -10,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from zero.agent import PriceTable, smallest_cap
-from zero.agent.output_schema import OutputSchema, field_problem, read_schema
+from zero.agent.output_schema import OutputSchema, dump_result, field_problem, pick, read_schema
 from zero.errors import ConfigError, did_you_mean
 from zero.orchestrator.team import (
     OUTPUT_REF,
@@ -41,7 +42,9 @@ __all__ = [
     "build_plan",
     "member_prompt",
     "member_role",
+    "placeholder",
     "render_prompt",
+    "typed_result",
 ]
 
 WRITING_TOOLS = frozenset(CATEGORIES["edit"] + CATEGORIES["execute"]) - frozenset(CATEGORIES["read-only"])
@@ -388,3 +391,26 @@ def member_prompt(team: TeamPlan, plan: MemberPlan, output: Callable[[str, tuple
     goal = team.team.goal
     task = render_prompt(plan.spec.prompt, goal, output)
     return f"Team goal:\n{goal.strip()}\n\nYour task:\n{task}" if goal else task
+
+
+def typed_result(plan: MemberPlan, output: str) -> Any:
+    """A member's typed result from the ``output`` it completed with (the result's JSON text), or None: it has
+    no ``output_schema``, or the output is not JSON (a run recorded before its team gave it a schema)."""
+    if plan.output_schema is None:
+        return None
+    try:
+        return json.loads(output)
+    except ValueError:
+        return None
+
+
+def placeholder(name: str, output: str, result: Any, keys: tuple[str, ...]) -> str:
+    """What ``{{ name.output }}`` (``keys``: ``{{ name.output.a.b }}``) stands for, from the member's ``output``
+    and typed ``result``; a ``LookupError`` naming the placeholder when the result has nothing there."""
+    if not keys:
+        return output
+    try:
+        value = pick(result, keys)
+    except LookupError as e:
+        raise LookupError(f"{{{{ {'.'.join((name, 'output', *keys))} }}}}: {name}'s result: {e}") from None
+    return value if isinstance(value, str) else dump_result(value)

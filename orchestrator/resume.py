@@ -12,7 +12,7 @@ from zero.orchestrator.team import TeamBudget, TeamFile
 from zero.sessions import SessionStore, session_tree
 from zero.tools import Owns
 
-__all__ = ["MemberRecord", "RecordedTeam", "charge", "member_owns", "read_team", "team_ledger"]
+__all__ = ["MemberRecord", "RecordedTeam", "charge", "member_owns", "read_team", "reused_origin", "team_ledger"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -23,6 +23,7 @@ class MemberRecord:
     usage: Usage = field(default_factory=Usage)
     turns: int = 0
     has_history: bool = False  # it ran, so its conversation continues
+    inputs: str = ""  # its digest of its specialist, model and settings (zero.orchestrator.reuse.member_inputs)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -52,7 +53,9 @@ def read_team(store: SessionStore, team_id: str) -> RecordedTeam:
     for member in first.members:
         member_meta = store.metadata(member.session_id)
         events = [e.event for e in store.events(member.session_id)]
-        end = next((e for e in reversed(events) if isinstance(e, RunFinished)), None)
+        origin = reused_origin(store, member.session_id)  # a reused member's output is its origin's
+        worked = events if origin == member.session_id else [e.event for e in store.events(origin)]
+        end = next((e for e in reversed(worked) if isinstance(e, RunFinished)), None)
         members[member.name] = MemberRecord(
             session_id=member.session_id,
             status=member_meta.status,
@@ -60,6 +63,7 @@ def read_team(store: SessionStore, team_id: str) -> RecordedTeam:
             usage=tree.rollup.subtree(member.session_id),
             turns=end.turns if end is not None else 0,
             has_history=any(e.kind == "run_start" for e in events),
+            inputs=member.inputs,
         )
     retries = 0
     for node in tree.walk()[1:]:
@@ -74,6 +78,16 @@ def read_team(store: SessionStore, team_id: str) -> RecordedTeam:
         retries=retries,
         resumed=len(starts) - 1,
     )
+
+
+def reused_origin(store: SessionStore, session_id: str) -> str:
+    """The session that did the work of ``session_id``: itself, unless it was reused from an earlier one
+    (``zero swarm run --reuse``), then that one's origin."""
+    seen = {session_id}
+    while (earlier := store.metadata(session_id).reused_from) and earlier not in seen:
+        seen.add(earlier)
+        session_id = earlier
+    return session_id
 
 
 def charge(ledger: Ledger, recorded: RecordedTeam) -> Ledger:

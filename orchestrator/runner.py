@@ -10,8 +10,8 @@ node below it. Members run through a ``MemberExecutor``; their events, and the t
 from __future__ import annotations
 
 import functools
-import json
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -37,15 +37,15 @@ from zero.agent import (
     exit_code,
     worst,
 )
-from zero.agent.output_schema import dump_result, pick
 from zero.errors import ToolError, ZeroError
 from zero.orchestrator.control import USER, ControlGuard, ControlRefused, Controls
 from zero.orchestrator.executor import InProcessExecutor, MemberExecutor, MemberOutcome, MemberRun, MemberTask
 from zero.orchestrator.isolation import LandReport, NotLanded, TeamWorktrees
 from zero.orchestrator.ledger import Ledger, Trip
 from zero.orchestrator.mailbox import Mailbox, ReadInbox, SendMessage
-from zero.orchestrator.plan import MemberPlan, TeamPlan, member_prompt, member_role
+from zero.orchestrator.plan import MemberPlan, TeamPlan, member_prompt, member_role, placeholder, typed_result
 from zero.orchestrator.resume import RecordedTeam, charge
+from zero.orchestrator.reuse import Reuse, member_inputs
 from zero.sessions import (
     Listener,
     SessionMetadata,
@@ -77,6 +77,7 @@ class MemberState:
     run: MemberRun | None = None
     done: anyio.Event = field(default_factory=anyio.Event)
     kept: bool = False  # a resumed run keeps this member's completed work: it does not run again
+    reused_from: str = ""  # the session of an earlier run whose output this run takes (--reuse)
     branch: str = ""  # an isolated member's branch, once its worktree is open
     stopped: bool = False  # zero swarm stop: it ends cancelled (or never starts)
     waiting: anyio.CancelScope | None = None  # while it waits for its dependencies and a place to run
@@ -88,12 +89,7 @@ class MemberState:
     @property
     def result(self) -> Any:
         """Its typed result, once it completed with one (its ``output`` is the result's JSON text); else None."""
-        if self.plan.output_schema is None or self.status != "completed":
-            return None
-        try:
-            return json.loads(self.output)
-        except ValueError:  # (a run recorded before its team gave it a schema, resumed)
-            return None
+        return typed_result(self.plan, self.output) if self.status == "completed" else None
 
     @property
     def duration(self) -> float:
@@ -159,6 +155,7 @@ class TeamResult:
                     "durationMs": int(m.duration * 1000),
                     "output": m.output,
                     **({"structuredOutput": m.result} if m.result is not None else {}),
+                    "reusedFrom": m.reused_from or None,
                 }
                 for m in self.members
             ],
@@ -197,9 +194,11 @@ class TeamRunner:
         retries: int | None = None,
         retry_delay: float = 1.0,
         resume: RecordedTeam | None = None,
+        reuse: Mapping[str, Reuse] | None = None,
     ):
         """``resume``: run a recorded team again in its own sessions: completed members keep their
-        output, the others continue their history, and the ledger starts with what was spent."""
+        output, the others continue their history, and the ledger starts with what was spent. ``reuse``:
+        a new run that takes the output of each member reused (``plan_reuse``) instead of running it."""
         self.plan = plan
         self.retry = RetryPolicy(
             retries=plan.team.scheduler.retries if retries is None else retries,
@@ -226,6 +225,11 @@ class TeamRunner:
                 if record.status == "completed":  # its work stands: dependents get its output as before
                     state.status, state.output, state.turns = "completed", record.output, record.turns
                     state.kept = True
+        for name, verdict in (reuse or {}).items():
+            if verdict.reused:  # its work stands, from the run it came from
+                state = self.members[name]
+                state.status, state.output, state.kept = "completed", verdict.output, True
+                state.reused_from, state.reason = verdict.session_id, f"reused from {verdict.session_id}"
         self.mailbox = Mailbox(store=self.store, team_session_id=self.session_id, members=list(plan.members))
         self._scope: anyio.CancelScope | None = None
         self.isolation: TeamWorktrees | None = None  # the isolated members' worktrees and land queue
@@ -371,6 +375,8 @@ class TeamRunner:
 
     async def _member(self, state: MemberState) -> None:
         if state.kept:
+            if state.reused_from:
+                self._end_reused(state)
             state.done.set()
             return
         deps = [self.members[d] for d in state.plan.spec.depends_on]
@@ -411,13 +417,7 @@ class TeamRunner:
         """What ``{{ name.output }}`` (``keys``: ``{{ name.output.a.b }}``) stands for; a ``LookupError`` naming
         the placeholder when the member's result has nothing there."""
         member = self.members[name]
-        if not keys:
-            return member.output
-        try:
-            value = pick(member.result, keys)
-        except LookupError as e:
-            raise LookupError(f"{{{{ {'.'.join((name, 'output', *keys))} }}}}: {name}'s result: {e}") from None
-        return value if isinstance(value, str) else dump_result(value)
+        return placeholder(name, member.output, member.result, keys)
 
     def _prompt(self, plan: MemberPlan) -> str:
         """The member's task, its placeholders filled (a ``LookupError`` for a field its dependency lacks)."""
@@ -541,6 +541,14 @@ class TeamRunner:
         if state.stopped:
             self._followed(state)
 
+    def _end_reused(self, state: MemberState) -> None:
+        self.store.submit(
+            state.session_id,
+            [StatusChanged(session_id=state.session_id, status="completed", reason=state.reason)],
+            final=True,
+        )
+        self._log_end(state)
+
     def _log_end(self, state: MemberState) -> None:
         self.controls.resume([state.name])  # an ended member is paused no more
         self.tree.emit(
@@ -594,6 +602,7 @@ class TeamRunner:
                     member_name=name,
                     depth=1,
                     usage=UsageTotals.nothing(priced=self.ctx.prices.price(state.plan.model) is not None),
+                    reused_from=state.reused_from or None,
                 )
             )
 
@@ -628,6 +637,7 @@ class TeamRunner:
                     specialist=s.plan.specialist.name,
                     depends_on=tuple(s.plan.spec.depends_on),
                     model=s.plan.model,
+                    inputs=member_inputs(s.plan),
                 )
                 for n, s in self.members.items()
             ),

@@ -136,6 +136,7 @@ class SessionMetadata(_Camel):
     children_usage: UsageTotals = Field(default_factory=UsageTotals)
     forked_from: str | None = None
     forked_at_sequence: int | None = None
+    reused_from: str | None = None  # a team member's session whose output it took (``zero swarm run --reuse``)
 
     def to_json(self) -> dict[str, Any]:
         return self.model_dump(by_alias=True, mode="json", exclude_none=True)
