@@ -249,7 +249,10 @@ def _recorded(
     mine = [
         r
         for r in rows
-        if r.get("status") == "completed" and r.get("modelId") == m.model and r.get("specialist") == m.specialist.name
+        if r.get("status") == "completed"
+        and not r.get("reusedFrom")  # (it did no work: its origin's row counts)
+        and r.get("modelId") == m.model
+        and r.get("specialist") == m.specialist.name
     ]
     members = [r for r in mine if r.get("sessionKind") == "member" and r.get("teamName") == team]
     candidates: list[tuple[Source, list[Mapping[str, Any]]]] = [

@@ -120,6 +120,14 @@ def test_only_the_changed_member_and_its_dependents_run_again(workspace: Path, t
         # nothing changed: nothing runs, every output is the earlier one
         fourth, calls = team.zero("--reuse", third["sessionId"])
         assert calls == {} and fourth["status"] == "completed"
+        # a reused member's session did no work: a later estimate is drawn from the runs that did
+        estimate = {m["name"]: m for m in team.zero("--dry-run")[0]["estimate"]["members"]}
+        spent = first["members"][0]["usage"]["totalTokens"]
+        assert (estimate["a"]["source"], estimate["a"]["runs"], estimate["a"]["tokens"]["expected"]) == (
+            "team history",
+            1,
+            spent,
+        )
         assert {m["name"]: m["output"] for m in fourth["members"]} == {n: f"{n.upper()}-OUT" for n in "abcde"}
 
 
