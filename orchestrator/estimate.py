@@ -33,26 +33,35 @@ HISTORY_RUNS = 5
 """The latest recorded runs an estimate is drawn from."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Span:
     low: float
     expected: float
     high: float
 
+    @classmethod
+    def of(cls, figures: Sequence[float]) -> Span:
+        """From ``[low, expected, high]``."""
+        low, expected, high = figures
+        return cls(low=low, expected=expected, high=high)
+
     def __add__(self, other: Span) -> Span:
-        return Span(self.low + other.low, self.expected + other.expected, self.high + other.high)
+        return Span(low=self.low + other.low, expected=self.expected + other.expected, high=self.high + other.high)
 
     def capped(self, limit: float | None) -> Span:
         """No figure above ``limit`` (a member's own grant, which its ledger holds it to)."""
         if limit is None:
             return self
-        return Span(min(self.low, limit), min(self.expected, limit), min(self.high, limit))
+        return Span(low=min(self.low, limit), expected=min(self.expected, limit), high=min(self.high, limit))
 
     def to_json(self, digits: int | None = None) -> dict[str, float]:
         def shown(x: float) -> float:
             return round(x) if digits is None else round(x, digits)
 
         return {"low": shown(self.low), "expected": shown(self.expected), "high": shown(self.high)}
+
+
+NOTHING = Span(low=0, expected=0, high=0)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -98,17 +107,17 @@ class TeamEstimate:
 
     @property
     def tokens(self) -> Span:
-        return sum((m.tokens for m in self.members), Span(0, 0, 0))
+        return sum((m.tokens for m in self.members), NOTHING)
 
     @property
     def calls(self) -> Span:
-        return sum((m.calls for m in self.members), Span(0, 0, 0))
+        return sum((m.calls for m in self.members), NOTHING)
 
     @property
     def cost(self) -> Span | None:
         """None: some member's model has no price, so the team's cost is not known."""
         costs = [m.cost for m in self.members]
-        return None if any(c is None for c in costs) else sum((c for c in costs if c), Span(0, 0, 0))
+        return None if any(c is None for c in costs) else sum((c for c in costs if c), NOTHING)
 
     def over(self, budget: TeamBudget) -> list[Over]:
         """The team budget's limits the expected figures exceed."""
@@ -156,7 +165,7 @@ def estimate_team(
         first = _first_prompt(plan, m, mailbox, registry, root, instructions)
         recorded = _recorded(rows, rollup, plan.name, m)
         if m.name in reused:
-            members.append(_estimate(m, "reused", 0, first, [Usage()] * 3, Span(0, 0, 0), prices))
+            members.append(_estimate(m, "reused", 0, first, [Usage()] * 3, NOTHING, prices))
         elif recorded is not None:
             source, runs = recorded
             members.append(_from_history(m, source, runs, prices, first))
@@ -196,7 +205,7 @@ def _from_prompts(m: MemberPlan, prices: PriceTable, first: int) -> MemberEstima
         Usage(prompt_tokens=sum(min(window, first + k * step) for k in range(calls)), completion_tokens=calls * out)
         for calls, out, step in cases
     ]
-    calls = Span(*(float(c) for c, _, _ in cases))
+    calls = Span.of([float(c) for c, _, _ in cases])
     return _estimate(m, "prompt sizes", 0, first, usages, calls, prices)
 
 
@@ -211,7 +220,7 @@ def _from_history(
         cached_tokens=round(statistics.fmean(u.cached_tokens for u in runs)),
     )
     calls = sorted(u.calls for u in runs)
-    span = Span(float(calls[0]), statistics.fmean(calls), float(calls[-1]))
+    span = Span(low=float(calls[0]), expected=statistics.fmean(calls), high=float(calls[-1]))
     return _estimate(m, source, len(runs), first, [by_tokens[0], mean, by_tokens[-1]], span, prices)
 
 
@@ -227,7 +236,7 @@ def _estimate(
     """``usages``: the low, expected and high usage; each figure held to the member's own grant."""
     grant = m.spec.budget
     price = prices.price(m.model)
-    cost = None if price is None else Span(*(price.cost(u) for u in usages))
+    cost = None if price is None else Span.of([price.cost(u) for u in usages])
     if cost is not None and grant is not None:
         cost = cost.capped(grant.cost_usd)
     return MemberEstimate(
@@ -235,7 +244,7 @@ def _estimate(
         source=source,
         runs=runs,
         first_prompt=first,
-        tokens=Span(*(float(u.total_tokens) for u in usages)).capped(grant.tokens if grant else None),
+        tokens=Span.of([float(u.total_tokens) for u in usages]).capped(grant.tokens if grant else None),
         calls=calls.capped(grant.turns if grant else None),
         cost=cost,
     )
