@@ -175,7 +175,7 @@ def test_watch_shows_what_the_run_and_the_tree_from_disk_show(tmp_path: Path) ->
     assert summary(running.stdout.split("repo-review")[-1]) == summary(tree.stdout) == summary(finished.stdout)
     assert len(summary(tree.stdout)) == 4
     totals = [
-        re.search(r"repo-review(?: [0-9a-f]{8})? · [^\n]*?([\d,]+ tok \$[\d.]+)", t.stdout)
+        re.search(r"repo-review(?: [0-9a-f]{8})? · [^\n]*?([\d,.]+k? tok \$[\d.]+)", t.stdout)  # 9,876 or 10.0k
         for t in (running, finished, tree)
     ]
     assert len({m.group(1) for m in totals if m}) == 1 and all(totals)  # the team's total too
