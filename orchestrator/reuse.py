@@ -10,6 +10,7 @@ replayed by reading.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 from collections.abc import Callable
@@ -47,17 +48,20 @@ class Reuse:
         return {"name": self.name, "reused": self.reused, "reason": self.reason, "from": self.session_id or None}
 
 
+_WHERE = frozenset({"location", "path", "fingerprint", "trusted", "narrowed", "bases", "inherited"})
+"""A resolved specialist's fields that say where it came from, not what it does."""
+
+
 def member_inputs(plan: MemberPlan) -> str:
-    """A digest of what a member is besides its prompt: its specialist manifest (as resolved), model,
-    provider and the team file's settings for it (``output_schema`` too, as a key of its own)."""
-    spec = plan.specialist
+    """A digest of what a member is besides its prompt: its specialist manifest as resolved (every key of
+    it), model, provider and the team file's settings for it but its prompt, dependencies and budget."""
+    specialist = {k: v for k, v in dataclasses.asdict(plan.specialist).items() if k not in _WHERE}
     data = {
-        "specialist": [spec.name, spec.prompt, list(spec.tools), spec.model, spec.provider, spec.reasoning_effort],
-        "limits": [spec.max_turns, spec.max_output_tokens, spec.timeout_seconds, spec.isolation],
+        "specialist": specialist,
         "member": plan.spec.model_dump(mode="json", exclude={"name", "prompt", "depends_on", "budget"}),
         "run": [plan.provider, plan.model, plan.permission_mode, plan.max_turns, plan.max_output_tokens],
     }
-    return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:32]
+    return hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()[:32]
 
 
 async def plan_reuse(

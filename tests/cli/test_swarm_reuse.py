@@ -197,3 +197,30 @@ def test_a_member_that_ran_a_command_runs_again_and_a_wrong_run_is_refused(works
             f"zero: error: --reuse {member}: {member} is not a team run; name a run of this team "
             "(zero sessions list --kind team)\n"
         )
+
+
+def test_a_changed_specialist_manifest_runs_its_member_again(workspace: Path, tmp_path: Path) -> None:
+    mine = Path(os.environ["XDG_CONFIG_HOME"]) / "zero" / "specialists"
+    mine.mkdir(parents=True)
+    manifest = 'name = "scout"\ndescription = "Looks."\ntools = ["read-only"]\nprompt = "You scout."\n'
+    write_script(mine / "scout.toml", manifest)
+    body = 'name = "scouts"\n[defaults]\nmodel = "gpt-4.1-mini"\n[[members]]\nname = "s"\nspecialist = "scout"\n'
+    team = write_script(tmp_path / "scouts.toml", body + 'prompt = "Scout."\n')
+    with LLMServer(lambda request: openai_reply("S-OUT")) as server:
+        flags = ("--base-url", server.url, "--cwd", str(workspace), "--output-format", "json")
+        done = zero("swarm", "run", str(team), *flags)
+        assert done.returncode == 0, done.stderr
+        run_id = json.loads(done.stdout)["sessionId"]
+
+        def verdict() -> tuple[bool, str]:
+            dry = zero("swarm", "run", str(team), *flags, "--dry-run", "--reuse", run_id)
+            found = json.loads(dry.stdout)["reuse"]["members"][0]
+            return found["reused"], found["reason"]
+
+        assert verdict() == (True, f"its inputs are unchanged since {run_id}")
+        write_script(mine / "scout.toml", manifest.replace("You scout.", "You scout, carefully."))
+        assert verdict() == (False, "its specialist, model or settings changed")
+        write_script(mine / "scout.toml", manifest.replace('["read-only"]', '["read-only", "plan"]'))
+        assert verdict() == (False, "its specialist, model or settings changed")
+        write_script(mine / "scout.toml", manifest)
+        assert verdict() == (True, f"its inputs are unchanged since {run_id}") and len(server.requests) == 1
