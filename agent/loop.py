@@ -35,7 +35,7 @@ from zero.agent.events import (
 )
 from zero.agent.governor import COOLDOWN, RateGovernor, Slot
 from zero.agent.messages import Message, ModelRequest, ToolCall, ToolSpec, Usage
-from zero.agent.output_schema import CALL_SUBMIT, SUBMIT_NOTE, SUBMIT_RESULT, OutputSchema, SubmitResult, dump_result
+from zero.agent.output_schema import CALL_SUBMIT, SUBMIT_RESULT, OutputSchema, SubmitResult, dump_result, typed_prompt
 from zero.agent.pricing import PriceTable
 from zero.agent.provider import Provider
 from zero.agent.retry import RetryPolicy
@@ -330,7 +330,7 @@ class AgentRun:
             self.emit(MessageAdded(session_id=self.session_id, role=message.role, content=message.content))
         self._recorded = len(self.messages)
         if prompt is not None:
-            self._add(Message(role="user", content=prompt if submit is None else f"{prompt}\n\n{SUBMIT_NOTE}"))
+            self._add(Message(role="user", content=prompt if submit is None else typed_prompt(prompt)))
         error: ZeroError | None = None
         turn = _Turn()
         empty = 0  # answers in a row with nothing in them

@@ -32,6 +32,7 @@ __all__ = [
     "pick",
     "read_schema",
     "schema_problem",
+    "typed_prompt",
 ]
 
 SUBMIT_RESULT = "submit_result"
@@ -49,6 +50,11 @@ SUBMIT_NOTE = (
     "that ends the task. An answer in text is not accepted."
 )
 """What a typed agent's prompt ends with."""
+
+
+def typed_prompt(prompt: str) -> str:
+    """A typed agent's prompt as it is sent: ``prompt``, then ``SUBMIT_NOTE``."""
+    return f"{prompt}\n\n{SUBMIT_NOTE}"
 
 
 @dataclass(frozen=True, kw_only=True)

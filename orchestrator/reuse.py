@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from zero.agent import MessageAdded, ToolCallStarted, ToolFinished
-from zero.agent.output_schema import SUBMIT_RESULT
+from zero.agent.output_schema import SUBMIT_RESULT, typed_prompt
 from zero.errors import ToolError
 from zero.orchestrator.plan import MemberPlan, TeamPlan, member_prompt, placeholder, typed_result
 from zero.orchestrator.resume import RecordedTeam, reused_origin
@@ -119,7 +119,7 @@ async def _verdict(
         prompt = member_prompt(plan, m, output)
     except LookupError as e:  # a field of a dependency's typed result it names is not there
         return runs(str(e))
-    if first != prompt:
+    if first != (prompt if m.output_schema is None else typed_prompt(prompt)):
         return runs("its prompt changed")
     changed = await _changed_read(events, workspace, redactor)
     if changed is not None:

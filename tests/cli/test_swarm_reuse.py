@@ -224,3 +224,43 @@ def test_a_changed_specialist_manifest_runs_its_member_again(workspace: Path, tm
         assert verdict() == (False, "its specialist, model or settings changed")
         write_script(mine / "scout.toml", manifest)
         assert verdict() == (True, f"its inputs are unchanged since {run_id}") and len(server.requests) == 1
+
+
+TYPED = """
+name = "typed"
+[defaults]
+model = "gpt-4.1-mini"
+[[members]]
+name = "a"
+specialist = "explorer"
+prompt = "Count."
+output_schema = "json"
+[[members]]
+name = "b"
+specialist = "explorer"
+depends_on = ["a"]
+prompt = "{verb} {{{{ a.output.n }}}} things."
+"""
+
+
+def test_a_typed_result_is_reused_and_reaches_a_dependents_placeholder(workspace: Path, tmp_path: Path) -> None:
+    def typed(request: dict[str, Any]) -> Reply:
+        if who(request) == "a":
+            return openai_reply("", [("call_a", "submit_result", {"result": {"n": 7}})])
+        return openai_reply("B-OUT")
+
+    team = tmp_path / "typed.toml"
+    with LLMServer(typed) as server:
+        flags = ("--base-url", server.url, "--cwd", str(workspace), "--output-format", "json")
+        write_script(team, TYPED.format(verb="Use"))
+        first = zero("swarm", "run", str(team), *flags)
+        assert first.returncode == 0, first.stderr
+        run_id = json.loads(first.stdout)["sessionId"]
+        write_script(team, TYPED.format(verb="Name"))
+        before = len(server.requests)
+        again = zero("swarm", "run", str(team), *flags, "--reuse", run_id)
+        assert again.returncode == 0, again.stderr
+        asked = server.requests[before:]
+    assert [who(r) for r in asked] == ["b"] and "Name 7 things." in asked[0]["messages"][1]["content"]
+    members = {m["name"]: m for m in json.loads(again.stdout)["members"]}
+    assert members["a"]["reusedFrom"] and members["a"]["structuredOutput"] == {"n": 7}
