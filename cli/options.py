@@ -143,6 +143,8 @@ class SwarmOptions(Options):
     no_live: bool = False
     dry_run: bool = False
     json: bool = False
+    executor: Literal["local", "ray"] | None = None  # None: the team file's [scheduler] executor
+    ray_address: str = "auto"
 
 
 @dataclass(frozen=True, kw_only=True)
