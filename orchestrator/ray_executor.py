@@ -304,7 +304,7 @@ class _LedgerHost:
         self.team.used = used
         self.prices = prices
         self.guards: dict[str, BudgetGuard] = {}
-        self.permits: dict[int, CallPermit] = {}
+        self.permits: dict[int, tuple[str, str, CallPermit]] = {}  # a call under way: its guard, its host
         self.ids = itertools.count(1)
         self.round_trips = 0
 
@@ -314,11 +314,11 @@ class _LedgerHost:
             ledger = self.team if limits is None else Ledger(limits, parent=self.team, name=name)
             self.guards[key] = BudgetGuard(ledger, self.prices)
 
-    async def hold(self, key: str, model: str, estimate: int, output: int, session_id: str) -> CallPermit:
+    async def hold(self, key: str, host: str, model: str, estimate: int, output: int, session_id: str) -> CallPermit:
         self.round_trips += 1
         permit = await self.guards[key].hold(model, estimate, output, session_id)
         number = next(self.ids)
-        self.permits[number] = permit
+        self.permits[number] = (key, host, permit)
         return CallPermit(token=number, note=permit.note, max_output_tokens=permit.max_output_tokens)
 
     async def retry(self, key: str) -> None:
@@ -327,8 +327,16 @@ class _LedgerHost:
 
     async def settle(self, key: str, number: int, usage: Usage | None) -> None:
         self.round_trips += 1
-        permit = self.permits.pop(number, None)
-        await self.guards[key].after_call(permit, usage)
+        if (held := self.permits.pop(number, None)) is not None:
+            await self.guards[key].after_call(held[2], usage)
+
+    async def abandon(self, host: str) -> None:
+        """Release what the calls under way on ``host`` hold: it died with them (what they used is unknown, as
+        it is to their sessions, which never recorded an answer)."""
+        for number, (key, on, permit) in list(self.permits.items()):
+            if on == host:
+                del self.permits[number]
+                await self.guards[key].after_call(permit, None)
 
     def state(self, key: str) -> tuple[tuple[_Account, Trip | None], tuple[_Account, Trip | None]]:
         """What the team and ``key``'s ledger have used, and their trips."""
@@ -342,13 +350,15 @@ class _LedgerHost:
 class _RemoteBudget:
     """A member's call guard on a node: its ``BudgetGuard`` is in the ledger actor (reserve before, book after)."""
 
-    def __init__(self, ledger: Any, key: str):
+    def __init__(self, ledger: Any, key: str, host: str):
         self.ledger = ledger
         self.key = key
+        self.host = host
 
     async def before_call(self, request: ModelRequest, run_usage: Usage) -> CallPermit:
         ref = self.ledger.hold.remote(
             self.key,
+            self.host,
             request.model,
             request.estimated_prompt_tokens(),
             request.max_output_tokens or 0,
@@ -384,7 +394,8 @@ class _Work:
 class _Host:
     """Many members on one event loop of one node, each a node of this host's run tree."""
 
-    def __init__(self, opener: ContextOpener, store: RayStore, ledger: Any):
+    def __init__(self, name: str, opener: ContextOpener, store: RayStore, ledger: Any):
+        self.name = name
         self.opener = opener
         self.store = store
         self.ledger = ledger
@@ -422,7 +433,7 @@ class _Host:
             ctx.tree.listen(forward, under=node)
             if (stop := self.stops.pop(work.session_id, None)) is not None:
                 ctx.tree.stop(stop[0], under=node, cancel=stop[1])
-            executor = InProcessExecutor(ctx, guard=lambda task: _RemoteBudget(self.ledger, work.guard))
+            executor = InProcessExecutor(ctx, guard=lambda task: _RemoteBudget(self.ledger, work.guard, self.name))
             task = MemberTask(
                 plan=work.plan,
                 node=node,
@@ -484,7 +495,8 @@ class RayExecutor:
         self.opener = opener
         self.store = store
         self.node_retries = node_retries
-        self.hosts: dict[tuple[Any, ...], Any] = {}
+        self.hosts: dict[tuple[Any, ...], tuple[str, Any]] = {}  # each placement's host: its name, its actor
+        self.made = itertools.count(1)
         self.ledger: Any = None
         self.granted: set[str] = set()
 
@@ -510,7 +522,7 @@ class RayExecutor:
             await _await(self.ledger.grant.remote(key, limits, ledger.name))  # before any host spends from it
         return self.ledger, key
 
-    def host(self, plan: MemberPlan) -> Any:
+    def host(self, plan: MemberPlan) -> tuple[str, Any]:
         """The member host of ``plan``'s placement (made at its first member: Ray puts it on a node that has
         what the placement names)."""
         key = (tuple(sorted(plan.resources.items())), tuple(sorted(plan.node_labels.items())))
@@ -518,12 +530,15 @@ class RayExecutor:
             options: dict[str, Any] = {"resources": dict(plan.resources)}
             if plan.node_labels:
                 options["label_selector"] = dict(plan.node_labels)
-            self.hosts[key] = _HOST.options(**options).remote(self.opener, self.store, self.ledger)
+            name = f"host-{next(self.made)}"
+            self.hosts[key] = (name, _HOST.options(**options).remote(name, self.opener, self.store, self.ledger))
         return self.hosts[key]
 
-    def forget(self, host: Any) -> None:
-        """A host whose node died: its placement gets a new one."""
-        self.hosts = {k: h for k, h in self.hosts.items() if h is not host}
+    async def forget(self, name: str) -> None:
+        """A host whose node died: the ledger releases what its calls held, and its placement gets a new one."""
+        if any(n == name for n, _ in self.hosts.values()):
+            self.hosts = {k: (n, h) for k, (n, h) in self.hosts.items() if n != name}
+            await _await(self.ledger.abandon.remote(name))
 
     async def round_trips(self) -> int:
         """Ledger round trips so far (the bench's figure)."""
@@ -536,7 +551,7 @@ class RayExecutor:
         """Close every host (its providers), then end the actors (not the session writer: the store's owner
         flushes it)."""
         with anyio.CancelScope(shield=True):
-            for host in self.hosts.values():
+            for _, host in self.hosts.values():
                 try:
                     await _await(host.close.remote())
                 except ray.exceptions.RayActorError:
@@ -568,11 +583,11 @@ class _RayRun:
         )
         tree, node = task.node.tree, task.node
         for attempt in itertools.count():
-            host = executor.host(task.plan)
+            name, host = executor.host(task.plan)
             self.result = await self._attempt(host, work)
             if self.result is not None:
                 break
-            executor.forget(host)  # its node died
+            await executor.forget(name)  # its node died
             status: RunStatus = "interrupted"
             last = attempt >= executor.node_retries or node.status is not None
             event = StatusChanged(session_id=self.session_id, status=status, reason=NODE_DIED)

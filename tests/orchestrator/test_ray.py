@@ -37,34 +37,34 @@ model = "gpt-4.1-mini"
 tokens = 1_000_000
 [[members]]
 name = "a"
-specialist = "explorer"
+specialist = "worker"
 prompt = "Start here."
 resources = { node_a = 1 }
 [[members]]
 name = "b"
-specialist = "explorer"
+specialist = "worker"
 depends_on = ["a"]
 prompt = "Left side of {{ a.output }}"
 resources = { node_b = 1 }
 [[members]]
 name = "c"
-specialist = "explorer"
+specialist = "worker"
 depends_on = ["a"]
 prompt = "Right side of {{ a.output }}"
 resources = { node_a = 1 }
 [[members]]
 name = "d"
-specialist = "explorer"
+specialist = "worker"
 depends_on = ["b", "c"]
 prompt = "Join {{ b.output }} with {{ c.output }}"
 resources = { node_b = 1 }
 [[members]]
 name = "e"
-specialist = "explorer"
+specialist = "worker"
 prompt = "On its own."
 [[members]]
 name = "f"
-specialist = "explorer"
+specialist = "worker"
 depends_on = ["e", "d"]
 prompt = "Last: {{ e.output }} and {{ d.output }}"
 resources = { node_a = 1 }
@@ -73,13 +73,13 @@ NAMES = "abcdef"
 
 
 def script_of(names: str) -> str:
-    """Each member lists the workspace, then answers with its name (its turns matched by its system prompt, so
-    every node's copy of the script answers it the same)."""
+    """Each member says which node it is on (a shell command), then answers with its name (its turns matched by
+    its system prompt, so every node's copy of the script answers it the same)."""
     turns = []
     for name in names:
         turns.append(
             f"[[turns]]\nmatch = {{ system = 'You are \"{name}\"', turn = 1 }}\n"
-            'tool_calls = [{ name = "list_directory", arguments = {} }]\n'
+            'tool_calls = [{ name = "bash", arguments = { command = "echo on-$ZERO_NODE" } }]\n'
             "usage = { prompt_tokens = 900, completion_tokens = 40 }\n"
         )
         turns.append(
@@ -97,11 +97,17 @@ def cluster() -> Iterator[Cluster]:
     os.environ.update(RAY_TMPDIR=temp, RAY_USAGE_STATS_ENABLED="0")
     common: dict[str, Any] = {"node_ip_address": LOCAL, "num_cpus": 1}
     made = Cluster(
-        initialize_head=True, head_node_args={**common, "include_dashboard": False, "resources": {"head": 1}}
+        initialize_head=True,
+        head_node_args={
+            **common,
+            "include_dashboard": False,
+            "resources": {"head": 1},
+            "env_vars": {"ZERO_NODE": "head"},
+        },
     )
     try:
-        made.add_node(**common, resources={"node_a": 1})
-        made.add_node(**common, resources={"node_b": 1})
+        made.add_node(**common, resources={"node_a": 1}, env_vars={"ZERO_NODE": "a"})
+        made.add_node(**common, resources={"node_b": 1}, env_vars={"ZERO_NODE": "b"})
         made.wait_for_nodes()
         yield made
     finally:
@@ -125,8 +131,21 @@ def run(team: Path, script: Path, workspace: Path, *extra: str) -> dict[str, Any
     return result
 
 
+@pytest.fixture
+def node_names(tmp_path: Path) -> None:
+    """A shell command sees ZERO_NODE, the name of the node it runs on (the user's config lets it through)."""
+    config = tmp_path / "config" / "zero"
+    config.mkdir(parents=True)
+    (config / "config.toml").write_text('[shell]\nenv_passthrough = ["ZERO_NODE"]\n')
+
+
+def said(store: FileSessionStore, session_id: str) -> list[str]:
+    """What the member's shell commands printed."""
+    return [e.event.output.splitlines()[0] for e in store.events(session_id) if e.event.kind == "tool_result"]
+
+
 def test_a_team_spread_over_two_nodes_ends_as_it_does_in_process(
-    cluster: Cluster, workspace: Path, tmp_path: Path
+    cluster: Cluster, workspace: Path, tmp_path: Path, node_names: None
 ) -> None:
     team = write_script(tmp_path / "team.toml", TEAM)
     script = write_script(tmp_path / "script.toml", script_of(NAMES))
@@ -145,6 +164,10 @@ def test_a_team_spread_over_two_nodes_ends_as_it_does_in_process(
         assert kinds[0] == "run_start" and kinds[-1] == "run_end", kinds
         assert [e.sequence for e in store.events(member["sessionId"])] == list(range(1, len(kinds) + 1))
         assert store.metadata(member["sessionId"]).status == "completed"
+    nodes = {m["name"]: said(store, m["sessionId"]) for m in there["members"]}
+    assert {**nodes, "e": []} == {"a": ["on-a"], "b": ["on-b"], "c": ["on-a"], "d": ["on-b"], "e": [], "f": ["on-a"]}
+    assert nodes["e"] in (["on-head"], ["on-a"], ["on-b"])  # (placed by Ray where it likes)
+    assert {said(store, m["sessionId"])[0] for m in here["members"]} == {"on-"}
     shown = zero("sessions", "show", there["members"][3]["sessionId"])
     assert "Join B-OUT with C-OUT" in shown.stdout
 
