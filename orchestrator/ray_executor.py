@@ -90,11 +90,28 @@ def connect(address: str) -> None:
             socket.create_connection((host, int(port)), timeout=5).close()
         except OSError as e:
             raise ConfigError(_no_cluster(address, e.strerror or type(e).__name__)) from None
+    _cluster_news_to_stderr()
     try:
         ray.init(address=address, logging_level=logging.ERROR, log_to_driver=False, configure_logging=False)
     except (ConnectionError, ValueError, RuntimeError) as e:
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise ConfigError(_no_cluster(address, first)) from None
+
+
+def _cluster_news_to_stderr() -> None:
+    """What the cluster tells a driver (a node that died, a worker killed) Ray prints on standard output, which
+    holds a run's JSON: it goes to standard error instead."""
+    import ray._private.worker as worker
+
+    printer = worker.print_to_stdstream
+    if getattr(printer, "zero", False):
+        return
+
+    def to_stderr(data: dict[str, Any], *args: Any, **kwargs: Any) -> None:
+        printer({**data, "is_err": True}, *args, **kwargs)
+
+    to_stderr.zero = True  # type: ignore[attr-defined]
+    worker.print_to_stdstream = to_stderr
 
 
 def _no_cluster(address: str, why: str) -> str:

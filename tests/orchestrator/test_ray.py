@@ -5,24 +5,27 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from support.cli import lines, scripted, write_script, zero
+from support.cli import ZERO, lines, scripted, write_script, zero
+from support.llm_server import LLMServer, Reply, openai_reply
 
+from zero.agent import StatusChanged
 from zero.sessions import FileSessionStore
 
-# Every node, and the driver, on the loopback address only (Ray takes 127.0.0.1 for this machine's address else),
-# read as Ray is imported.
-os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
 ray = pytest.importorskip("ray")
 from ray.cluster_utils import Cluster  # noqa: E402
+
+from zero.orchestrator.ray_executor import NODE_DIED  # noqa: E402
 
 pytestmark = pytest.mark.xdist_group("ray")
 
@@ -124,8 +127,8 @@ def sessions() -> FileSessionStore:
     return FileSessionStore(Path(os.environ["ZERO_HOME"]) / "sessions")
 
 
-def run(team: Path, script: Path, workspace: Path, *extra: str) -> dict[str, Any]:
-    done = zero("swarm", "run", str(team), *scripted(script, workspace), "--output-format", "json", *extra)
+def run(team: Path, *flags: str) -> dict[str, Any]:
+    done = zero("swarm", "run", str(team), *flags)
     assert done.returncode in (0, 4), done.stderr
     result: dict[str, Any] = json.loads(done.stdout)
     return result
@@ -149,8 +152,9 @@ def test_a_team_spread_over_two_nodes_ends_as_it_does_in_process(
 ) -> None:
     team = write_script(tmp_path / "team.toml", TEAM)
     script = write_script(tmp_path / "script.toml", script_of(NAMES))
-    here = run(team, script, workspace)
-    there = run(team, script, workspace, "--executor", "ray", "--ray-address", cluster.address)
+    flags = (*scripted(script, workspace), "--output-format", "json")
+    here = run(team, *flags)
+    there = run(team, *flags, "--executor", "ray", "--ray-address", cluster.address)
     assert there["status"] == here["status"] == "completed"
     assert [(m["name"], m["status"], m["output"]) for m in there["members"]] == [
         (m["name"], m["status"], m["output"]) for m in here["members"]
@@ -214,3 +218,91 @@ def test_a_team_run_in_process_never_imports_ray(workspace: Path, tmp_path: Path
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip().splitlines()[-1] == "False"
+
+
+POOL = """
+name = "pool"
+[defaults]
+model = "gpt-4.1-mini"
+resources = { pool = 1 }
+[[members]]
+name = "x"
+specialist = "explorer"
+prompt = "First."
+[[members]]
+name = "y"
+specialist = "explorer"
+prompt = "Second."
+[[members]]
+name = "z"
+specialist = "explorer"
+depends_on = ["x"]
+prompt = "After {{ x.output }}"
+resources = { node_a = 1 }
+"""
+
+
+def who(request: dict[str, Any]) -> str:
+    match = re.search(r'You are "([a-z0-9-]+)", a member', request["messages"][0]["content"])
+    return match.group(1) if match else "?"
+
+
+def test_a_dead_nodes_members_resume_on_another_and_the_team_completes(
+    cluster: Cluster, workspace: Path, tmp_path: Path
+) -> None:
+    doomed = cluster.add_node(node_ip_address=LOCAL, num_cpus=1, resources={"pool": 1})
+    cluster.wait_for_nodes()
+    team = write_script(tmp_path / "team.toml", POOL)
+    reached: dict[str, threading.Event] = {"x": threading.Event(), "y": threading.Event()}
+    killed = threading.Event()
+
+    def respond(request: dict[str, Any]) -> Reply:
+        name, messages = who(request), request["messages"]
+        if not any(m["role"] == "assistant" for m in messages):
+            return openai_reply("", [(f"call_{name}", "list_directory", {})], usage=(900, 40))
+        if name in reached and "resumed on another" not in str(messages[-1]["content"]):
+            reached[name].set()
+            reply = openai_reply(f"{name.upper()}-LOST", usage=(1000, 10))
+            reply.hold = killed  # under way when its node dies (answered once the run is over: to nobody)
+            return reply
+        return openai_reply(f"{name.upper()}-OUT", usage=(1000, 10))
+
+    with LLMServer(respond) as server:
+        # The driver is a process of its own: a node is added and killed from this one's main thread.
+        flags = ("--base-url", server.url, "--cwd", str(workspace), "--output-format", "json")
+        driver = subprocess.Popen(
+            [ZERO, "swarm", "run", str(team), *flags, "--executor", "ray", "--ray-address", cluster.address],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            assert all(event.wait(60) for event in reached.values())  # both on the doomed node, mid-call
+            cluster.add_node(node_ip_address=LOCAL, num_cpus=1, resources={"pool": 1})  # where they go on
+            cluster.remove_node(doomed, allow_graceful=False)  # its raylet and its workers killed
+            out, err = driver.communicate(timeout=120)
+        finally:
+            killed.set()
+            driver.kill()
+        assert driver.returncode == 0, err
+        result = json.loads(out)
+        requests = list(server.requests)
+    assert result["status"] == "completed"
+    assert [(m["name"], m["status"], m["output"]) for m in result["members"]] == [
+        ("x", "completed", "X-OUT"),
+        ("y", "completed", "Y-OUT"),
+        ("z", "completed", "Z-OUT"),
+    ]
+    store = sessions()
+    for member in result["members"]:
+        events = [e.event for e in store.events(member["sessionId"])]
+        assert [e.sequence for e in store.events(member["sessionId"])] == list(range(1, len(events) + 1))
+        asked = [r for r in requests if who(r) == member["name"]]
+        answered = [e for e in events if e.kind == "usage"]  # one a model call the session recorded
+        lost = 1 if member["name"] in reached else 0  # the call its node died under
+        assert len(answered) == len(asked) - lost
+        stops = [e.reason for e in events if isinstance(e, StatusChanged) and e.status == "interrupted"]
+        assert stops == ([NODE_DIED] if lost else [])
+        calls = [e.call.id for e in events if e.kind == "tool_call"]
+        assert calls == [f"call_{member['name']}"]  # its tool ran once, not again on the other node
+    assert result["budget"]["used"]["tokens"] == result["usage"]["totalTokens"] == 3 * 940 + 3 * 1010
