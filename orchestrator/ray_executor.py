@@ -515,7 +515,7 @@ class RayExecutor:
         self.hosts: dict[tuple[Any, ...], tuple[str, Any]] = {}  # each placement's host: its name, its actor
         self.made = itertools.count(1)
         self.ledger: Any = None
-        self.granted: set[str] = set()
+        self.granted: dict[str, anyio.Event] = {}  # the ledger keys the actor has, once it has them
 
     def start(self, task: MemberTask) -> _RayRun:
         return _RayRun(self, task)
@@ -532,11 +532,13 @@ class RayExecutor:
             ledger_host = _actor(_LedgerHost, scheduling_strategy=_on_this_node(), max_concurrency=100_000)
             self.ledger = ledger_host.remote(team.limits, team.used, self.ctx.prices)
         key = "team" if ledger is team else ledger.name
-        if key not in self.granted:
-            self.granted.add(key)
+        if key not in self.granted:  # (before any host spends from it: hosts' calls come in their own order)
+            self.granted[key] = granted = anyio.Event()
             limits = ledger.limits if ledger is not team else None
             assert limits is None or isinstance(limits, MemberBudget)
-            await _await(self.ledger.grant.remote(key, limits, ledger.name))  # before any host spends from it
+            await _await(self.ledger.grant.remote(key, limits, ledger.name))
+            granted.set()
+        await self.granted[key].wait()
         return self.ledger, key
 
     def host(self, plan: MemberPlan) -> tuple[str, Any]:

@@ -12,6 +12,7 @@ import sys
 import tempfile
 import threading
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -129,7 +130,7 @@ def sessions() -> FileSessionStore:
 
 def run(team: Path, *flags: str) -> dict[str, Any]:
     done = zero("swarm", "run", str(team), *flags)
-    assert done.returncode in (0, 4), done.stderr
+    assert done.returncode in (0, 4), done.stdout + done.stderr
     result: dict[str, Any] = json.loads(done.stdout)
     return result
 
@@ -306,3 +307,65 @@ def test_a_dead_nodes_members_resume_on_another_and_the_team_completes(
         calls = [e.call.id for e in events if e.kind == "tool_call"]
         assert calls == [f"call_{member['name']}"]  # its tool ran once, not again on the other node
     assert result["budget"]["used"]["tokens"] == result["usage"]["totalTokens"] == 3 * 940 + 3 * 1010
+
+
+SPENDERS = """
+name = "spenders"
+[defaults]
+model = "gpt-4.1-mini"
+max_turns = 1000
+[budget]
+tokens = 20_000
+[[members]]
+name = "spender"
+specialist = "explorer"
+prompt = "Spend."
+resources = { node_a = 1 }
+[[members]]
+name = "looper"
+specialist = "explorer"
+prompt = "Loop."
+resources = { node_b = 1 }
+"""
+
+
+def test_a_budget_trip_on_one_node_stops_the_other_nodes_members_within_one_call(
+    cluster: Cluster, workspace: Path, tmp_path: Path
+) -> None:
+    team = write_script(tmp_path / "team.toml", SPENDERS)
+    looping = threading.Event()  # the looper is well under way when the spender's big call answers
+    arrived: list[tuple[str, datetime]] = []
+
+    def respond(request: dict[str, Any]) -> Reply:
+        name = who(request)
+        arrived.append((name, datetime.now(UTC)))
+        if name == "looper":
+            if sum(n == "looper" for n, _ in arrived) == 3:
+                looping.set()
+            return openai_reply("", [(f"call_{len(arrived)}", "list_directory", {})], usage=(100, 10))
+        reply = openai_reply("", [(f"call_{len(arrived)}", "list_directory", {})], usage=(19_000, 10))
+        reply.hold = looping
+        return reply
+
+    with LLMServer(respond) as server:
+        flags = ("--base-url", server.url, "--cwd", str(workspace), "--output-format", "json")
+        result = run(team, *flags, "--max-output-tokens", "1024", "--executor", "ray", "--ray-address", cluster.address)
+    assert result["status"] == "budget_exhausted"
+    assert [(m["name"], m["status"]) for m in result["members"]] == [
+        ("spender", "budget_exhausted"),
+        ("looper", "budget_exhausted"),
+    ]
+    assert result["budget"]["tripped"]["limit"] == "tokens"
+    assert result["budget"]["used"]["tokens"] == result["usage"]["totalTokens"] <= 20_000
+    store = sessions()
+    ends = [
+        datetime.fromisoformat(e.created_at)
+        for m in result["members"]
+        for e in store.events(m["sessionId"])
+        if e.event.kind == "run_end"
+    ]
+    first_stop = min(ends)  # the first member the trip ended
+    for name in ("spender", "looper"):
+        after = [at for who_, at in arrived if who_ == name and at > first_stop]
+        assert len(after) <= 1, (name, len(after))  # at most the call it had under way
+    assert sum(n == "looper" for n, _ in arrived) >= 3
