@@ -203,10 +203,16 @@ class _Writer:
     def call(self, name: str, *args: Any) -> Any:
         return getattr(self.store, name)(*args)
 
-    def submit(self, session_id: str, events: list[Event], final: bool) -> None:
-        """Queue one batch (the acknowledgement: this returned, or raised why the session cannot be written)."""
-        self.store.submit(session_id, events, final=final)
-        self.store.check(session_id)
+    def submit(self, batches: list[tuple[str, list[Event], bool]]) -> dict[str, Exception]:
+        """Queue batches, in order (the acknowledgement: why each session that cannot be written cannot be)."""
+        failed: dict[str, Exception] = {}
+        for session_id, events, final in batches:
+            try:
+                self.store.submit(session_id, events, final=final)
+                self.store.check(session_id)
+            except Exception as e:  # noqa: BLE001 (that session's next check raises it)
+                failed.setdefault(session_id, e)
+        return failed
 
 
 def start_writer(root: Path, redactor: Callable[[str], str]) -> RayStore:
@@ -216,34 +222,43 @@ def start_writer(root: Path, redactor: Callable[[str], str]) -> RayStore:
 
 
 class RayStore:
-    """A ``SessionStore`` whose every request goes to the run's session writer: ``submit`` does not wait, and
-    its acknowledgement (or the failure it carries) is read by the next ``check`` or ``flush``."""
+    """A ``SessionStore`` whose every request goes to the run's session writer, in order. ``submit`` does not
+    wait: the batches an event loop submits in one turn go together (one round trip), and their
+    acknowledgement (or the failure it carries) is read by the next ``check`` or ``flush``."""
 
     def __init__(self, writer: Any):
         self.writer = writer
-        self._acks: dict[Any, str] = {}  # a submitted batch not yet acknowledged, and its session
+        self._queue: list[tuple[str, list[Event], bool]] = []  # submitted, not yet sent
+        self._sending = False  # a send is scheduled on this thread's event loop
+        self._acks: list[Any] = []  # sent, not yet acknowledged
         self._failed: dict[str, BaseException] = {}
         self._lock = threading.Lock()  # (a run calls it from its event loop and from worker threads)
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (RayStore, (self.writer,))
 
+    def _send(self) -> None:
+        with self._lock:
+            batches, self._queue, self._sending = self._queue, [], False
+            if batches:
+                self._acks.append(self.writer.submit.remote(batches))
+
     def _call(self, name: str, *args: Any) -> Any:
+        self._send()  # (what was submitted before goes first)
         return _get(self.writer.call.remote(name, *args))
 
     def _settle(self, *, wait: bool) -> None:
+        self._send()
         with self._lock:
             pending = list(self._acks)
         if not pending:
             return
         ready, _ = ray.wait(pending, num_returns=len(pending), timeout=None if wait else 0)
+        with self._lock:
+            self._acks = [ref for ref in self._acks if ref not in ready]
         for ref in ready:
-            with self._lock:
-                session_id = self._acks.pop(ref, "")
-            try:
-                _get(ref)
-            except Exception as e:  # noqa: BLE001 (kept for that session's next check)
-                self._failed.setdefault(session_id, e)
+            for session_id, error in _get(ref).items():
+                self._failed.setdefault(session_id, error)
 
     def _raise(self, session_id: str) -> None:
         if (error := self._failed.get(session_id)) is not None:
@@ -259,9 +274,17 @@ class RayStore:
 
     def submit(self, session_id: str, events: Sequence[Event], *, final: bool = False) -> None:
         self._raise(session_id)
-        ref = self.writer.submit.remote(session_id, list(events), final)
         with self._lock:
-            self._acks[ref] = session_id
+            self._queue.append((session_id, list(events), final))
+            if self._sending:
+                return
+            try:
+                asyncio.get_running_loop().call_soon(self._send)
+                self._sending = True
+                return
+            except RuntimeError:  # no event loop in this thread: at once
+                pass
+        self._send()
 
     def flush(self, session_id: str | None = None) -> None:
         self._settle(wait=True)
@@ -270,6 +293,8 @@ class RayStore:
     def written(self, session_id: str) -> None:
         self._raise(session_id)
         self._call("written", session_id)  # after every batch this process submitted (one caller: in order)
+        self._settle(wait=False)
+        self._raise(session_id)
 
     def check(self, session_id: str) -> None:
         self._settle(wait=False)
@@ -279,6 +304,7 @@ class RayStore:
         self._call("acquire", session_id)
 
     def release(self, session_id: str) -> None:
+        self._send()
         self.writer.call.remote("release", session_id)
 
     def held(self, session_id: str) -> bool:

@@ -369,3 +369,21 @@ def test_a_budget_trip_on_one_node_stops_the_other_nodes_members_within_one_call
         after = [at for who_, at in arrived if who_ == name and at > first_stop]
         assert len(after) <= 1, (name, len(after))  # at most the call it had under way
     assert sum(n == "looper" for n, _ in arrived) >= 3
+
+
+def test_a_members_events_stream_to_the_driver_as_they_happen(
+    cluster: Cluster, workspace: Path, tmp_path: Path, node_names: None
+) -> None:
+    team = write_script(
+        tmp_path / "team.toml", TEAM.split("[[members]]")[0] + "[[members]]" + TEAM.split("[[members]]")[1]
+    )
+    script = write_script(tmp_path / "script.toml", script_of("a"))
+    flags = (*scripted(script, workspace), "--output-format", "stream-json")
+    done = zero("swarm", "run", str(team), *flags, "--executor", "ray", "--ray-address", cluster.address)
+    assert done.returncode == 0, done.stderr
+    events = lines(done.stdout)
+    [member] = [e["sessionId"] for e in events if e["type"] == "subagent_start"]
+    seen = [e["type"] for e in events if e.get("sessionId") == member]
+    assert seen.index("tool_call") < seen.index("tool_result") < seen.index("subagent_end")
+    [result] = [e["output"] for e in events if e["type"] == "tool_result" and e.get("sessionId") == member]
+    assert result.startswith("on-a")
