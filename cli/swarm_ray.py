@@ -53,7 +53,7 @@ def cluster(args: SwarmOptions, plan: TeamPlan) -> Iterator[SwarmOptions]:
         ray.shutdown()
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class NodeContext:
     """How a member host on a node makes its members' context: this run's flags, settings, workspace and
     specialists, with the session store it is given (the run's session writer). Ray takes it to every node."""
@@ -84,9 +84,8 @@ async def on_ray(
     store = start_writer(root, Redactor())
     run = args.run
     async with open_context(run, settings, workspace, streams, registry, store=store) as ctx:
-        executor = RayExecutor(
-            ctx, NodeContext(run, settings, workspace, registry), store, node_retries=plan.team.scheduler.node_retries
-        )
+        node = NodeContext(run=run, settings=settings, workspace=workspace, registry=registry)
+        executor = RayExecutor(ctx, node, store, node_retries=plan.team.scheduler.node_retries)
         try:
             yield ctx, executor
         finally:
