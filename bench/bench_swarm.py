@@ -20,6 +20,10 @@ started in that window pays ~0.5 ms instead of ~0.02 ms for each file it creates
     python bench/bench_swarm.py --minimal-baseline  # against the lightest calls the server answers
     python bench/bench_swarm.py --n 200 --live      # the live view on vs --no-live (issue 5)
     python bench/bench_swarm.py --home /dev/shm     # sessions in memory: the file system's state left out
+    python bench/bench_swarm.py --executor ray --n 200  # in-process beside --executor ray on a local cluster
+                                                    # (a head and two nodes on 127.0.0.1, the members spread
+                                                    # over the two): CPU per call of every process, wall
+                                                    # overhead, ledger round trips per call
 
 The file system's state shows in Zero's figures (the baseline writes no files): on ext4, files created
 within a minute or so of many deletions (the previous invocation's, say) cost ~0.5 ms of kernel time
@@ -83,31 +87,42 @@ def serve() -> None:
 # -- the two workers (each in a fresh process) --------------------------------------
 
 
-def zero_worker(n: int, url: str, live: bool) -> dict[str, float]:
-    import anyio
-
+def bench_team(n: int, tmp: Path, *, spread: bool = False) -> tuple[Path, Any, Any, Any]:
+    """The workspace, plan, specialists and prices of N members (``spread``: over Ray nodes node_a and node_b)."""
     from zero.agent import PriceTable
-    from zero.agent.providers.openai import OpenAIProvider
-    from zero.orchestrator import TeamRunner, build_plan
-    from zero.sessions import FileSessionStore
-    from zero.specialists import AgentContext, SpecialistRegistry
-    from zero.tools import Workspace
-    from zero.tools.builtin import builtin_tools
+    from zero.orchestrator import build_plan
+    from zero.specialists import SpecialistRegistry
 
-    tmp = os.environ["ZERO_HOME"]  # this run's own folder (see measure)
-    ws = Path(tmp) / "ws"
+    ws = tmp / "ws"
     (ws / "src").mkdir(parents=True)
     (ws / "README.md").write_text("# bench\n")
     members = "".join(
-        f'[[members]]\nname = "m{i}"\nspecialist = "explorer"\nprompt = "Map the folder ({i})."\n' for i in range(n)
+        f'[[members]]\nname = "m{i}"\nspecialist = "explorer"\nprompt = "Map the folder ({i})."\n'
+        + (f"resources = {{ node_{'ab'[i % 2]} = 1 }}\n" if spread else "")
+        for i in range(n)
     )
-    team = Path(tmp) / "team.toml"
+    team = tmp / "team.toml"
     team.write_text(
         f'name = "bench"\n[defaults]\nmodel = "gpt-4.1-mini"\n[scheduler]\nmax_concurrency = {n}\n{members}'
     )
     registry = SpecialistRegistry.load(ws)
     prices = PriceTable.builtin()
     plan = build_plan(team, registry, provider="openai", model="gpt-4.1-mini", permission_mode="auto", prices=prices)
+    return ws, plan, registry, prices
+
+
+def zero_worker(n: int, url: str, live: bool) -> dict[str, float]:
+    import anyio
+
+    from zero.agent.providers.openai import OpenAIProvider
+    from zero.orchestrator import TeamRunner
+    from zero.sessions import FileSessionStore
+    from zero.specialists import AgentContext
+    from zero.tools import Workspace
+    from zero.tools.builtin import builtin_tools
+
+    tmp = os.environ["ZERO_HOME"]  # this run's own folder (see measure)
+    ws, plan, registry, prices = bench_team(n, Path(tmp))
     provider = OpenAIProvider(api_key="sk-bench", base_url=url)
     store = FileSessionStore(Path(tmp) / "sessions")
     ctx = AgentContext(
@@ -156,6 +171,97 @@ def zero_worker(n: int, url: str, live: bool) -> dict[str, float]:
     ]
     (Path(tmp) / "payload.json").write_text(json.dumps({"system": first.content, "tools": tools}))
     return {"wall": wall, **cpu_of(times0, times), "sessions": events}
+
+
+class BenchContext:
+    """What a Ray node's member host runs its members with: the bench server as the provider (pickled with this
+    script's classes, by value)."""
+
+    def __init__(self, url: str, ws: Path, registry: Any, prices: Any):
+        self.url, self.ws, self.registry, self.prices = url, ws, registry, prices
+
+    def __call__(self, store: Any) -> Any:
+        import contextlib
+
+        from zero.agent.providers.openai import OpenAIProvider
+        from zero.specialists import AgentContext
+        from zero.tools import Workspace
+
+        @contextlib.asynccontextmanager
+        async def opened() -> Any:
+            provider = OpenAIProvider(api_key="sk-bench", base_url=self.url)
+            yield AgentContext(
+                store=store,
+                registry=self.registry,
+                workspace=Workspace([self.ws]),
+                provider=provider,
+                model="gpt-4.1-mini",
+                providers=lambda name: provider,
+                prices=self.prices,
+            )
+            await provider.aclose()
+
+        return opened()
+
+
+def ray_worker(n: int, url: str, address: str) -> dict[str, float]:
+    """The same team as ``zero_worker``'s, on the cluster at ``address``: its members on nodes node_a and node_b,
+    the CPU of every process of the cluster counted too."""
+    import anyio
+
+    from zero.orchestrator import TeamRunner
+    from zero.orchestrator.ray_executor import RayExecutor, connect, start_writer
+    from zero.tools import Redactor
+
+    tmp = Path(os.environ["ZERO_HOME"])
+    ws, plan, registry, prices = bench_team(n, tmp, spread=True)
+    connect(address)
+    store = start_writer(tmp / "sessions", Redactor())
+    opener = BenchContext(url, ws, registry, prices)
+
+    async def main() -> Any:
+        async with opener(store) as ctx:
+            executor = RayExecutor(ctx, opener, store)
+            result = await TeamRunner(plan, ctx, executor=executor).run()
+            trips = await executor.round_trips()
+            cluster = cluster_cpu()  # before the hosts end (their CPU then goes to their raylet's children's)
+            await executor.close()
+            return result, trips, cluster
+
+    cluster0, times0, wall0 = cluster_cpu(), os.times(), time.perf_counter()
+    result, trips, cluster1 = anyio.run(main)
+    times, wall = os.times(), time.perf_counter() - wall0
+    failed = {(m.status, m.reason) for m in result.members if m.status != "completed"}
+    assert result.status == "completed", failed
+    own = cpu_of(times0, times)
+    return {"wall": wall, **own, "cpu": own["cpu"] + cluster1 - cluster0, "trips": trips / (3 * n)}
+
+
+def cluster_cpu() -> float:
+    """CPU seconds of every process of the bench's Ray cluster (its files under RAY_TMPDIR) and their workers."""
+    marker = os.environ["RAY_TMPDIR"].encode()
+    stats: dict[int, tuple[int, float]] = {}  # pid: its parent, its CPU seconds
+    ours: set[int] = set()
+    tick = os.sysconf("SC_CLK_TCK")
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            fields = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
+            command = Path(f"/proc/{entry}/cmdline").read_bytes()
+        except OSError:
+            continue
+        stats[int(entry)] = (int(fields[1]), sum(int(f) for f in fields[11:15]) / tick)
+        if marker in command:
+            ours.add(int(entry))
+    total = 0.0
+    for pid, (_, cpu) in stats.items():
+        chain = pid
+        while chain in stats and chain not in ours and chain > 1:
+            chain = stats[chain][0]
+        if chain in ours:
+            total += cpu
+    return total
 
 
 MINIMAL = {"system": "You map folders.", "tools": []}
@@ -304,10 +410,12 @@ def cpu_of(before: os.times_result, after: os.times_result) -> dict[str, float]:
     return {"cpu": user + system, "user": user, "sys": system}
 
 
-def worker(kind: str, n: int, url: str, live: bool, payload: str | None) -> None:
+def worker(kind: str, n: int, url: str, live: bool, payload: str | None, address: str = "") -> None:
     pin(0)
     calls = json.loads(Path(payload).read_text()) if payload else MINIMAL
-    if kind == "zero":
+    if kind == "ray":
+        result = ray_worker(n, url, address)
+    elif kind == "zero":
         result = zero_worker(n, url, live)
     elif kind == "floor":
         result = floor_worker(n, url, calls)
@@ -320,13 +428,17 @@ def worker(kind: str, n: int, url: str, live: bool, payload: str | None) -> None
 # -- the parent ---------------------------------------------------------------------
 
 
-def measure(kind: str, n: int, url: str, scratch: str, live: bool = False, minimal: bool = False) -> dict[str, float]:
+def measure(
+    kind: str, n: int, url: str, scratch: str, live: bool = False, minimal: bool = False, address: str = ""
+) -> dict[str, float]:
     # Start every run with no dirty pages left by the previous one: otherwise its writeback
     # throttles this run and the figures drift upwards run after run.
     os.sync()
     home = tempfile.mkdtemp(dir=scratch)
     args = [sys.executable, __file__, "--worker", kind, "--n", str(n), "--url", url] + (["--live"] if live else [])
-    if kind != "zero" and not minimal:
+    if address:
+        args += ["--ray-address", address]
+    if kind not in ("zero", "ray") and not minimal:
         args += ["--payload", str(next(Path(scratch).glob("*/payload.json")))]
     done = subprocess.run(args, capture_output=True, text=True, env={**os.environ, "ZERO_HOME": home})
     if done.returncode != 0:
@@ -340,7 +452,9 @@ def median_of(runs: list[dict[str, float]]) -> dict[str, float]:
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--worker", choices=("zero", "sdk", "sdk-equal", "floor"))
+    parser.add_argument("--worker", choices=("zero", "sdk", "sdk-equal", "floor", "ray"))
+    parser.add_argument("--executor", choices=("local", "ray"), default="local")
+    parser.add_argument("--ray-address", default="")
     parser.add_argument("--serve", action="store_true")
     parser.add_argument("--n", type=int, action="append")
     parser.add_argument("--url")
@@ -360,7 +474,7 @@ def main() -> None:
     if args.serve:
         return serve()
     if args.worker:
-        return worker(args.worker, args.n[0], args.url, args.live, args.payload)
+        return worker(args.worker, args.n[0], args.url, args.live, args.payload, args.ray_address)
     server = subprocess.Popen(
         [sys.executable, __file__, "--serve"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
     )
@@ -368,6 +482,8 @@ def main() -> None:
     url = server.stdout.readline().strip() + "/v1"
     scratch = tempfile.mkdtemp(prefix="zero-bench-", dir=args.home)
     try:
+        if args.executor == "ray":
+            return compare_ray(args.n or [200], url, scratch)
         if args.live:
             for n in args.n or [200]:
                 runs: dict[str, list[float]] = {"no-live": [], "live": []}
@@ -407,6 +523,47 @@ def main() -> None:
         server.stdin.close()  # type: ignore[union-attr]
         server.wait(timeout=10)
         shutil.rmtree(scratch, ignore_errors=True)
+
+
+def compare_ray(ns: list[int], url: str, scratch: str) -> None:
+    """In-process beside ``--executor ray`` on a local cluster this starts: a head and two nodes on 127.0.0.1."""
+    os.environ.update(
+        RAY_TMPDIR=tempfile.mkdtemp(prefix="zr", dir="/tmp"),  # (short: Ray's socket paths must fit)
+        RAY_USAGE_STATS_ENABLED="0",
+        RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER="0",  # every node on the loopback address
+    )
+    from ray.cluster_utils import Cluster
+
+    local = {"node_ip_address": "127.0.0.1", "num_cpus": 1}
+    cluster = Cluster(initialize_head=True, head_node_args={**local, "include_dashboard": False})
+    try:
+        for name in ("node_a", "node_b"):
+            cluster.add_node(**local, resources={name: 1})
+        cluster.wait_for_nodes()
+        print(
+            f"{'N':>6} {'calls':>6} | {'local wall':>10} {'overhead':>8} {'cpu/call':>9} | {'ray wall':>10} "
+            f"{'overhead':>8} {'cpu/call':>9} {'ledger trips/call':>18} | overhead ray/local\n"
+            f"(overhead: wall less the {3 * CALL_SECONDS:.1f} s the server takes for a member's 3 calls; ray cpu: "
+            "the driver and every process of the cluster; median of 3, in turns)"
+        )
+        for n in ns:
+            calls = 3 * n
+            runs: dict[str, list[dict[str, float]]] = {"zero": [], "ray": []}
+            for _ in range(3):
+                runs["zero"].append(measure("zero", n, url, scratch))
+                runs["ray"].append(measure("ray", n, url, scratch, address=cluster.address))
+            med = {k: median_of(v) for k, v in runs.items()}
+            over = {k: med[k]["wall"] - 3 * CALL_SECONDS for k in med}
+            cpu = {k: med[k]["cpu"] / calls * 1000 for k in med}
+            print(
+                f"{n:>6} {calls:>6} | {med['zero']['wall']:9.2f}s {over['zero']:7.2f}s {cpu['zero']:7.2f}ms | "
+                f"{med['ray']['wall']:9.2f}s {over['ray']:7.2f}s {cpu['ray']:7.2f}ms {med['ray']['trips']:18.2f} | "
+                f"{over['ray'] / over['zero']:.2f}x",
+                flush=True,
+            )
+    finally:
+        cluster.shutdown()
+        shutil.rmtree(os.environ["RAY_TMPDIR"], ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -179,6 +179,12 @@ def _swarm(swarm: argparse.ArgumentParser) -> None:
             "--budget-seconds", type=_or_none(_amount(1e7)), help="team wall-clock limit in seconds (or none)"
         )
         sub.add_argument("--goal", help="replace the team's goal")
+        sub.add_argument(
+            "--executor", choices=("local", "ray"), help="where members run (overrides [scheduler] executor)"
+        )
+        sub.add_argument(
+            "--ray-address", metavar="ADDR", help="the Ray cluster of --executor ray (default: auto, ray start's)"
+        )
         common(sub)
     for sub in (sw_run, sw_resume):
         sub.add_argument("--output-format", choices=("text", "json", "stream-json"), default="text")

@@ -25,7 +25,7 @@ from zero.cli.mcp_config import run_servers
 from zero.cli.options import Options, RunOptions
 from zero.cli.trust import load_specialists, specialist_warnings
 from zero.errors import ConfigError, UsageError
-from zero.sessions import AgentSession, FileSessionStore, RunTree, default_data_dir
+from zero.sessions import AgentSession, FileSessionStore, RunTree, SessionStore, default_data_dir
 from zero.specialists import AgentContext, SpecialistRegistry
 from zero.tools import ShellSettings, Tool, Workspace, hide_own_secrets
 
@@ -134,15 +134,18 @@ async def open_context(
     streams: Streams,
     registry: SpecialistRegistry | None = None,
     approver: Approver | None = None,
+    store: SessionStore | None = None,
 ) -> AsyncIterator[AgentContext]:
-    """What the agents of one command share: the session store, the specialists, the providers, and who
-    answers a call that asks for approval (``approver``: the front end's user; None: nobody, so it is denied).
+    """What the agents of one command share: the session store (``store``, else ``$ZERO_HOME``'s), the
+    specialists, the providers, and who answers a call that asks for approval (``approver``: the front end's
+    user; None: nobody, so it is denied).
 
     On the way out the providers are closed and every session's last writes are on disk.
     """
     if streams.real:  # Zero's own process (not a test calling main), before any command or MCP server starts
         hide_own_secrets()
-    store = session_store(writable=True)  # before anything runs: a run that cannot be recorded does not start
+    if store is None:
+        store = session_store(writable=True)  # before anything runs: a run that cannot be recorded does not start
     tree = RunTree()  # the command's run: every session it runs is a node of it
     stop_tracing = _tracing(settings.configs, tree)
     provider, prices = make_provider(settings, run)

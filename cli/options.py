@@ -146,6 +146,8 @@ class SwarmOptions(Options):
     accept_estimate: bool = False
     reuse: str | None = None
     json: bool = False
+    executor: Literal["local", "ray"] | None = None  # None: the team file's [scheduler] executor
+    ray_address: str = "auto"
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -3,9 +3,11 @@ stop|send|pause|continue ID`` (``diff`` and ``land``: ``swarm_land``)."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import time
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
@@ -38,6 +40,7 @@ from zero.cli.swarm_progress import PlainProgress
 from zero.cli.trust import load_specialists, specialist_warnings
 from zero.errors import ConfigError, UsageError, ZeroError
 from zero.orchestrator import (
+    MemberExecutor,
     TeamError,
     TeamPlan,
     TeamResult,
@@ -53,7 +56,7 @@ from zero.orchestrator.reuse import Reuse, plan_reuse
 from zero.orchestrator.team import with_limits
 from zero.orchestrator.view import TeamTree, TreeNode
 from zero.sessions import default_data_dir, session_workspace
-from zero.specialists import SpecialistRegistry
+from zero.specialists import AgentContext, SpecialistRegistry
 from zero.tools import Redactor, Workspace, redact_values, within
 from zero.tools.describe import printable
 
@@ -92,14 +95,40 @@ def run_swarm(args: SwarmOptions, streams: Streams) -> int:
         else:
             print_error(str(e), streams.stderr)
         return e.exit_code
-    if args.action == "validate" or args.dry_run:
-        _print_plan(plan, settings, out, args.json or args.output_format == "json", estimate, reuse)
-        return 0
-    assert settings is not None
+    from zero.cli import swarm_ray  # (Ray is imported only for a run on it)
+
+    on_ray = swarm_ray.wants_ray(args, plan)
+    try:
+        with swarm_ray.cluster(args, plan) if on_ray else contextlib.nullcontext(args) as args:
+            if args.action == "validate" or args.dry_run:
+                _print_plan(plan, settings, out, args.json or args.output_format == "json", estimate, reuse)
+                return 0
+            assert settings is not None
+            return _start(plan, settings, registry, workspace, args, streams, run_id, recorded, on_ray, estimate, reuse)
+    except TeamError as e:  # a member no node of the cluster can run
+        return _report_invalid(args, streams, e)
+    except ZeroError as e:
+        print_error(str(e), streams.stderr)
+        return e.exit_code
+
+
+def _start(
+    plan: TeamPlan,
+    settings: RunSettings,
+    registry: SpecialistRegistry,
+    workspace: Path,
+    args: SwarmOptions,
+    streams: Streams,
+    run_id: str,
+    recorded: RecordedTeam | None,
+    on_ray: bool,
+    estimate: TeamEstimate | None,
+    reuse: _Reusing | None,
+) -> int:
     with streams.unblocked() as unblocked:
         try:
             return anyio.run(
-                _run, plan, settings, registry, workspace, args, unblocked, run_id, recorded, estimate, reuse
+                _run, plan, settings, registry, workspace, args, unblocked, run_id, recorded, on_ray, estimate, reuse
             )
         except Exception as group:
             error = unwrap(group)
@@ -353,14 +382,20 @@ async def _run(
     streams: Streams,
     run_id: str,
     recorded: RecordedTeam | None = None,
+    on_ray: bool = False,
     estimate: TeamEstimate | None = None,
     reuse: _Reusing | None = None,
 ) -> int:
     out = streams.stdout
-    async with open_context(args.run, settings, workspace, streams, registry) as ctx:
+    async with _context(plan, settings, registry, workspace, args, streams, on_ray) as (ctx, executor):
         # --retries overrides [scheduler] retries
         runner = TeamRunner(
-            plan, ctx, retries=args.run.retries, resume=recorded, reuse=reuse.members if reuse else None
+            plan,
+            ctx,
+            executor=executor,
+            retries=args.run.retries,
+            resume=recorded,
+            reuse=reuse.members if reuse else None,
         )
         freeze_startup_heap(streams)
         warnings = WarningLog()
@@ -411,6 +446,27 @@ async def _run(
         if live:  # (the plain progress said them as they came)
             streams.stderr.write("".join(line + "\n" for line in warnings.lines()))
     return code
+
+
+@contextlib.asynccontextmanager
+async def _context(
+    plan: TeamPlan,
+    settings: RunSettings,
+    registry: SpecialistRegistry,
+    workspace: Path,
+    args: SwarmOptions,
+    streams: Streams,
+    on_ray: bool,
+) -> AsyncIterator[tuple[AgentContext, MemberExecutor | None]]:
+    """The run's context and where its members run (None: in this process)."""
+    if on_ray:
+        from zero.cli.swarm_ray import on_ray as ray_context
+
+        async with ray_context(args, plan, settings, workspace, streams, registry) as (ctx, executor):
+            yield ctx, executor
+    else:
+        async with open_context(args.run, settings, workspace, streams, registry) as ctx:
+            yield ctx, None
 
 
 def _print_summary(result: TeamResult, plan: TeamPlan, out: TextIO) -> None:

@@ -9,7 +9,7 @@ machines would keep the same verbs, and the scheduler and the ledger would not c
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Protocol
 
@@ -32,7 +32,7 @@ class MemberTask:
     node: RunNode
     prompt: str
     role: str
-    ledger: Ledger
+    ledger: Ledger | None  # None: on a node of a Ray cluster, whose guard spends from the team's ledger actor
     tools: Sequence[Tool] = ()  # the team's own tools for it (messaging)
     resume: bool = False  # continue the member's recorded conversation (a resumed team run)
     workspace: Workspace | None = None  # where it works, if not the run's workspace (its git worktree)
@@ -75,28 +75,33 @@ async def open_member(
     owns: Owns | None,
     workspace: Workspace | None = None,
     guards: tuple[CallGuard, ...] = (),
+    guard: CallGuard | None = None,
 ) -> AgentSession:
     """A team member's agent, spending from ``ledger`` (its team's, or its own grant of it; None: no budget to
-    spend from, a member of a run that recorded none), working in ``workspace`` (its git worktree; None: the
-    run's), its file tools writing only what ``owns`` names (None: anything in the workspace), its Task
-    children's too, and ``guards`` checking every call of them before the budget does (a pause waits there
-    holding no reservation): the one place a member is built, in a team's run or resumed alone. It sits at
-    depth 1, its Task children below it."""
+    spend from, a member of a run that recorded none) or through ``guard`` (a ledger elsewhere), working in
+    ``workspace`` (its git worktree; None: the run's), its file tools writing only what ``owns`` names (None:
+    anything in the workspace), its Task children's too, and ``guards`` checking every call of them before the
+    budget does (a pause waits there holding no reservation): the one place a member is built, in a team's run
+    or resumed alone. It sits at depth 1, its Task children below it."""
     workspace = workspace or ctx.workspace
+    if guard is None and ledger is not None:
+        guard = BudgetGuard(ledger, ctx.prices)
     if owns is not None:
         workspace = workspace.owned_by(owns, f"member {options.node.member_name!r}")
-    guards, max_depth = (*guards, *ctx.guards), ctx.max_depth
-    if ledger is not None:
-        guards, max_depth = (*guards, BudgetGuard(ledger, ctx.prices)), ctx.max_depth + 1
-    ctx = replace(ctx, guards=guards, max_depth=max_depth, workspace=workspace)
+    every, max_depth = (*guards, *ctx.guards), ctx.max_depth
+    if guard is not None:
+        every, max_depth = (*every, guard), ctx.max_depth + 1
+    ctx = replace(ctx, guards=every, max_depth=max_depth, workspace=workspace)
     return await open_specialist(ctx, spec, options)
 
 
 class InProcessExecutor:
-    """Members as agent sessions on this event loop, nodes of the context's run tree."""
+    """Members as agent sessions on this event loop, nodes of the context's run tree; ``guard``: the budget guard
+    of a member (default: its task's ledger's)."""
 
-    def __init__(self, ctx: AgentContext):
+    def __init__(self, ctx: AgentContext, *, guard: Callable[[MemberTask], CallGuard] | None = None):
         self.ctx = ctx
+        self.guard = guard
 
     def start(self, task: MemberTask) -> _InProcessRun:
         return _InProcessRun(self, task)
@@ -124,6 +129,7 @@ class _InProcessRun:
             role=task.role,
             output_schema=plan.output_schema,
         )
+        guard = self.executor.guard(task) if self.executor.guard is not None else None
         self.session = session = await open_member(
             self.executor.ctx,
             plan.specialist,
@@ -132,6 +138,7 @@ class _InProcessRun:
             owns=plan.owns,
             workspace=task.workspace,
             guards=task.guards,
+            guard=guard,
         )
         async with session:
             result = await session.send(task.prompt)

@@ -271,6 +271,13 @@ class Ledger:
                 ledger.used.turns += 1
             ledger._wake()
 
+    def adopt(self, used: _Account, trip: Trip | None) -> None:
+        """Take what the ledger that holds this run's budget (on another process: the Ray executor's) has used,
+        and its trip, which this one then reports as its own (``on_trip`` included)."""
+        self.used = used
+        if trip is not None:
+            self._trip(trip)
+
     def fractions(self) -> dict[str, float]:
         """How much of each limit is used (0..1+), for warnings and the live view."""
         out = {}
@@ -321,10 +328,18 @@ class BudgetGuard:
         self._warned: set[str] = set()
 
     async def before_call(self, request: ModelRequest, run_usage: Usage) -> CallPermit:
-        estimate = request.estimated_prompt_tokens()
-        prompt = self.ledger.calibration.prompt_tokens(request.model, estimate)
-        output = request.max_output_tokens or 0
-        price = self.prices.price(request.model)
+        return await self.hold(
+            request.model,
+            request.estimated_prompt_tokens(),
+            request.max_output_tokens or 0,
+            request.metadata.get("session_id", ""),
+        )
+
+    async def hold(self, model: str, estimate: int, output: int, session_id: str) -> CallPermit:
+        """The permit of a call to ``model`` whose prompt is estimated at ``estimate`` tokens, capped at ``output``
+        (what ``before_call`` reads of the request: a guard on another machine sends just these)."""
+        prompt = self.ledger.calibration.prompt_tokens(model, estimate)
+        price = self.prices.price(model)
         cost: float | None
         if price is not None:
             cost = price.cost(Usage(prompt_tokens=prompt, completion_tokens=output))
@@ -334,9 +349,9 @@ class BudgetGuard:
             output=output, least=min(output, MIN_OUTPUT), price=price.output / 1e6 if price is not None else 0.0
         )
         reservation = await self.ledger.reserve(prompt + output, cost, shrink=shrink)
-        note = self._note(request.metadata.get("session_id", ""))
+        note = self._note(session_id)
         return CallPermit(
-            token=_Held(reservation=reservation, model=request.model, estimate=estimate),
+            token=_Held(reservation=reservation, model=model, estimate=estimate),
             note=note,
             max_output_tokens=reservation.output,
         )

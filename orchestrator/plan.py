@@ -5,8 +5,8 @@ from __future__ import annotations
 import itertools
 import json
 import re
-from collections.abc import Callable
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -67,6 +67,8 @@ class MemberPlan:
     owns: Owns | None = None  # the files it may write (None: any in the workspace)
     waits_for: tuple[str, ...] = ()  # members it never runs beside (their owns overlap), which go first
     output_schema: OutputSchema | None = None  # the result it ends with (member, else [defaults], else manifest)
+    resources: Mapping[str, float] = field(default_factory=dict)  # what its node must have (--executor ray)
+    node_labels: Mapping[str, str] = field(default_factory=dict)  # the labels its node must carry
 
     @property
     def isolated(self) -> bool:
@@ -236,6 +238,8 @@ def build_plan(
                 narrowed=narrowed,
                 owns=Owns(m.owns) if m.owns else None,
                 output_schema=_output_schema(m, team, spec, schemas[m.name], default_schema),
+                resources=dict(m.resources if m.resources is not None else team.defaults.resources or {}),
+                node_labels=dict(m.node_labels if m.node_labels is not None else team.defaults.node_labels or {}),
             )
             members[m.name] = plan
             index = names.index(m.name)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -30,6 +30,9 @@ __all__ = [
 
 Isolation = Literal["worktree", "none"]
 """Where a member works: a git worktree of its own (``worktree``), or the workspace itself (``none``)."""
+
+Resources = dict[str, Annotated[float, Field(gt=0)]]
+"""What a member's node must have under ``--executor ray`` (``{ repo_web = 1 }``): Ray's custom resources."""
 
 TEMPLATE = re.compile(r"\{\{\s*([^{}]*?)\s*\}\}")
 TeamProblem = Problem
@@ -83,6 +86,8 @@ class Defaults(_Strict):
     isolation: Isolation | None = None
     output_schema: Any = None  # a JSON Schema (a table), the path of one, or "json": read_schema checks it
     output_retries: int | None = Field(None, ge=0, le=10)
+    resources: Resources | None = None  # under --executor ray: what a node must have to run a member
+    node_labels: dict[str, str] | None = None  # under --executor ray: the labels its node must carry
 
 
 class Land(_Strict):
@@ -98,6 +103,8 @@ class Scheduler(_Strict):
     max_concurrency: int = Field(4, ge=1)
     on_failure: Literal["continue", "stop"] = "continue"
     retries: int = Field(1, ge=0, le=10)
+    executor: Literal["local", "ray"] = "local"  # where members run: this process, or a Ray cluster
+    node_retries: int = Field(1, ge=0, le=10)  # under ray: how often a member whose node died is resumed elsewhere
 
 
 class MemberSpec(_Strict):
@@ -115,6 +122,8 @@ class MemberSpec(_Strict):
     owns: list[str] | None = None  # the files it may write (globs, zero.tools.Owns); None: any in the workspace
     output_schema: Any = None  # a JSON Schema (a table), the path of one, or "json": read_schema checks it
     output_retries: int | None = Field(None, ge=0, le=10)
+    resources: Resources | None = None  # replaces [defaults]' (under --executor ray)
+    node_labels: dict[str, str] | None = None
 
 
 class TeamFile(_Strict):

@@ -8,6 +8,10 @@ from pathlib import Path
 
 import pytest
 
+# A Ray cluster a test starts (tests/orchestrator/test_ray.py) and its driver stay on the loopback address: without
+# this, Ray takes 127.0.0.1 for this machine's own address. Read when Ray is imported, so before any test module.
+os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
+
 _PROVIDER_ENV = (
     "OPENAI_API_KEY",
     "OPENAI_BASE_URL",

@@ -251,7 +251,7 @@ def test_help_does_not_import_the_sdks() -> None:
         "import sys\nfrom zero.cli import main\n"
         "for argv in (['--help'], ['exec', '--help']):\n"
         "    try:\n        main(argv)\n    except SystemExit:\n        pass\n"
-        "heavy = ('openai', 'anthropic', 'mcp', 'rich', 'pydantic', 'jsonschema')\n"
+        "heavy = ('openai', 'anthropic', 'mcp', 'rich', 'pydantic', 'jsonschema', 'ray')\n"
         "print(sorted(m for m in heavy if m in sys.modules))\n"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

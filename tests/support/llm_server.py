@@ -29,6 +29,7 @@ class Reply:
     delay: float = 0.0
     batch: int = 1  # events a write (a benchmark's long stream is sent in big writes, so the server keeps up)
     pace: float = 0.0  # seconds between writes (a server that streams slowly)
+    hold: threading.Event | None = None  # answer once this is set (a call under way while a test acts)
 
 
 Responder = Callable[[dict[str, Any]], Reply]
@@ -68,6 +69,8 @@ class LLMServer:
                         reply = Reply(500, body={"error": {"message": "no reply queued", "type": "server_error"}})
                 if reply.delay:
                     time.sleep(reply.delay)
+                if reply.hold is not None:
+                    reply.hold.wait(timeout=60)
                 if reply.body is not None or reply.status != 200:
                     data = json.dumps(reply.body or {}).encode()
                     self.send_response(reply.status)

@@ -1,0 +1,697 @@
+"""Members on a Ray cluster (``--executor ray``): the executor seam's verbs, with the members on other nodes.
+
+The driver (``zero swarm run`` or ``resume``) makes three kinds of actor:
+
+* one **session writer**, on the driver's node, owns the session store: every write of every session of the
+  run, the driver's own included, goes through it (``RayStore``) and is acknowledged, so "a tool with a side
+  effect runs only once its call is written" holds on every node, and the sessions live on the driver's
+  machine (``zero sessions ...``, ``zero swarm watch`` read them there, unchanged);
+* one **ledger**, holding the team's budget ledger and each member's grant of it: every reservation and
+  booking of every member and its Task children goes through it (two round trips a model call), so the
+  overshoot bound of docs/TEAMS.md holds across nodes and a trip refuses every member's next call;
+* one **member host** per placement (the ``resources`` and ``node_labels`` members declare): an async actor
+  that runs many members on its event loop, as ``InProcessExecutor`` does here. A member's events stream to
+  the driver's run tree (a streaming generator); its stop goes through a concurrency group of its own.
+
+Every actor has ``max_restarts = 0`` and ``max_task_retries = 0``: Ray never repeats a model call. When a
+host's node dies, its members end ``interrupted`` and are resumed from their logs on a new host, which Ray
+places on a node that still has their resources, at most ``[scheduler] node_retries`` times.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import math
+import socket
+import threading
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, suppress
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, TypeVar
+
+import anyio
+import anyio.to_thread
+import ray
+import ray.exceptions
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+from zero.agent import (
+    CallPermit,
+    ChildStarted,
+    Event,
+    ModelRequest,
+    PriceTable,
+    RunResult,
+    RunStatus,
+    StatusChanged,
+    Usage,
+)
+from zero.errors import ConfigError
+from zero.orchestrator.executor import InProcessExecutor, MemberOutcome, MemberTask
+from zero.orchestrator.ledger import BudgetGuard, Ledger, Trip, _Account
+from zero.orchestrator.plan import MemberPlan, TeamPlan
+from zero.orchestrator.team import MemberBudget, TeamBudget, TeamError, TeamProblem
+from zero.sessions import FileSessionStore, SessionMetadata, SessionStore, StoredEvent
+from zero.sessions.index import Row
+from zero.specialists import AgentContext
+from zero.tools import Workspace
+
+__all__ = ["ContextOpener", "RayExecutor", "RayStore", "check_placement", "connect", "start_writer"]
+
+T = TypeVar("T")
+
+ContextOpener = Callable[[SessionStore], AbstractAsyncContextManager[AgentContext]]
+"""How a node's member host makes the context its members share (providers, specialists, workspace), with the
+session store given: picklable, so Ray takes it to every node (the CLI's ``NodeContext``)."""
+
+NODE_DIED = "its Ray node died (or its member host did)"
+RESUMED = (
+    "The node you ran on stopped before you finished, and you are resumed on another. Continue your task from "
+    "where you left off (check what is already done first), then end with your report."
+)
+_ACTOR = {"max_restarts": 0, "max_task_retries": 0, "num_cpus": 0}
+
+
+# -- the cluster ---------------------------------------------------------------------------------------
+
+
+def connect(address: str) -> None:
+    """Join the cluster at ``address`` (``auto``: the one ``ray start`` made on this machine), or a
+    ``ConfigError`` saying how to start one."""
+    if ray.is_initialized():
+        return
+    host, _, port = address.rpartition(":")
+    if host and port.isdigit() and "://" not in address:  # (Ray retries an address that is not there for minutes)
+        try:
+            socket.create_connection((host, int(port)), timeout=5).close()
+        except OSError as e:
+            raise ConfigError(_no_cluster(address, e.strerror or type(e).__name__)) from None
+    _cluster_news_to_stderr()
+    try:
+        ray.init(address=address, logging_level=logging.ERROR, log_to_driver=False, configure_logging=False)
+    except (ConnectionError, ValueError, RuntimeError) as e:
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise ConfigError(_no_cluster(address, first)) from None
+
+
+def _cluster_news_to_stderr() -> None:
+    """What the cluster tells a driver (a node that died, a worker killed) Ray prints on standard output, which
+    holds a run's JSON: it goes to standard error instead."""
+    import ray._private.worker as worker
+
+    printer = worker.print_to_stdstream
+    if getattr(printer, "zero", False):
+        return
+
+    def to_stderr(data: dict[str, Any], *args: Any, **kwargs: Any) -> None:
+        printer({**data, "is_err": True}, *args, **kwargs)
+
+    to_stderr.zero = True  # type: ignore[attr-defined]
+    worker.print_to_stdstream = to_stderr
+
+
+def _no_cluster(address: str, why: str) -> str:
+    return (
+        f"no Ray cluster answers at {address} ({why}): start one with `ray start --head` on this machine "
+        "(and `ray start --address HEAD_IP:6379` on each other one), or pass --ray-address HOST:PORT"
+    )
+
+
+def check_placement(plan: TeamPlan) -> None:
+    """A ``TeamError`` naming each member no live node of the cluster can run (Ray would leave it pending
+    forever) and the resource or label that is missing."""
+    nodes = [n for n in ray.nodes() if n.get("Alive")]  # type: ignore[no-untyped-call]
+    problems = [
+        TeamProblem(path=str(plan.path), message=why, key="members.resources", subject=f"member {m.name!r}")
+        for m in plan.members.values()
+        if (why := _unplaceable(m, nodes)) is not None
+    ]
+    if problems:
+        raise TeamError(problems)
+
+
+def _unplaceable(member: MemberPlan, nodes: Sequence[Mapping[str, Any]]) -> str | None:
+    def fits(node: Mapping[str, Any]) -> bool:
+        have, labels = node.get("Resources", {}), node.get("Labels", {}) or {}
+        return all(have.get(k, 0) >= v for k, v in member.resources.items()) and all(
+            labels.get(k) == v for k, v in member.node_labels.items()
+        )
+
+    if any(fits(n) for n in nodes):
+        return None
+    for name, amount in member.resources.items():
+        most = max((n.get("Resources", {}).get(name, 0.0) for n in nodes), default=0.0)
+        if most < amount:
+            had = f"at most {most:g} on one node" if most else "none has it"
+            return (
+                f"needs resource {name} = {amount:g}, which no node of the Ray cluster has ({had}): start a "
+                f"node with `ray start --resources '{{\"{name}\": {amount:g}}}'`, or change its resources"
+            )
+    for key, value in member.node_labels.items():
+        if not any((n.get("Labels", {}) or {}).get(key) == value for n in nodes):
+            return (
+                f"needs node label {key} = {value!r}, which no node of the Ray cluster carries: start a node "
+                f"with `ray start --labels {key}={value}`, or change its node_labels"
+            )
+    wanted = ", ".join([*(f"{k} = {v:g}" for k, v in member.resources.items()), *member.node_labels])
+    return f"needs {wanted} on one node, and no node of the Ray cluster has all of them"
+
+
+def _actor(cls: type, **options: Any) -> Any:
+    """``cls`` as a Ray actor class (``options``: its defaults)."""
+    remote: Any = ray.remote  # (its stubs know few of an actor's options)
+    return remote(**_ACTOR, **options)(cls)
+
+
+def _on_this_node() -> NodeAffinitySchedulingStrategy:
+    return NodeAffinitySchedulingStrategy(node_id=ray.get_runtime_context().get_node_id(), soft=False)
+
+
+def _unwrapped(error: ray.exceptions.RayTaskError) -> BaseException:
+    """The error an actor's method raised (a ``BudgetExhaustedError``, a ``SessionError``), as it was."""
+    cause = error.cause
+    return cause if isinstance(cause, BaseException) else error
+
+
+def _get(ref: ray.ObjectRef[T]) -> T:
+    try:
+        return ray.get(ref)
+    except ray.exceptions.RayTaskError as e:
+        raise _unwrapped(e) from None
+
+
+async def _await(ref: ray.ObjectRef[T]) -> T:
+    try:
+        return await ref
+    except ray.exceptions.RayTaskError as e:
+        raise _unwrapped(e) from None
+
+
+# -- the session writer ----------------------------------------------------------------------------------
+
+
+class _Writer:
+    """The session store of the run, in one process on the driver's node; each request in the order it came."""
+
+    def __init__(self, root: str, redactor: Callable[[str], str]):
+        self.store = FileSessionStore(Path(root), redactor=redactor)
+
+    def call(self, name: str, *args: Any) -> Any:
+        return getattr(self.store, name)(*args)
+
+    def submit(self, batches: list[tuple[str, list[Event], bool]]) -> dict[str, Exception]:
+        """Queue batches, in order (the acknowledgement: why each session that cannot be written cannot be)."""
+        failed: dict[str, Exception] = {}
+        for session_id, events, final in batches:
+            try:
+                self.store.submit(session_id, events, final=final)
+                self.store.check(session_id)
+            except Exception as e:  # noqa: BLE001 (that session's next check raises it)
+                failed.setdefault(session_id, e)
+        return failed
+
+
+def start_writer(root: Path, redactor: Callable[[str], str]) -> RayStore:
+    """The run's session writer on this (the driver's) node, writing the sessions under ``root``."""
+    writer = _actor(_Writer, scheduling_strategy=_on_this_node()).remote(str(root), redactor)
+    return RayStore(writer)
+
+
+class RayStore:
+    """A ``SessionStore`` whose every request goes to the run's session writer, in order. ``submit`` does not
+    wait: the batches an event loop submits in one turn go together (one round trip), and their
+    acknowledgement (or the failure it carries) is read by the next ``check`` or ``flush``."""
+
+    def __init__(self, writer: Any):
+        self.writer = writer
+        self._queue: list[tuple[str, list[Event], bool]] = []  # submitted, not yet sent
+        self._sending = False  # a send is scheduled on this thread's event loop
+        self._acks: list[Any] = []  # sent, not yet acknowledged
+        self._failed: dict[str, BaseException] = {}
+        self._lock = threading.Lock()  # (a run calls it from its event loop and from worker threads)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (RayStore, (self.writer,))
+
+    def _send(self) -> None:
+        with self._lock:
+            batches, self._queue, self._sending = self._queue, [], False
+            if batches:
+                self._acks.append(self.writer.submit.remote(batches))
+
+    def _call(self, name: str, *args: Any) -> Any:
+        self._send()  # (what was submitted before goes first)
+        return _get(self.writer.call.remote(name, *args))
+
+    def _settle(self, *, wait: bool) -> None:
+        self._send()
+        with self._lock:
+            pending = list(self._acks)
+        if not pending:
+            return
+        ready, _ = ray.wait(pending, num_returns=len(pending), timeout=None if wait else 0)
+        with self._lock:
+            self._acks = [ref for ref in self._acks if ref not in ready]
+        for ref in ready:
+            for session_id, error in _get(ref).items():
+                self._failed.setdefault(session_id, error)
+
+    def _raise(self, session_id: str) -> None:
+        if (error := self._failed.get(session_id)) is not None:
+            raise error
+
+    def create(self, meta: SessionMetadata) -> SessionMetadata:
+        result: SessionMetadata = self._call("create", meta)
+        return result
+
+    def append(self, session_id: str, events: Sequence[Event]) -> SessionMetadata:
+        result: SessionMetadata = self._call("append", session_id, list(events))
+        return result
+
+    def submit(self, session_id: str, events: Sequence[Event], *, final: bool = False) -> None:
+        self._raise(session_id)
+        with self._lock:
+            self._queue.append((session_id, list(events), final))
+            if self._sending:
+                return
+            try:
+                asyncio.get_running_loop().call_soon(self._send)
+                self._sending = True
+                return
+            except RuntimeError:  # no event loop in this thread: at once
+                pass
+        self._send()
+
+    def flush(self, session_id: str | None = None) -> None:
+        self._settle(wait=True)
+        self._call("flush", session_id)
+
+    def written(self, session_id: str) -> None:
+        self._raise(session_id)
+        self._call("written", session_id)  # after every batch this process submitted (one caller: in order)
+        self._settle(wait=False)
+        self._raise(session_id)
+
+    def check(self, session_id: str) -> None:
+        self._settle(wait=False)
+        self._raise(session_id)
+
+    def acquire(self, session_id: str) -> None:
+        self._call("acquire", session_id)
+
+    def release(self, session_id: str) -> None:
+        self._send()
+        self.writer.call.remote("release", session_id)
+
+    def held(self, session_id: str) -> bool:
+        result: bool = self._call("held", session_id)
+        return result
+
+    def exists(self, session_id: str) -> bool:
+        result: bool = self._call("exists", session_id)
+        return result
+
+    def metadata(self, session_id: str) -> SessionMetadata:
+        result: SessionMetadata = self._call("metadata", session_id)
+        return result
+
+    def events(self, session_id: str) -> list[StoredEvent]:
+        result: list[StoredEvent] = self._call("events", session_id)
+        return result
+
+    def events_since(self, session_id: str, cursor: int) -> tuple[list[StoredEvent], int]:
+        result: tuple[list[StoredEvent], int] = self._call("events_since", session_id, cursor)
+        return result
+
+    def rows(self) -> list[Row]:
+        result: list[Row] = self._call("rows")
+        return result
+
+    def list(self) -> list[SessionMetadata]:
+        result: list[SessionMetadata] = self._call("list")
+        return result
+
+
+# -- the ledger --------------------------------------------------------------------------------------------
+
+
+class _LedgerHost:
+    """The team's budget ledger and each member's grant of it; each member's guard a ``BudgetGuard`` here."""
+
+    def __init__(self, limits: TeamBudget, used: _Account, prices: PriceTable):
+        self.team = Ledger(limits, name="team")
+        self.team.used = used
+        self.prices = prices
+        self.guards: dict[str, BudgetGuard] = {}
+        self.permits: dict[int, tuple[str, str, CallPermit]] = {}  # a call under way: its guard, its host
+        self.ids = itertools.count(1)
+        self.round_trips = 0
+
+    def grant(self, key: str, limits: MemberBudget | None, name: str) -> None:
+        """The guard of ``key`` (a member with a grant of its own, else the team's)."""
+        if key not in self.guards:
+            ledger = self.team if limits is None else Ledger(limits, parent=self.team, name=name)
+            self.guards[key] = BudgetGuard(ledger, self.prices)
+
+    async def hold(self, key: str, host: str, model: str, estimate: int, output: int, session_id: str) -> CallPermit:
+        self.round_trips += 1
+        permit = await self.guards[key].hold(model, estimate, output, session_id)
+        number = next(self.ids)
+        self.permits[number] = (key, host, permit)
+        return CallPermit(token=number, note=permit.note, max_output_tokens=permit.max_output_tokens)
+
+    async def retry(self, key: str) -> None:
+        self.round_trips += 1
+        await self.guards[key].before_retry(None)
+
+    async def settle(self, key: str, number: int, usage: Usage | None) -> None:
+        self.round_trips += 1
+        if (held := self.permits.pop(number, None)) is not None:
+            await self.guards[key].after_call(held[2], usage)
+
+    async def abandon(self, host: str) -> None:
+        """Release what the calls under way on ``host`` hold: it died with them (what they used is unknown, as
+        it is to their sessions, which never recorded an answer)."""
+        for number, (key, on, permit) in list(self.permits.items()):
+            if on == host:
+                del self.permits[number]
+                await self.guards[key].after_call(permit, None)
+
+    def state(self, key: str) -> tuple[tuple[_Account, Trip | None], tuple[_Account, Trip | None]]:
+        """What the team and ``key``'s ledger have used, and their trips."""
+        own = self.guards[key].ledger if key in self.guards else self.team
+        return (self.team.used, self.team.trip), (own.used, own.trip)
+
+    def stats(self) -> dict[str, int]:
+        return {"roundTrips": self.round_trips}
+
+
+class _RemoteBudget:
+    """A member's call guard on a node: its ``BudgetGuard`` is in the ledger actor (reserve before, book after)."""
+
+    def __init__(self, ledger: Any, key: str, host: str):
+        self.ledger = ledger
+        self.key = key
+        self.host = host
+
+    async def before_call(self, request: ModelRequest, run_usage: Usage) -> CallPermit:
+        ref = self.ledger.hold.remote(
+            self.key,
+            self.host,
+            request.model,
+            request.estimated_prompt_tokens(),
+            request.max_output_tokens or 0,
+            request.metadata.get("session_id", ""),
+        )
+        permit: CallPermit = await _await(ref)
+        return permit
+
+    async def before_retry(self, permit: CallPermit | None) -> None:
+        await _await(self.ledger.retry.remote(self.key))
+
+    async def after_call(self, permit: CallPermit | None, usage: Usage | None) -> None:
+        if permit is not None:
+            await _await(self.ledger.settle.remote(self.key, permit.token, usage))
+
+
+# -- the member host ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Work:
+    """One member's run, as a host gets it."""
+
+    plan: MemberPlan
+    session_id: str
+    prompt: str
+    role: str
+    resume: bool
+    workspace: tuple[str, ...] | None  # its worktree's roots, if not the run's workspace
+    guard: str  # the ledger key its calls spend from
+
+
+class _Host:
+    """Many members on one event loop of one node, each a node of this host's run tree."""
+
+    def __init__(self, name: str, opener: ContextOpener, store: RayStore, ledger: Any):
+        self.name = name
+        self.opener = opener
+        self.store = store
+        self.ledger = ledger
+        self.stack = AsyncExitStack()
+        self.ctx: AgentContext | None = None
+        self.opening = anyio.Lock()
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.outboxes: dict[str, tuple[MemoryObjectSendStream[Event], MemoryObjectReceiveStream[Event]]] = {}
+        self.stops: dict[str, tuple[RunStatus, bool]] = {}  # stops that came before their member's run
+
+    async def _context(self) -> AgentContext:
+        async with self.opening:
+            if self.ctx is None:
+                self.loop = asyncio.get_running_loop()
+                self.ctx = await self.stack.enter_async_context(self.opener(self.store))
+            return self.ctx
+
+    def _outbox(self, session_id: str) -> tuple[MemoryObjectSendStream[Event], MemoryObjectReceiveStream[Event]]:
+        if session_id not in self.outboxes:
+            self.outboxes[session_id] = anyio.create_memory_object_stream[Event](math.inf)
+        return self.outboxes[session_id]
+
+    async def run(self, work: _Work) -> MemberOutcome:
+        """Run one member to its end; its events go to ``events``' stream meanwhile."""
+        ctx = await self._context()
+        send = self._outbox(work.session_id)[0]
+        with send:
+            meta = await anyio.to_thread.run_sync(self.store.metadata, work.session_id)
+            node = ctx.tree.recorded(meta)
+
+            def forward(event: Event) -> None:
+                with suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
+                    send.send_nowait(event)
+
+            ctx.tree.listen(forward, under=node)
+            if (stop := self.stops.pop(work.session_id, None)) is not None:
+                ctx.tree.stop(stop[0], under=node, cancel=stop[1])
+            executor = InProcessExecutor(ctx, guard=lambda task: _RemoteBudget(self.ledger, work.guard, self.name))
+            task = MemberTask(
+                plan=work.plan,
+                node=node,
+                prompt=work.prompt,
+                role=work.role,
+                ledger=None,
+                resume=work.resume,
+                workspace=Workspace([Path(p) for p in work.workspace]) if work.workspace is not None else None,
+            )
+            run = executor.start(task)
+            try:
+                return await run.outcome()
+            finally:
+                ctx.tree.close(node)
+
+    async def events(self, session_id: str) -> AsyncIterator[list[Event]]:
+        """The events of a member's run (and of its Task children), in batches, until it ends."""
+        receive = self._outbox(session_id)[1]
+        try:
+            async for event in receive:
+                batch = [event]
+                while True:
+                    try:
+                        batch.append(receive.receive_nowait())
+                    except anyio.WouldBlock:
+                        break
+                    except anyio.EndOfStream:
+                        break
+                yield batch
+        finally:
+            self.outboxes.pop(session_id, None)
+
+    @ray.method(concurrency_group="control")
+    async def stop(self, session_id: str, status: RunStatus, cancel: bool) -> None:
+        """Stop a member (and what it started): it ends ``status``, now or (``cancel`` False) at its next call."""
+        ctx, loop = self.ctx, self.loop
+        if ctx is None or loop is None or session_id not in ctx.tree.nodes:
+            self.stops[session_id] = (status, cancel)
+            return
+        node = ctx.tree.nodes[session_id]
+        loop.call_soon_threadsafe(lambda: ctx.tree.stop(status, under=node, cancel=cancel))
+
+    async def close(self) -> None:
+        await self.stack.aclose()
+
+
+_HOST = _actor(_Host, max_concurrency=100_000, concurrency_groups={"control": 16})
+
+
+# -- the executor --------------------------------------------------------------------------------------------
+
+
+class RayExecutor:
+    """Members on the cluster ``connect`` joined, their sessions through ``store`` (the run's session writer);
+    ``node_retries``: how often a member whose node died is resumed on another."""
+
+    def __init__(self, ctx: AgentContext, opener: ContextOpener, store: RayStore, *, node_retries: int = 1):
+        self.ctx = ctx
+        self.opener = opener
+        self.store = store
+        self.node_retries = node_retries
+        self.hosts: dict[tuple[Any, ...], tuple[str, Any]] = {}  # each placement's host: its name, its actor
+        self.made = itertools.count(1)
+        self.ledger: Any = None
+        self.granted: dict[str, anyio.Event] = {}  # the ledger keys the actor has, once it has them
+
+    def start(self, task: MemberTask) -> _RayRun:
+        return _RayRun(self, task)
+
+    async def _ledger(self, ledger: Ledger | None) -> tuple[Any, str]:
+        """The ledger actor (made at the first member, with what the team has spent: a resumed run's too),
+        and the key of ``ledger`` in it."""
+        assert ledger is not None  # the scheduler gives every member its ledger
+        team = ledger
+        while team.parent is not None:
+            team = team.parent
+        if self.ledger is None:
+            assert isinstance(team.limits, TeamBudget)
+            ledger_host = _actor(_LedgerHost, scheduling_strategy=_on_this_node(), max_concurrency=100_000)
+            self.ledger = ledger_host.remote(team.limits, team.used, self.ctx.prices)
+        key = "team" if ledger is team else ledger.name
+        if key not in self.granted:  # (before any host spends from it: hosts' calls come in their own order)
+            self.granted[key] = granted = anyio.Event()
+            limits = ledger.limits if ledger is not team else None
+            assert limits is None or isinstance(limits, MemberBudget)
+            await _await(self.ledger.grant.remote(key, limits, ledger.name))
+            granted.set()
+        await self.granted[key].wait()
+        return self.ledger, key
+
+    def host(self, plan: MemberPlan) -> tuple[str, Any]:
+        """The member host of ``plan``'s placement (made at its first member: Ray puts it on a node that has
+        what the placement names)."""
+        key = (tuple(sorted(plan.resources.items())), tuple(sorted(plan.node_labels.items())))
+        if key not in self.hosts:
+            options: dict[str, Any] = {"resources": dict(plan.resources)}
+            if plan.node_labels:
+                options["label_selector"] = dict(plan.node_labels)
+            name = f"host-{next(self.made)}"
+            self.hosts[key] = (name, _HOST.options(**options).remote(name, self.opener, self.store, self.ledger))
+        return self.hosts[key]
+
+    async def forget(self, name: str) -> None:
+        """A host whose node died: the ledger releases what its calls held, and its placement gets a new one."""
+        if any(n == name for n, _ in self.hosts.values()):
+            self.hosts = {k: (n, h) for k, (n, h) in self.hosts.items() if n != name}
+            await _await(self.ledger.abandon.remote(name))
+
+    async def round_trips(self) -> int:
+        """Ledger round trips so far (the bench's figure)."""
+        if self.ledger is None:
+            return 0
+        stats: dict[str, int] = await _await(self.ledger.stats.remote())
+        return stats["roundTrips"]
+
+    async def close(self) -> None:
+        """Close every host (its providers), then end the actors (not the session writer: the store's owner
+        flushes it)."""
+        with anyio.CancelScope(shield=True):
+            for _, host in self.hosts.values():
+                try:
+                    await _await(host.close.remote())
+                except ray.exceptions.RayActorError:
+                    pass  # its node is gone
+                ray.kill(host)
+            if self.ledger is not None:
+                ray.kill(self.ledger)
+        self.hosts, self.ledger = {}, None
+
+
+class _RayRun:
+    def __init__(self, executor: RayExecutor, task: MemberTask):
+        self.executor = executor
+        self.task = task
+        self.session_id = task.node.session_id
+        self.result: MemberOutcome | None = None
+
+    async def outcome(self) -> MemberOutcome:
+        executor, task = self.executor, self.task
+        ledger, key = await executor._ledger(task.ledger)
+        work = _Work(
+            plan=task.plan,
+            session_id=self.session_id,
+            prompt=task.prompt,
+            role=task.role,
+            resume=task.resume,
+            workspace=tuple(str(r) for r in task.workspace.roots) if task.workspace is not None else None,
+            guard=key,
+        )
+        tree, node = task.node.tree, task.node
+        for attempt in itertools.count():
+            name, host = executor.host(task.plan)
+            self.result = await self._attempt(host, work)
+            if self.result is not None:
+                break
+            await executor.forget(name)  # its node died
+            status: RunStatus = "interrupted"
+            last = attempt >= executor.node_retries or node.status is not None
+            event = StatusChanged(session_id=self.session_id, status=status, reason=NODE_DIED)
+            executor.store.submit(self.session_id, [event], final=last)
+            tree.emit(event)
+            if last:
+                result = RunResult(status=status, output="", usage=Usage(), turns=0, duration_ms=0, error=NODE_DIED)
+                self.result = MemberOutcome(result, Usage())
+                break
+            work = replace(work, resume=True, prompt=RESUMED)
+        await self._adopt(ledger, key)
+        assert self.result is not None
+        return self.result
+
+    async def _attempt(self, host: Any, work: _Work) -> MemberOutcome | None:
+        """The member's run on ``host`` (None: the host died, with its node)."""
+        node = self.task.node
+        ref = host.run.remote(work)
+        stream = host.events.options(num_returns="streaming").remote(work.session_id)
+        outcome: MemberOutcome | None = None
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(self._forward, stream)
+            try:
+                with node.scope:  # a stop of the member's subtree: the host stops it, and it ends as it says
+                    outcome = await _await(ref)
+                if outcome is None:
+                    host.stop.remote(work.session_id, node.tree.why(node), True)
+                    with anyio.CancelScope(shield=True):
+                        outcome = await _await(ref)
+            except ray.exceptions.RayActorError:
+                tg.cancel_scope.cancel()
+            finally:
+                node.next_run()
+        return outcome
+
+    async def _forward(self, stream: Any) -> None:
+        """The member's events, into this run's tree (a Task child's node added as it starts)."""
+        tree, node = self.task.node.tree, self.task.node
+        try:
+            async for ref in stream:
+                for event in await ref:
+                    if isinstance(event, ChildStarted) and event.child_session_id not in tree.nodes:
+                        parent = tree.nodes.get(event.session_id, node)
+                        tree.add(event.child_session_id, kind="child", under=parent, title=event.description)
+                    tree.emit(event)
+        except ray.exceptions.RayActorError:
+            return  # its node died: the run says so
+
+    async def _adopt(self, ledger: Any, key: str) -> None:
+        """The driver's ledgers take what the ledger actor holds (its trip stops the members not started)."""
+        (team_used, team_trip), (own_used, own_trip) = await _await(ledger.state.remote(key))
+        mine = self.task.ledger
+        assert mine is not None
+        team = mine
+        while team.parent is not None:
+            team = team.parent
+        if mine is not team:
+            mine.adopt(own_used, own_trip)
+        team.adopt(team_used, team_trip)
+
+    def current(self) -> MemberOutcome | None:
+        return self.result

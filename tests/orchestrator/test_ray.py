@@ -1,0 +1,389 @@
+"""``zero swarm run --executor ray`` on a real local Ray cluster: a head and two worker nodes on 127.0.0.1,
+started once for the module and shut down after it (no process left)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+from support.cli import ZERO, lines, scripted, write_script, zero
+from support.llm_server import LLMServer, Reply, openai_reply
+
+from zero.agent import StatusChanged
+from zero.sessions import FileSessionStore
+
+ray = pytest.importorskip("ray")
+from ray.cluster_utils import Cluster  # noqa: E402
+
+from zero.orchestrator.ray_executor import NODE_DIED  # noqa: E402
+
+pytestmark = pytest.mark.xdist_group("ray")
+
+LOCAL = "127.0.0.1"
+
+TEAM = """
+name = "spread"
+goal = "Answer the question."
+[defaults]
+model = "gpt-4.1-mini"
+[budget]
+tokens = 1_000_000
+[[members]]
+name = "a"
+specialist = "worker"
+prompt = "Start here."
+resources = { node_a = 1 }
+[[members]]
+name = "b"
+specialist = "worker"
+depends_on = ["a"]
+prompt = "Left side of {{ a.output }}"
+resources = { node_b = 1 }
+[[members]]
+name = "c"
+specialist = "worker"
+depends_on = ["a"]
+prompt = "Right side of {{ a.output }}"
+resources = { node_a = 1 }
+[[members]]
+name = "d"
+specialist = "worker"
+depends_on = ["b", "c"]
+prompt = "Join {{ b.output }} with {{ c.output }}"
+resources = { node_b = 1 }
+[[members]]
+name = "e"
+specialist = "worker"
+prompt = "On its own."
+[[members]]
+name = "f"
+specialist = "worker"
+depends_on = ["e", "d"]
+prompt = "Last: {{ e.output }} and {{ d.output }}"
+resources = { node_a = 1 }
+"""
+NAMES = "abcdef"
+
+
+def script_of(names: str) -> str:
+    """Each member says which node it is on (a shell command), then answers with its name (its turns matched by
+    its system prompt, so every node's copy of the script answers it the same)."""
+    turns = []
+    for name in names:
+        turns.append(
+            f"[[turns]]\nmatch = {{ system = 'You are \"{name}\"', turn = 1 }}\n"
+            'tool_calls = [{ name = "bash", arguments = { command = "echo on-$ZERO_NODE" } }]\n'
+            "usage = { prompt_tokens = 900, completion_tokens = 40 }\n"
+        )
+        turns.append(
+            f'[[turns]]\nmatch = {{ system = \'You are "{name}"\', turn = 2 }}\ntext = "{name.upper()}-OUT"\n'
+            "usage = { prompt_tokens = 1000, completion_tokens = 10 }\n"
+        )
+    return "\n".join(turns)
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[Cluster]:
+    """A head (driver's node) and nodes ``node_a`` and ``node_b``, on this machine's loopback only."""
+    temp = tempfile.mkdtemp(prefix="zray")  # Ray's files, this module's own (short: its socket paths must fit)
+    saved = {name: os.environ.get(name) for name in ("RAY_TMPDIR", "RAY_USAGE_STATS_ENABLED")}
+    os.environ.update(RAY_TMPDIR=temp, RAY_USAGE_STATS_ENABLED="0")
+    common: dict[str, Any] = {"node_ip_address": LOCAL, "num_cpus": 1}
+    made = Cluster(
+        initialize_head=True,
+        head_node_args={
+            **common,
+            "include_dashboard": False,
+            "resources": {"head": 1},
+            "env_vars": {"ZERO_NODE": "head"},
+        },
+    )
+    try:
+        made.add_node(**common, resources={"node_a": 1}, env_vars={"ZERO_NODE": "a"})
+        made.add_node(**common, resources={"node_b": 1}, env_vars={"ZERO_NODE": "b"})
+        made.wait_for_nodes()
+        yield made
+    finally:
+        made.shutdown()  # type: ignore[no-untyped-call]
+        shutil.rmtree(temp, ignore_errors=True)
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+def sessions() -> FileSessionStore:
+    return FileSessionStore(Path(os.environ["ZERO_HOME"]) / "sessions")
+
+
+def run(team: Path, *flags: str) -> dict[str, Any]:
+    done = zero("swarm", "run", str(team), *flags)
+    assert done.returncode in (0, 4), done.stdout + done.stderr
+    result: dict[str, Any] = json.loads(done.stdout)
+    return result
+
+
+@pytest.fixture
+def node_names(tmp_path: Path) -> None:
+    """A shell command sees ZERO_NODE, the name of the node it runs on (the user's config lets it through)."""
+    config = tmp_path / "config" / "zero"
+    config.mkdir(parents=True)
+    (config / "config.toml").write_text('[shell]\nenv_passthrough = ["ZERO_NODE"]\n')
+
+
+def said(store: FileSessionStore, session_id: str) -> list[str]:
+    """What the member's shell commands printed."""
+    return [e.event.output.splitlines()[0] for e in store.events(session_id) if e.event.kind == "tool_result"]
+
+
+def test_a_team_spread_over_two_nodes_ends_as_it_does_in_process(
+    cluster: Cluster, workspace: Path, tmp_path: Path, node_names: None
+) -> None:
+    team = write_script(tmp_path / "team.toml", TEAM)
+    script = write_script(tmp_path / "script.toml", script_of(NAMES))
+    flags = (*scripted(script, workspace), "--output-format", "json")
+    here = run(team, *flags)
+    there = run(team, *flags, "--executor", "ray", "--ray-address", cluster.address)
+    assert there["status"] == here["status"] == "completed"
+    assert [(m["name"], m["status"], m["output"]) for m in there["members"]] == [
+        (m["name"], m["status"], m["output"]) for m in here["members"]
+    ]
+    assert [m["output"] for m in there["members"]] == [f"{n.upper()}-OUT" for n in NAMES]
+    assert there["budget"]["used"] == {**here["budget"]["used"], "wallSeconds": there["budget"]["used"]["wallSeconds"]}
+    assert there["budget"]["used"]["tokens"] == 6 * (940 + 1010)
+    store = sessions()
+    for member in there["members"]:
+        kinds = [e.event.kind for e in store.events(member["sessionId"])]
+        assert kinds[0] == "run_start" and kinds[-1] == "run_end", kinds
+        assert [e.sequence for e in store.events(member["sessionId"])] == list(range(1, len(kinds) + 1))
+        assert store.metadata(member["sessionId"]).status == "completed"
+    nodes = {m["name"]: said(store, m["sessionId"]) for m in there["members"]}
+    assert {**nodes, "e": []} == {"a": ["on-a"], "b": ["on-b"], "c": ["on-a"], "d": ["on-b"], "e": [], "f": ["on-a"]}
+    assert nodes["e"] in (["on-head"], ["on-a"], ["on-b"])  # (placed by Ray where it likes)
+    assert {said(store, m["sessionId"])[0] for m in here["members"]} == {"on-"}
+    shown = zero("sessions", "show", there["members"][3]["sessionId"])
+    assert "Join B-OUT with C-OUT" in shown.stdout
+
+
+def test_an_unplaceable_member_is_refused_before_any_model_call(
+    cluster: Cluster, workspace: Path, tmp_path: Path
+) -> None:
+    team = write_script(
+        tmp_path / "team.toml", TEAM.replace("resources = { node_b = 1 }", "resources = { node_zz = 2 }", 1)
+    )
+    script = write_script(tmp_path / "script.toml", script_of(NAMES))
+    flags = ("--executor", "ray", "--ray-address", cluster.address)
+    checked = zero("swarm", "validate", str(team), *flags)
+    refused = zero("swarm", "run", str(team), *scripted(script, workspace), *flags)
+    why = (
+        f"zero: error: {team}: member 'b': needs resource node_zz = 2, which no node of the Ray cluster has "
+        "(none has it): start a node with `ray start --resources '{\"node_zz\": 2}'`, or change its resources\n"
+    )
+    assert (checked.returncode, checked.stderr) == (2, why)
+    assert (refused.returncode, refused.stderr, refused.stdout) == (2, why, "")
+    assert sessions().list() == []  # nothing ran
+
+
+def test_no_cluster_is_a_clear_error(workspace: Path, tmp_path: Path) -> None:
+    team = write_script(tmp_path / "team.toml", TEAM)
+    done = zero("swarm", "validate", str(team), "--executor", "ray", "--ray-address", f"{LOCAL}:1")
+    assert done.returncode == 2
+    assert done.stderr.startswith(f"zero: error: no Ray cluster answers at {LOCAL}:1 (")
+    assert done.stderr.endswith(
+        "start one with `ray start --head` on this machine (and `ray start --address HEAD_IP:6379` on each other "
+        "one), or pass --ray-address HOST:PORT\n"
+    )
+    assert lines("") == []
+
+
+def test_a_team_run_in_process_never_imports_ray(workspace: Path, tmp_path: Path) -> None:
+    team = write_script(tmp_path / "team.toml", TEAM)
+    script = write_script(tmp_path / "script.toml", script_of(NAMES))
+    code = (
+        "import sys\nfrom zero.cli import main\n"
+        f"assert main(['swarm', 'validate', {str(team)!r}]) == 0\n"
+        f"assert main(['swarm', 'run', {str(team)!r}, *{scripted(script, workspace)!r}]) == 0\n"
+        "print('ray' in sys.modules)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip().splitlines()[-1] == "False"
+
+
+POOL = """
+name = "pool"
+[defaults]
+model = "gpt-4.1-mini"
+resources = { pool = 1 }
+[[members]]
+name = "x"
+specialist = "explorer"
+prompt = "First."
+[[members]]
+name = "y"
+specialist = "explorer"
+prompt = "Second."
+[[members]]
+name = "z"
+specialist = "explorer"
+depends_on = ["x"]
+prompt = "After {{ x.output }}"
+resources = { node_a = 1 }
+"""
+
+
+def who(request: dict[str, Any]) -> str:
+    match = re.search(r'You are "([a-z0-9-]+)", a member', request["messages"][0]["content"])
+    return match.group(1) if match else "?"
+
+
+def test_a_dead_nodes_members_resume_on_another_and_the_team_completes(
+    cluster: Cluster, workspace: Path, tmp_path: Path
+) -> None:
+    doomed = cluster.add_node(node_ip_address=LOCAL, num_cpus=1, resources={"pool": 1})
+    cluster.wait_for_nodes()
+    team = write_script(tmp_path / "team.toml", POOL)
+    reached: dict[str, threading.Event] = {"x": threading.Event(), "y": threading.Event()}
+    killed = threading.Event()
+
+    def respond(request: dict[str, Any]) -> Reply:
+        name, messages = who(request), request["messages"]
+        if not any(m["role"] == "assistant" for m in messages):
+            return openai_reply("", [(f"call_{name}", "list_directory", {})], usage=(900, 40))
+        if name in reached and "resumed on another" not in str(messages[-1]["content"]):
+            reached[name].set()
+            reply = openai_reply(f"{name.upper()}-LOST", usage=(1000, 10))
+            reply.hold = killed  # under way when its node dies (answered once the run is over: to nobody)
+            return reply
+        return openai_reply(f"{name.upper()}-OUT", usage=(1000, 10))
+
+    with LLMServer(respond) as server:
+        # The driver is a process of its own: a node is added and killed from this one's main thread.
+        flags = ("--base-url", server.url, "--cwd", str(workspace), "--output-format", "json")
+        driver = subprocess.Popen(
+            [ZERO, "swarm", "run", str(team), *flags, "--executor", "ray", "--ray-address", cluster.address],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            assert all(event.wait(60) for event in reached.values())  # both on the doomed node, mid-call
+            cluster.add_node(node_ip_address=LOCAL, num_cpus=1, resources={"pool": 1})  # where they go on
+            cluster.remove_node(doomed, allow_graceful=False)  # its raylet and its workers killed
+            out, err = driver.communicate(timeout=120)
+        finally:
+            killed.set()
+            driver.kill()
+        assert driver.returncode == 0, err
+        result = json.loads(out)
+        requests = list(server.requests)
+    assert result["status"] == "completed"
+    assert [(m["name"], m["status"], m["output"]) for m in result["members"]] == [
+        ("x", "completed", "X-OUT"),
+        ("y", "completed", "Y-OUT"),
+        ("z", "completed", "Z-OUT"),
+    ]
+    store = sessions()
+    for member in result["members"]:
+        events = [e.event for e in store.events(member["sessionId"])]
+        assert [e.sequence for e in store.events(member["sessionId"])] == list(range(1, len(events) + 1))
+        asked = [r for r in requests if who(r) == member["name"]]
+        answered = [e for e in events if e.kind == "usage"]  # one a model call the session recorded
+        lost = 1 if member["name"] in reached else 0  # the call its node died under
+        assert len(answered) == len(asked) - lost
+        stops = [e.reason for e in events if isinstance(e, StatusChanged) and e.status == "interrupted"]
+        assert stops == ([NODE_DIED] if lost else [])
+        calls = [e.call.id for e in events if e.kind == "tool_call"]
+        assert calls == [f"call_{member['name']}"]  # its tool ran once, not again on the other node
+    assert result["budget"]["used"]["tokens"] == result["usage"]["totalTokens"] == 3 * 940 + 3 * 1010
+
+
+SPENDERS = """
+name = "spenders"
+[defaults]
+model = "gpt-4.1-mini"
+max_turns = 1000
+[budget]
+tokens = 20_000
+[[members]]
+name = "spender"
+specialist = "explorer"
+prompt = "Spend."
+resources = { node_a = 1 }
+[[members]]
+name = "looper"
+specialist = "explorer"
+prompt = "Loop."
+resources = { node_b = 1 }
+"""
+
+
+def test_a_budget_trip_on_one_node_stops_the_other_nodes_members_within_one_call(
+    cluster: Cluster, workspace: Path, tmp_path: Path
+) -> None:
+    team = write_script(tmp_path / "team.toml", SPENDERS)
+    looping = threading.Event()  # the looper is well under way when the spender's big call answers
+    arrived: list[tuple[str, datetime]] = []
+
+    def respond(request: dict[str, Any]) -> Reply:
+        name = who(request)
+        arrived.append((name, datetime.now(UTC)))
+        if name == "looper":
+            if sum(n == "looper" for n, _ in arrived) == 3:
+                looping.set()
+            return openai_reply("", [(f"call_{len(arrived)}", "list_directory", {})], usage=(100, 10))
+        reply = openai_reply("", [(f"call_{len(arrived)}", "list_directory", {})], usage=(19_000, 10))
+        reply.hold = looping
+        return reply
+
+    with LLMServer(respond) as server:
+        flags = ("--base-url", server.url, "--cwd", str(workspace), "--output-format", "json")
+        result = run(team, *flags, "--max-output-tokens", "1024", "--executor", "ray", "--ray-address", cluster.address)
+    assert result["status"] == "budget_exhausted"
+    assert [(m["name"], m["status"]) for m in result["members"]] == [
+        ("spender", "budget_exhausted"),
+        ("looper", "budget_exhausted"),
+    ]
+    assert result["budget"]["tripped"]["limit"] == "tokens"
+    assert result["budget"]["used"]["tokens"] == result["usage"]["totalTokens"] <= 20_000
+    store = sessions()
+    ends = [
+        datetime.fromisoformat(e.created_at)
+        for m in result["members"]
+        for e in store.events(m["sessionId"])
+        if e.event.kind == "run_end"
+    ]
+    first_stop = min(ends)  # the first member the trip ended
+    for name in ("spender", "looper"):
+        after = [at for who_, at in arrived if who_ == name and at > first_stop]
+        assert len(after) <= 1, (name, len(after))  # at most the call it had under way
+    assert sum(n == "looper" for n, _ in arrived) >= 3
+
+
+def test_a_members_events_stream_to_the_driver_as_they_happen(
+    cluster: Cluster, workspace: Path, tmp_path: Path, node_names: None
+) -> None:
+    team = write_script(
+        tmp_path / "team.toml", TEAM.split("[[members]]")[0] + "[[members]]" + TEAM.split("[[members]]")[1]
+    )
+    script = write_script(tmp_path / "script.toml", script_of("a"))
+    flags = (*scripted(script, workspace), "--output-format", "stream-json")
+    done = zero("swarm", "run", str(team), *flags, "--executor", "ray", "--ray-address", cluster.address)
+    assert done.returncode == 0, done.stderr
+    events = lines(done.stdout)
+    [member] = [e["sessionId"] for e in events if e["type"] == "subagent_start"]
+    seen = [e["type"] for e in events if e.get("sessionId") == member]
+    assert seen.index("tool_call") < seen.index("tool_result") < seen.index("subagent_end")
+    [result] = [e["output"] for e in events if e["type"] == "tool_result" and e.get("sessionId") == member]
+    assert result.startswith("on-a")
