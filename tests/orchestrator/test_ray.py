@@ -349,7 +349,17 @@ def test_a_budget_trip_on_one_node_stops_the_other_nodes_members_within_one_call
 
     with LLMServer(respond) as server:
         flags = ("--base-url", server.url, "--cwd", str(workspace), "--output-format", "json")
-        result = run(team, *flags, "--max-output-tokens", "1024", "--executor", "ray", "--ray-address", cluster.address)
+        result = run(
+            team,
+            *flags,
+            "--max-output-tokens",
+            "1024",
+            "--accept-estimate",
+            "--executor",
+            "ray",
+            "--ray-address",
+            cluster.address,
+        )
     assert result["status"] == "budget_exhausted"
     assert [(m["name"], m["status"]) for m in result["members"]] == [
         ("spender", "budget_exhausted"),
