@@ -43,6 +43,7 @@ __all__ = [
 ]
 
 _KINDS = ("requests", "tokens", "input_tokens", "output_tokens")
+MAX_WAIT = 600.0  # seconds: the most a server's word makes a call wait at once (a reset or retry-after of years)
 START = 4  # calls that go before the server's first answer says whether it states limits
 FIRST_ANSWER = "rate limit: the server's first answer"  # (a wait of one round trip at a run's start: not said)
 COOLDOWN = "rate limit: the server said to wait"
@@ -208,7 +209,7 @@ class RateGovernor:
         for kind, bucket in self.buckets.items():
             bucket.refill(now)
             if (need := bucket.wait(cost.get(kind, 0.0))) > 0:
-                waits.append((need, kind))
+                waits.append((min(need, MAX_WAIT), kind))
         if waits:
             need, kind = max(waits)
             return f"rate limit: {kind.replace('_', ' ')} per minute", need
@@ -306,6 +307,7 @@ class RateGovernor:
             self.refusals = 0  # a new, lower level (the buckets, say): learn it afresh
         self.limit, self.learning, self.clean = held, False, 0
         wait = retry_after if retry_after is not None else min(60.0, 2.0 ** (self.penalties - 1))
+        wait = min(wait, MAX_WAIT) if math.isfinite(wait) and wait >= 0 else MAX_WAIT
         self.until = max(self.until, time.monotonic() + wait)
         return wait
 
@@ -314,6 +316,9 @@ class RateGovernor:
         since (not answered yet, so perhaps not counted in it) took."""
         now = time.monotonic()
         for kind, (whole, left, reset) in limits.buckets.items():
+            if not (math.isfinite(whole) and math.isfinite(left)):
+                continue
+            reset = min(reset, MAX_WAIT) if math.isfinite(reset) and reset >= 0 else MAX_WAIT
             left = max(0.0, left - sum(slot.taken.get(kind, 0.0) for slot in self._unanswered))
             rate = (whole - left) / reset if reset > 0 and whole > left else whole / 60
             bucket = self.buckets.get(kind)

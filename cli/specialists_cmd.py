@@ -6,6 +6,7 @@ import contextlib
 import json
 import os
 import re
+import secrets
 import stat
 from pathlib import Path
 from textwrap import indent
@@ -210,10 +211,15 @@ def _write(workspace: Path, path: Path, text: str, *, user: bool) -> None:
     loaded = ManifestFile.parse(text, path, "user" if user else "project")
     _check_resolves(loaded, SpecialistRegistry.load(workspace), {})
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".toml.tmp")
-    tmp.write_text(text, encoding="utf-8")
+    if not user and not os.path.realpath(path.parent).startswith(os.path.realpath(workspace) + os.sep):
+        raise UsageError(f"{path.parent} leads out of the workspace (a link): a project's manifests are written in it")
+    # A new spare file, never one that is there (a repository may ship a link by that name to your ~/.bashrc).
+    tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+    with os.fdopen(fd, "w", encoding="utf-8") as spare:
+        spare.write(text)
     with contextlib.suppress(FileNotFoundError):  # a file overwritten (--force) keeps its mode
-        os.chmod(tmp, stat.S_IMODE(path.stat().st_mode))
+        os.chmod(tmp, stat.S_IMODE(os.stat(path, follow_symlinks=False).st_mode) if not path.is_symlink() else 0o644)
     os.replace(tmp, path)
     if not user:
         name = loaded.manifest.name

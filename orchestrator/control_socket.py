@@ -132,7 +132,7 @@ async def _answer(runner: TeamRunner, line: bytes) -> dict[str, Any]:
         asked = json.loads(line)
         if not isinstance(asked, dict):
             raise ValueError("not an object")
-    except ValueError as e:
+    except (ValueError, RecursionError) as e:  # (a line nested too deep to parse is no request either)
         return {"ok": False, "error": f"a request is one JSON object a line: {e}"}
     action, member, text = asked.get("action"), asked.get("member"), asked.get("text")
     if member is not None and not isinstance(member, str):
@@ -198,7 +198,7 @@ def _request(home: Path, team_id: str, action: str, member: str | None, text: st
             raise ControlUnavailable(f"the team {team_id} did not answer in {ANSWER_SECONDS:g} s") from None
     try:
         told = json.loads(answer)
-    except ValueError:
+    except (ValueError, RecursionError):
         told = None
     if not isinstance(told, dict):
         raise ControlUnavailable(f"the team {team_id} ended before it answered")

@@ -215,3 +215,13 @@ def test_a_rate_limit_in_your_config_paces_the_run_and_says_so(workspace: Path, 
         finally:
             proc.kill()
     assert event["reason"] == "rate limit: requests per minute" and 55 <= event["waitSeconds"] <= 60
+
+
+def test_a_servers_word_of_years_makes_no_call_wait_past_the_most() -> None:
+    from zero.agent.governor import MAX_WAIT, RateLimits
+
+    governor = RateGovernor("openai/gpt-4.1-mini")
+    assert governor.limited(315_360_000.0) == MAX_WAIT == governor.limited(float("inf"))
+    governor.observe(RateLimits(buckets={"requests": (10.0, 0.0, float("inf"))}))
+    wait = governor._reason({"requests": 1.0})
+    assert wait is not None and wait[1] is not None and wait[1] <= MAX_WAIT

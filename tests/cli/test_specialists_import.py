@@ -160,3 +160,19 @@ def test_a_bad_file_is_named_with_its_line_and_the_others_are_imported(tmp_path:
     again = zero("specialists", "import", str(tmp_path / "good.md"), "--cwd", str(workspace))
     assert again.returncode == 2 and "already exists; pass --force to overwrite it" in again.stderr
     assert zero("specialists", "import", str(tmp_path / "good.md"), "--force", "--cwd", str(workspace)).returncode == 0
+
+
+def test_a_link_the_repository_ships_where_the_manifest_goes_is_never_written_through(
+    tmp_path: Path, workspace: Path
+) -> None:
+    victim = tmp_path / "victim_bashrc"
+    victim.write_text("# mine\n")
+    folder = workspace / ".zero" / "specialists"
+    folder.mkdir(parents=True)
+    (folder / "reviewer.toml.tmp").symlink_to(victim)  # the spare name of the old writer
+    (folder / "reviewer.toml").symlink_to(victim)
+    (tmp_path / "reviewer.md").write_text(CLAUDE["reviewer.md"])
+    done = zero("specialists", "import", str(tmp_path / "reviewer.md"), "--force", "--cwd", str(workspace))
+    assert done.returncode == 0, done.stderr
+    assert victim.read_text() == "# mine\n"
+    assert not (folder / "reviewer.toml").is_symlink() and 'name = "reviewer"' in (folder / "reviewer.toml").read_text()

@@ -97,3 +97,12 @@ async def test_pause_every_member_then_continue_one_then_the_rest(workspace: Pat
     assert paused.index(("writer", False)) > paused.index(("other", False))
     assert [m for m, _ in ends(events)] == ["other", "writer", "reader"]
     assert {m.status for m in result.members} == {"completed"}
+
+
+async def test_a_request_nested_too_deep_to_parse_is_answered_as_a_bad_request() -> None:
+    from typing import Any, cast
+
+    from zero.orchestrator.control_socket import _answer
+
+    answer = await _answer(cast(Any, None), b"[" * 60_000)  # (refused before the run is asked anything)
+    assert answer["ok"] is False and answer["error"].startswith("a request is one JSON object a line: ")
