@@ -11,7 +11,9 @@ what was chosen instead.
 
 from __future__ import annotations
 
+import os
 import re
+import stat
 import tomllib
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -109,9 +111,14 @@ def read_agents(paths: Iterable[Path]) -> tuple[list[Imported], list[AgentFileEr
 def read_agent(path: Path) -> Imported:
     """The agent in the file ``path``."""
     try:
-        if path.stat().st_size > MAX_FILE:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)  # (a FIFO must not block the import)
+        with os.fdopen(fd, "rb") as file:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise AgentFileError(f"{path}: not a regular file (a device, a FIFO...), so not an agent file")
+            raw = file.read(MAX_FILE + 1)
+        if len(raw) > MAX_FILE:
             raise AgentFileError(f"{path}: larger than {MAX_FILE // 1024} KB, so not an agent file")
-        text = path.read_text(encoding="utf-8").replace("\r\n", "\n")
+        text = raw.decode("utf-8").replace("\r\n", "\n")
     except (OSError, UnicodeDecodeError) as e:
         raise AgentFileError(f"{path}: cannot be read ({e})") from None
     if path.suffix == ".toml":
@@ -136,7 +143,7 @@ def _markdown(path: Path, text: str) -> Imported:
     front = "\n".join(lines[1:end])
     lenient = None
     try:
-        meta = yaml.safe_load(front) or {}
+        meta = yaml.load(front, Loader=_loader()) or {}
     except yaml.YAMLError as e:
         # Hand-written front matter often has a plain value with ': ' in it ("description: Reviews: ..."),
         # which YAML refuses: such lines are read as 'key: the rest of the line'.
@@ -279,6 +286,20 @@ def _tools(agent: Imported, value: object) -> None:
 def _unmapped(agent: Imported, keys: list[str]) -> None:
     if keys:
         agent.notes.append(f"not mapped (Zero has no use for them): {', '.join(keys)}")
+
+
+def _loader() -> Any:
+    """YAML's safe loader, refusing aliases: nine lines of them expand to gigabytes (a "billion laughs")."""
+    import yaml
+
+    class Loader(yaml.SafeLoader):
+        def compose_node(self, parent: Any, index: Any) -> Any:
+            if self.check_event(yaml.AliasEvent):
+                event = self.peek_event()  # type: ignore[no-untyped-call]
+                raise yaml.composer.ComposerError(None, None, "aliases (*name) are not read here", event.start_mark)
+            return super().compose_node(parent, index)
+
+    return Loader
 
 
 def _key_lines(text: str) -> dict[str, Any] | None:

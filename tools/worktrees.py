@@ -22,6 +22,7 @@ import os
 import re
 import secrets
 import shutil
+import stat
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -341,6 +342,8 @@ class Worktrees:
         index = Path(git("rev-parse", "--absolute-git-dir", cwd=path), "index")
         if not index.exists() or (pool.exists() and len(list(pool.glob("*.index"))) >= POOL_SIZE):
             return False
+        if _odd_modes(path):  # git restores contents, not a setuid bit or a world-writable folder
+            return False
         git("clean", "-q", "-ffdx", cwd=path)  # what its member left that git ignores: the next starts without it
         pool.mkdir(parents=True, exist_ok=True)
         token = secrets.token_hex(6)
@@ -425,3 +428,17 @@ def _resolve(repo: Path, ref: str) -> str | None:
         return git("rev-parse", "-q", "--verify", ref, cwd=repo)
     except GitError:
         return None
+
+
+_ODD = stat.S_ISUID | stat.S_ISGID | stat.S_ISVTX | stat.S_IWOTH
+
+
+def _odd_modes(top: Path) -> bool:
+    """Whether anything in the worktree ``top`` has a mode git would not give it (setuid, setgid, sticky,
+    writable by anyone): such a tree is not handed to another member."""
+    for folder, dirs, files in os.walk(top):
+        for name in (*dirs, *files):
+            mode = os.lstat(os.path.join(folder, name)).st_mode
+            if not stat.S_ISLNK(mode) and mode & _ODD:
+                return True
+    return bool(os.lstat(top).st_mode & _ODD)

@@ -4,6 +4,7 @@ manifests that ``zero specialists validate`` accepts, and what did not map is sa
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 from support.cli import zero
@@ -176,3 +177,19 @@ def test_a_link_the_repository_ships_where_the_manifest_goes_is_never_written_th
     assert done.returncode == 0, done.stderr
     assert victim.read_text() == "# mine\n"
     assert not (folder / "reviewer.toml").is_symlink() and 'name = "reviewer"' in (folder / "reviewer.toml").read_text()
+
+
+def test_hostile_agent_files_are_refused_quickly_and_named(tmp_path: Path, workspace: Path) -> None:
+    laughs = "---\nname: bomb\na: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
+        f"{c}: &{c} [{', '.join(['*' + p] * 9)}]\n" for p, c in zip("abcdefgh", "bcdefghi", strict=True)
+    )
+    (tmp_path / "bomb.md").write_text(laughs + "description: *i\n---\nPrompt.\n")
+    (tmp_path / "zero.md").symlink_to("/dev/zero")
+    os.mkfifo(tmp_path / "fifo.md")
+    done = zero("specialists", "import", str(tmp_path), "--cwd", str(workspace))
+    assert done.returncode == 2
+    assert done.stderr.splitlines() == [
+        f"zero: error: {tmp_path / 'bomb.md'}:4: the front matter is not valid YAML (aliases (*name) are not read here)",
+        f"zero: error: {tmp_path / 'fifo.md'}: not a regular file (a device, a FIFO...), so not an agent file",
+        f"zero: error: {tmp_path / 'zero.md'}: not a regular file (a device, a FIFO...), so not an agent file",
+    ]

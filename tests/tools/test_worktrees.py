@@ -256,3 +256,12 @@ def test_the_pool_keeps_at_most_its_size_per_repository(repo: Path, monkeypatch:
     assert wt.release("one") and wt.release("two")
     assert len(list((home() / "worktrees" / ".pool").glob("*/*.index"))) == 1
     assert [p.name for p in (wt.folder / ".trash").iterdir()][0].startswith("two-")
+
+
+def test_a_worktree_with_modes_git_would_not_give_goes_to_the_trash_not_the_pool(repo: Path) -> None:
+    wt = worktrees(repo)
+    tree = wt.open("worker")
+    os.chmod(tree.path / "src" / "app.py", 0o4666)  # setuid and world-writable: git sees no change
+    assert wt.release("worker")
+    assert not list((home() / "worktrees" / ".pool").glob("*/*.index"))
+    assert [p.name for p in (wt.folder / ".trash").iterdir()][0].startswith("worker-")
