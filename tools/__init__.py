@@ -7,7 +7,7 @@ from zero.tools._sandbox import hide_own_secrets
 from zero.tools.base import ArgsModel, BuiltinTool, ShellSettings, SideEffect, Tool, ToolContext, ToolOutput
 from zero.tools.budget import budget_output
 from zero.tools.builtin import PREVIEW_BYTES, EditPlan, Pin, builtin_tools, pinned, plan_edit, unowned_call
-from zero.tools.git import GitError, NotARepository
+from zero.tools.git import GitError, NotARepository, PlantedGitFolder
 from zero.tools.owns import Owns, overlaps
 from zero.tools.permissions import PERMISSION_MODES, Decision, PermissionMode, decide, narrower, within
 from zero.tools.redact import Redactor, StreamRedactor, hides_syntax, redact, redact_values, secret_name
@@ -34,6 +34,7 @@ __all__ = [
     "Owns",
     "PermissionMode",
     "Pin",
+    "PlantedGitFolder",
     "Redactor",
     "ShellSettings",
     "SideEffect",

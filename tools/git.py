@@ -15,7 +15,17 @@ from pathlib import Path
 
 from zero.errors import ConfigError, RunError
 
-__all__ = ["FALLBACK_IDENTITY", "GitError", "NotARepository", "git", "git_bytes", "git_ok", "identity_env"]
+__all__ = [
+    "FALLBACK_IDENTITY",
+    "GitError",
+    "NotARepository",
+    "PlantedGitFolder",
+    "git",
+    "git_bytes",
+    "git_ok",
+    "identity_env",
+    "planted",
+]
 
 # Variables that choose which repository, index or object store git works on: inherited from a hook
 # or a user's shell, they would send Zero's commands to another repository than the one it names.
@@ -71,6 +81,10 @@ class GitError(RunError):
         self.stderr = stderr
 
 
+class PlantedGitFolder(GitError):
+    """A git command Zero did not run: git there would read a git folder a command in the workspace made."""
+
+
 class NotARepository(ConfigError):
     """``isolation = "worktree"`` was asked for in a folder that is not in a git repository."""
 
@@ -82,7 +96,43 @@ def _environ(extra: Mapping[str, str] | None) -> dict[str, str]:
     return env
 
 
+def planted(folder: Path) -> str | None:
+    """What makes git in ``folder`` read a git folder a command in the workspace made (its config names the
+    programs git runs: a filter, a merge driver), or None. A repository's own ``.git`` folder holds no
+    ``commondir``; a worktree's ``.git`` file names a folder outside the worktree, whose ``commondir`` leads
+    outside it too. Only a command run in the workspace would make them otherwise."""
+    top = Path(os.path.abspath(folder))
+    for here in (top, *top.parents):
+        dot = here / ".git"
+        if dot.is_symlink():
+            return f"{dot} is a link"
+        if dot.is_dir():
+            return f"{dot / 'commondir'} exists" if (dot / "commondir").exists() else None
+        if dot.is_file():
+            try:
+                target = Path(dot.read_text().removeprefix("gitdir:").strip())
+                target = Path(os.path.realpath(here / target))
+                common = Path(os.path.realpath(target / (target / "commondir").read_text().strip()))
+            except OSError:
+                return f"{dot} names no worktree's git folder"
+            inside = [
+                p
+                for p in (target, common)
+                if p == Path(os.path.realpath(here)) or Path(os.path.realpath(here)) in p.parents
+            ]
+            return f"{dot} names a git folder inside the worktree ({inside[0]})" if inside else None
+    return None
+
+
 def _run(args: Sequence[str], cwd: Path, env: Mapping[str, str] | None) -> subprocess.CompletedProcess[bytes]:
+    if (why := planted(cwd)) is not None:
+        raise PlantedGitFolder(
+            args,
+            cwd,
+            128,
+            f"not run: {why}, so git would take its config (and the programs it names) from a folder a command "
+            "made; remove it, and check what ran in this workspace",
+        )
     try:
         return subprocess.run(
             ["git", *_GUARDS, *args], cwd=cwd, env=_environ(env), stdin=subprocess.DEVNULL, capture_output=True

@@ -15,7 +15,7 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from zero.tools.git import GitError, NotARepository, git, identity_env
+from zero.tools.git import GitError, NotARepository, PlantedGitFolder, git, identity_env
 
 __all__ = ["Snapshot", "current_branch", "repository_of", "take_snapshot"]
 
@@ -48,6 +48,8 @@ def repository_of(folder: Path, *, who: str = "") -> tuple[Path, str]:
     try:
         top, prefix = git("rev-parse", "--show-toplevel", "--show-prefix", cwd=folder).split("\n")
     except (GitError, ValueError) as e:  # ValueError: a bare repository answers no top level
+        if isinstance(e, PlantedGitFolder):  # a repository, with a git folder a command made
+            raise
         asker = f"{who} asks for" if who else "this needs"
         raise NotARepository(
             f'{folder} is not in a git working tree, and {asker} isolation = "worktree" (a git worktree '

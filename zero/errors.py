@@ -35,6 +35,7 @@ in brackets, the package that exports it. ``tests/test_errors.py`` holds the dra
         │   ├── NotFound                  the path does not exist (yet) [zero.tools]
         │   └── OutsideWorkspace          the path, or a link on the way, leads outside the workspace [zero.tools]
         ├── GitError                      a git command Zero ran (a snapshot, a worktree, landing) failed [zero.tools]
+        │   └── PlantedGitFolder          not run: git would read a git folder a command made [zero.tools]
         ├── SessionError                  the session store is missing or damaged
         │   └── SessionWriteError         a session's files could not be written (disk full, ...)
         └── InternalError                 a bug in Zero: it ends that agent's run, not the others'

@@ -189,7 +189,8 @@ def test_hostile_agent_files_are_refused_quickly_and_named(tmp_path: Path, works
     done = zero("specialists", "import", str(tmp_path), "--cwd", str(workspace))
     assert done.returncode == 2
     assert done.stderr.splitlines() == [
-        f"zero: error: {tmp_path / 'bomb.md'}:4: the front matter is not valid YAML (aliases (*name) are not read here)",
+        f"zero: error: {tmp_path / 'bomb.md'}:4: the front matter is not valid YAML "
+        "(aliases (*name) are not read here)",
         f"zero: error: {tmp_path / 'fifo.md'}: not a regular file (a device, a FIFO...), so not an agent file",
         f"zero: error: {tmp_path / 'zero.md'}: not a regular file (a device, a FIFO...), so not an agent file",
     ]

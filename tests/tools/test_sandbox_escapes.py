@@ -989,15 +989,3 @@ def test_a_command_cannot_name_a_program_in_the_repositorys_config(workspace: Pa
     )
     assert config.read_bytes() == before and not (workspace / ".git" / "config.old").exists()
     assert ".git/config: Read-only file system" in out and "ATTRIBUTES" in out, out
-
-
-def test_a_worktrees_git_file_cannot_be_pointed_at_a_folder_the_command_made(workspace: Path) -> None:
-    """A member's worktree names its git folder in a ``.git`` file: a command that pointed it at a repository of
-    its own (a config whose filter runs on Zero's next ``git add``) would run code unconfined."""
-    (workspace / ".git").write_text("gitdir: /somewhere/.git/worktrees/worker\n")
-    [out] = bash(
-        workspace,
-        "git init -q .fk; echo 'gitdir: .fk/.git' > .git; mv .git .git.real; rm -f .git; cat .git",
-    )
-    assert (workspace / ".git").read_text() == "gitdir: /somewhere/.git/worktrees/worker\n", out
-    assert not (workspace / ".git.real").exists()

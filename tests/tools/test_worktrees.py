@@ -13,6 +13,7 @@ from support.git import commit_all, hermetic_git, make_repo, run_git, worktree_l
 
 from zero.errors import ConfigError, UsageError
 from zero.tools import Worktrees, take_snapshot
+from zero.tools.git import GitError
 
 
 @pytest.fixture(autouse=True)
@@ -265,3 +266,19 @@ def test_a_worktree_with_modes_git_would_not_give_goes_to_the_trash_not_the_pool
     assert wt.release("worker")
     assert not list((home() / "worktrees" / ".pool").glob("*/*.index"))
     assert [p.name for p in (wt.folder / ".trash").iterdir()][0].startswith("worker-")
+
+
+def test_zeros_git_refuses_a_git_folder_a_command_in_the_workspace_made(repo: Path) -> None:
+    """A command in a worktree (or the checkout) that points git at a folder of its own, whose config names a
+    filter, would have it run unconfined by Zero's next git add: Zero's git refuses to run there."""
+    wt = worktrees(repo)
+    tree = wt.open("worker")
+    run_git(tree.path, "init", "-q", ".fk")
+    (tree.path / ".git").write_text("gitdir: .fk/.git\n")
+    with pytest.raises(
+        GitError, match=r"not run: .*/worker/\.git names (no worktree.s git folder|a git folder inside)"
+    ):
+        wt.finish("worker", "s1", "completed")
+    (repo / ".git" / "commondir").write_text("evil\n")  # the checkout's own git folder, made to lead elsewhere
+    with pytest.raises(GitError, match=r"not run: .*/repo/\.git/commondir exists"):
+        take_snapshot(repo)

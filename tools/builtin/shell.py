@@ -175,8 +175,6 @@ def _protected(ctx: ToolContext, roots: list[str]) -> list[str]:
         folders.append(os.path.join(os.getcwd(), folder))
     for root in roots:  # what git runs by itself: a hook, or a program the config names (a filter's clean
         git = os.path.join(root, ".git")  # command, a merge driver), would run unconfined, at your next commit
-        if os.path.isfile(git) and not os.path.islink(git):  # a worktree's: where git finds its folder, and config
-            folders.append(git)
         if os.path.isdir(git) and not os.path.islink(git):  # or Zero's next snapshot
             hooks = os.path.join(git, "hooks")
             if not os.path.lexists(hooks):
