@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import re
@@ -218,8 +217,8 @@ def _write(workspace: Path, path: Path, text: str, *, user: bool) -> None:
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
     with os.fdopen(fd, "w", encoding="utf-8") as spare:
         spare.write(text)
-    with contextlib.suppress(FileNotFoundError):  # a file overwritten (--force) keeps its mode
-        os.chmod(tmp, stat.S_IMODE(os.stat(path, follow_symlinks=False).st_mode) if not path.is_symlink() else 0o644)
+    if path.is_file() and not path.is_symlink():  # a file overwritten (--force) keeps its mode
+        os.chmod(tmp, stat.S_IMODE(path.stat().st_mode))
     os.replace(tmp, path)
     if not user:
         name = loaded.manifest.name

@@ -7,7 +7,7 @@ import contextlib
 import functools
 import json
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
@@ -104,7 +104,11 @@ def run_swarm(args: SwarmOptions, streams: Streams) -> int:
                 _print_plan(plan, settings, out, args.json or args.output_format == "json", estimate, reuse)
                 return 0
             assert settings is not None
-            return _start(plan, settings, registry, workspace, args, streams, run_id, recorded, on_ray, estimate, reuse)
+            body = functools.partial(
+                _run, plan, settings, registry, workspace, args, run_id=run_id, recorded=recorded, on_ray=on_ray,
+                estimate=estimate, reuse=reuse,
+            )  # fmt: skip
+            return _start(body, args, streams, run_id)
     except TeamError as e:  # a member no node of the cluster can run
         return _report_invalid(args, streams, e)
     except ZeroError as e:
@@ -112,24 +116,12 @@ def run_swarm(args: SwarmOptions, streams: Streams) -> int:
         return e.exit_code
 
 
-def _start(
-    plan: TeamPlan,
-    settings: RunSettings,
-    registry: SpecialistRegistry,
-    workspace: Path,
-    args: SwarmOptions,
-    streams: Streams,
-    run_id: str,
-    recorded: RecordedTeam | None,
-    on_ray: bool,
-    estimate: TeamEstimate | None,
-    reuse: _Reusing | None,
-) -> int:
+def _start(body: Callable[..., Awaitable[int]], args: SwarmOptions, streams: Streams, run_id: str) -> int:
+    """Run the team (``body``, given the streams it may write) on an event loop of its own; a Zero error that
+    ends it is said as the output format says errors."""
     with streams.unblocked() as unblocked:
         try:
-            return anyio.run(
-                _run, plan, settings, registry, workspace, args, unblocked, run_id, recorded, on_ray, estimate, reuse
-            )
+            return anyio.run(functools.partial(body, streams=unblocked))
         except Exception as group:
             error = unwrap(group)
             if not isinstance(error, ZeroError):
@@ -379,6 +371,7 @@ async def _run(
     registry: SpecialistRegistry,
     workspace: Path,
     args: SwarmOptions,
+    *,
     streams: Streams,
     run_id: str,
     recorded: RecordedTeam | None = None,
