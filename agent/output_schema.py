@@ -5,16 +5,27 @@ property ``result``), so it works on any server that takes tools, JSON mode or n
 arguments do not match is refused with the validation message, and the model tries again (at most
 ``retries`` times; an answer without the call counts as such an attempt too). ``jsonschema`` is
 imported only when a schema is checked (~70 ms of start-up that most commands need not pay).
+
+A schema with a regular expression in it (``pattern``, ``patternProperties``) is checked in a child
+process with a time limit: Python's ``re`` holds the interpreter while it backtracks, so a pattern such
+as ``^(a+)+$`` (from a cloned repository's manifest, or a model's own ``Task`` schema) against a crafted
+result would stop the event loop, Ctrl-C and every other agent of the process for as long as it runs.
 """
 
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import anyio
+
+from zero.agent import _schema_check
+from zero.agent._schema_check import ENDLESS, problems_of
 from zero.errors import ToolError
 from zero.strictfile import MAX_FILE
 from zero.tools import NotFound, OutsideWorkspace, SideEffect, ToolContext, ToolOutput, Workspace
@@ -39,6 +50,9 @@ SUBMIT_RESULT = "submit_result"
 ANY_JSON = "json"
 """``output_schema = "json"``: any JSON value (the empty schema)."""
 DEFAULT_RETRIES = 2
+CHECK_SECONDS = 5.0
+"""How long checking a result against a schema with regular expressions may take before it is refused."""
+_REGEX_KEYS = frozenset({"pattern", "patternProperties"})
 
 CALL_SUBMIT = (
     f"Your answer was not accepted: this task ends only when you call the {SUBMIT_RESULT} tool with your result "
@@ -87,12 +101,12 @@ class OutputSchema:
             "additionalProperties": False,
         }
 
-    def result_of(self, arguments: dict[str, Any]) -> Any:
+    async def result_of(self, arguments: dict[str, Any]) -> Any:
         """The result a ``submit_result`` call submits; a ``ToolError`` saying what is wrong with it."""
         if self.wrapped and set(arguments) != {"result"}:
             raise ToolError(f"{SUBMIT_RESULT} takes exactly one argument, result; got {sorted(arguments) or 'none'}")
         value = arguments["result"] if self.wrapped else arguments
-        problems = _problems(self.schema, value)
+        problems = await _checked(self.schema, value) if _has_regex(self.schema) else problems_of(self.schema, value)
         if problems:
             raise ToolError(
                 f"the result does not match the output schema: {'; '.join(problems)}. "
@@ -101,13 +115,31 @@ class OutputSchema:
         return value
 
 
-def _problems(schema: dict[str, Any], value: Any, most: int = 3) -> list[str]:
-    """What is wrong with ``value`` by ``schema``, the first ``most`` problems, each at its place."""
-    import jsonschema
+def _has_regex(schema: object) -> bool:
+    """Whether ``schema`` holds a regular expression anywhere (a key of that name inside ``properties`` too:
+    checking such a schema in the child process costs time, not correctness)."""
+    if isinstance(schema, dict):
+        return not _REGEX_KEYS.isdisjoint(schema) or any(_has_regex(v) for v in schema.values())
+    if isinstance(schema, list):
+        return any(_has_regex(v) for v in schema)
+    return False
 
-    validator = jsonschema.validators.validator_for(schema)(schema)
-    errors = sorted(validator.iter_errors(value), key=lambda e: [str(p) for p in e.absolute_path])
-    return [f"{'.'.join(str(p) for p in e.absolute_path) or 'the result'}: {e.message}" for e in errors[:most]]
+
+async def _checked(schema: dict[str, Any], value: Any) -> list[str]:
+    """``problems_of`` in a child process killed after ``CHECK_SECONDS`` (cancelling the wait kills it too)."""
+    command = [sys.executable, "-I", _schema_check.__file__]
+    data = json.dumps([schema, value], default=str).encode()  # (a TOML date in a schema: its text)
+    with anyio.move_on_after(CHECK_SECONDS) as scope:
+        done = await anyio.run_process(command, input=data, check=False, stderr=subprocess.PIPE)
+    if scope.cancelled_caught:
+        raise ToolError(
+            f"checking the result against the output schema took longer than {CHECK_SECONDS:g} s, so it is refused "
+            "(a pattern in the schema that backtracks without end on this result?); submit a simpler result"
+        )
+    if done.returncode != 0:
+        raise ToolError(f"the result could not be checked against the output schema: {done.stderr.decode()[-300:]}")
+    problems: list[str] = json.loads(done.stdout)
+    return problems
 
 
 def schema_problem(schema: object) -> str | None:
@@ -116,11 +148,15 @@ def schema_problem(schema: object) -> str | None:
 
     if not isinstance(schema, dict):
         return f"a JSON Schema is a table (an object), not {type(schema).__name__}"
+    cls = jsonschema.validators.validator_for(schema)
     try:
-        jsonschema.validators.validator_for(schema).check_schema(schema)
+        cls.check_schema(schema)
     except jsonschema.SchemaError as e:
         where = ".".join(str(p) for p in e.absolute_path)
         return f"it is not a valid JSON Schema: {e.message}" + (f" (at {where})" if where else "")
+    # null meets no pattern (those apply to strings and keys), so this probe runs no regular expression.
+    if problems_of(schema, None) == [ENDLESS]:
+        return 'it refers to itself without end (a $ref cycle such as {"$ref": "#"}): no value can be checked'
     return None
 
 
@@ -241,6 +277,6 @@ class SubmitResult:
         self.accepted, self.value = False, None
 
     async def call(self, arguments: dict[str, Any], ctx: ToolContext) -> ToolOutput:
-        self.value = self.output.result_of(arguments)
+        self.value = await self.output.result_of(arguments)
         self.accepted = True
         return ToolOutput(text="result accepted")

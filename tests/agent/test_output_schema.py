@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any, Literal
 
+import anyio
 import pytest
 from support.local_server import Answer, LocalModel, turns
 
@@ -22,6 +23,7 @@ from zero.agent import (
     ScriptMatch,
     ScriptToolCall,
     ScriptTurn,
+    output_schema,
 )
 from zero.agent.output_schema import CALL_SUBMIT, OutputSchema, read_schema, schema_problem
 from zero.tools import ToolRegistry, Workspace, builtin_tools
@@ -183,6 +185,72 @@ def test_a_schema_is_checked_itself(tmp_path: Path) -> None:
     for named in ("../outside.json", "link.json", str(outside)):
         with pytest.raises(ValueError, match=rf"the schema file {re.escape(named)} is outside {tmp_path / 'in'}, "):
             read_schema(named, tmp_path / "in")
+
+
+async def test_a_pattern_that_backtracks_without_end_is_cut_off_and_the_event_loop_runs_meanwhile(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # ^(a+)+$ against 26 a's and a "!" takes Python's re about 5 s, holding the interpreter throughout (no
+    # other task, no Ctrl-C); checked in a child process, the wait is cut at CHECK_SECONDS and the loop ticks.
+    monkeypatch.setattr(output_schema, "CHECK_SECONDS", 0.5)
+    schema = {"type": "object", "properties": {"v": {"type": "string", "pattern": "^(a+)+$"}}, "required": ["v"]}
+    run, _, provider = typed_run(
+        workspace,
+        [turn(1, "", ("submit_result", {"v": "a" * 26 + "!"})), turn(2, "", ("submit_result", {"v": "aaa"}))],
+        schema,
+    )
+    ticks = 0
+
+    async def tick() -> None:
+        nonlocal ticks
+        while True:
+            await anyio.sleep(0.05)
+            ticks += 1
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(tick)
+        with anyio.fail_after(4):
+            result = await run.run("Answer.")
+        tg.cancel_scope.cancel()
+    assert result.status == "completed" and result.structured_output == {"v": "aaa"}  # a plain match is taken
+    assert provider.calls[1].messages[-1].content == (
+        "Error: checking the result against the output schema took longer than 0.5 s, so it is refused (a pattern "
+        "in the schema that backtracks without end on this result?); submit a simpler result"
+    )
+    assert ticks >= 5  # the loop ran while the child backtracked
+
+
+async def test_a_pattern_mismatch_is_reported_from_the_child_process(workspace: Path) -> None:
+    schema = {"type": "object", "patternProperties": {"^x_": {"type": "integer"}}}
+    run, _, provider = typed_run(
+        workspace,
+        [turn(1, "", ("submit_result", {"x_a": "one"})), turn(2, "", ("submit_result", {"x_a": 1}))],
+        schema,
+    )
+    result = await run.run("Answer.")
+    assert result.status == "completed" and result.structured_output == {"x_a": 1}
+    assert provider.calls[1].messages[-1].content == (
+        "Error: the result does not match the output schema: x_a: 'one' is not of type 'integer'. "
+        "Fix it and call submit_result again."
+    )
+
+
+async def test_a_ref_cycle_is_a_clear_error_not_a_recursion_error(workspace: Path) -> None:
+    assert schema_problem({"$ref": "#"}) == (
+        'it refers to itself without end (a $ref cycle such as {"$ref": "#"}): no value can be checked'
+    )
+    with pytest.raises(ValueError, match=r"^it refers to itself without end"):
+        read_schema({"$ref": "#"}, workspace)
+    # A cycle only an object reaches passes the load and is refused, with what is wrong, when a result meets it.
+    deep = {"type": "object", "properties": {"a": {"$ref": "#/properties/a"}}}
+    assert schema_problem(deep) is None
+    run, _, provider = typed_run(workspace, [turn(n, "", ("submit_result", {"a": 1})) for n in (1, 2, 3)], deep)
+    result = await run.run("Answer.")
+    assert result.status == "invalid_output" and result.error is not None
+    assert result.error.endswith(
+        "the result does not match the output schema: the output schema refers to itself without end (a $ref "
+        "cycle), so no result can be checked against it. Fix it and call submit_result again."
+    )
 
 
 @pytest.mark.parametrize("written", [None, "json"])
