@@ -7,8 +7,9 @@ A governor holds, for its key, what the server said of its limits and what the r
   from the servers' own headers (OpenAI ``x-ratelimit-{limit,remaining,reset}-{requests,tokens}``, Anthropic
   ``anthropic-ratelimit-{requests,tokens,input-tokens,output-tokens}-{limit,remaining,reset}``) or seeded from
   config (``rpm``, ``tpm``). A call takes one request, its prompt's estimate (scaled by how far the estimates
-  before it fell from what the server counted) and its whole output cap up front; what it did not use goes
-  back when it ends.
+  before it fell from what the server counted) and its whole output cap up front. What it did not use goes
+  back when it ends to a bucket only config seeded: one the server states is as full as its next answer says
+  (OpenAI counts the output cap and gives none back; a refund the server does not make is a 429 later).
 - **concurrency** that adapts, as TCP's does: a few calls go first; a server whose answer states no limits
   (a local one) then gets as many as come. Against one that states them, one more may go for every two calls
   it accepts (slow start, half as many again each round trip) until it first says no; then as many as it held at that
@@ -132,6 +133,7 @@ class _Bucket:
     level: float
     rate: float  # per second
     stamp: float
+    stated: bool = False  # the server's headers fill it (else config seeded it)
 
     def refill(self, now: float) -> None:
         self.level = min(self.capacity, self.level + (now - self.stamp) * self.rate)
@@ -267,8 +269,8 @@ class RateGovernor:
                 "output_tokens": used.get("output_tokens", 0),
             }
             for kind, amount in slot.taken.items():
-                if kind in spent and (back := amount - spent[kind]) > 0:
-                    bucket = self.buckets[kind]
+                bucket = self.buckets[kind]
+                if kind in spent and (back := amount - spent[kind]) > 0 and not bucket.stated:
                     bucket.level = min(bucket.capacity, bucket.level + back)
             self.penalties = 0
             if self.limit is not None and not self.learning:
@@ -323,9 +325,10 @@ class RateGovernor:
             rate = (whole - left) / reset if reset > 0 and whole > left else whole / 60
             bucket = self.buckets.get(kind)
             if bucket is None:
-                self.buckets[kind] = _Bucket(capacity=whole, level=left, rate=rate, stamp=now)
+                self.buckets[kind] = _Bucket(capacity=whole, level=left, rate=rate, stamp=now, stated=True)
             else:
                 bucket.capacity, bucket.level, bucket.rate, bucket.stamp = whole, min(left, whole), rate, now
+                bucket.stated = True
         self._wake()  # (the first waiting for a bucket looks again: there may be more left than it thought)
 
 

@@ -225,3 +225,18 @@ def test_a_servers_word_of_years_makes_no_call_wait_past_the_most() -> None:
     governor.observe(RateLimits(buckets={"requests": (10.0, 0.0, float("inf"))}))
     wait = governor._reason({"requests": 1.0})
     assert wait is not None and wait[1] is not None and wait[1] <= MAX_WAIT
+
+
+async def test_what_a_call_did_not_use_goes_back_only_to_a_bucket_config_seeded() -> None:
+    # OpenAI counts a call's output cap against its tokens and gives none of it back: a refund the server does
+    # not make would let the next calls past its limit (the bench's token 429s: 5 of 150 calls, now 0-1).
+    seeded, stated = RateGovernor("a/m", tpm=10_000), RateGovernor("b/m")
+    limits = limits_from_headers({"x-ratelimit-limit-tokens": "10000", "x-ratelimit-remaining-tokens": "10000"})
+    assert limits is not None
+    stated.observe(limits)
+    for governor in (seeded, stated):
+        slot = await governor.acquire(1_000, 4_000, lambda why, seconds: None)
+        assert 4_990 <= governor.buckets["tokens"].level <= 5_010  # the prompt and the whole cap, up front
+        governor.release(slot, {"input_tokens": 1_000, "output_tokens": 50})
+    assert seeded.buckets["tokens"].level >= 8_940  # the 3,950 it did not use came back
+    assert stated.buckets["tokens"].level <= 5_020  # as the server will say: only its refill
