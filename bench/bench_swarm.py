@@ -221,11 +221,10 @@ def ray_worker(n: int, url: str, address: str) -> dict[str, float]:
 
     async def main() -> Any:
         async with opener(store) as ctx:
-            executor = RayExecutor(ctx, opener, store)
-            result = await TeamRunner(plan, ctx, executor=executor).run()
-            trips = await executor.round_trips()
-            cluster = cluster_cpu()  # before the hosts end (their CPU then goes to their raylet's children's)
-            await executor.close()
+            async with RayExecutor(ctx, opener, store) as executor:
+                result = await TeamRunner(plan, ctx, executor=executor).run()
+                trips = await executor.round_trips()
+                cluster = cluster_cpu()  # before the hosts end (their CPU then goes to their raylet's children's)
             return result, trips, cluster
 
     cluster0, times0, wall0 = cluster_cpu(), os.times(), time.perf_counter()

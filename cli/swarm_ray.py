@@ -85,8 +85,5 @@ async def on_ray(
     run = args.run
     async with open_context(run, settings, workspace, streams, registry, store=store) as ctx:
         node = NodeContext(run=run, settings=settings, workspace=workspace, registry=registry)
-        executor = RayExecutor(ctx, node, store, node_retries=plan.team.scheduler.node_retries)
-        try:
+        async with RayExecutor(ctx, node, store, node_retries=plan.team.scheduler.node_retries) as executor:
             yield ctx, executor
-        finally:
-            await executor.close()

@@ -23,20 +23,20 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
-import math
+import pickle
 import socket
 import threading
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
-from contextlib import AbstractAsyncContextManager, AsyncExitStack, suppress
+from contextlib import AbstractAsyncContextManager, AsyncExitStack
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
 import anyio
+import anyio.abc
 import anyio.to_thread
 import ray
 import ray.exceptions
-from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from zero.agent import (
@@ -184,6 +184,12 @@ def _get(ref: ray.ObjectRef[T]) -> T:
         raise _unwrapped(e) from None
 
 
+def _packed(value: object) -> bytes:
+    """``value`` pickled by the C pickler: Ray's own (cloudpickle, a Python hook called for every object) took
+    a third of a member host's CPU on the events it sends. Every class of an event is importable by name."""
+    return pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+
+
 async def _await(ref: ray.ObjectRef[T]) -> T:
     try:
         return await ref
@@ -203,9 +209,10 @@ class _Writer:
     def call(self, name: str, *args: Any) -> Any:
         return getattr(self.store, name)(*args)
 
-    def submit(self, batches: list[tuple[str, list[Event], bool]]) -> dict[str, Exception]:
+    def submit(self, packed: bytes) -> dict[str, Exception]:
         """Queue batches, in order (the acknowledgement: why each session that cannot be written cannot be)."""
         failed: dict[str, Exception] = {}
+        batches: list[tuple[str, list[Event], bool]] = pickle.loads(packed)
         for session_id, events, final in batches:
             try:
                 self.store.submit(session_id, events, final=final)
@@ -221,10 +228,15 @@ def start_writer(root: Path, redactor: Callable[[str], str]) -> RayStore:
     return RayStore(writer)
 
 
+SEND_EVERY = 0.02
+"""Seconds the batches an event loop submits gather before they go to the session writer together."""
+
+
 class RayStore:
     """A ``SessionStore`` whose every request goes to the run's session writer, in order. ``submit`` does not
-    wait: the batches an event loop submits in one turn go together (one round trip), and their
-    acknowledgement (or the failure it carries) is read by the next ``check`` or ``flush``."""
+    wait: the batches an event loop submits within ``SEND_EVERY`` go together (one round trip; any other request
+    sends them first, ``written`` included), and their acknowledgement (or the failure it carries) is read by the
+    next ``check`` or ``flush``."""
 
     def __init__(self, writer: Any):
         self.writer = writer
@@ -241,14 +253,15 @@ class RayStore:
         with self._lock:
             batches, self._queue, self._sending = self._queue, [], False
             if batches:
-                self._acks.append(self.writer.submit.remote(batches))
+                self._acks.append(self.writer.submit.remote(_packed(batches)))
 
     def _call(self, name: str, *args: Any) -> Any:
         self._send()  # (what was submitted before goes first)
         return _get(self.writer.call.remote(name, *args))
 
     def _settle(self, *, wait: bool) -> None:
-        self._send()
+        if wait:
+            self._send()
         with self._lock:
             pending = list(self._acks)
         if not pending:
@@ -279,7 +292,7 @@ class RayStore:
             if self._sending:
                 return
             try:
-                asyncio.get_running_loop().call_soon(self._send)
+                asyncio.get_running_loop().call_later(SEND_EVERY, self._send)
                 self._sending = True
                 return
             except RuntimeError:  # no event loop in this thread: at once
@@ -446,7 +459,9 @@ class _Host:
         self.ctx: AgentContext | None = None
         self.opening = anyio.Lock()
         self.loop: asyncio.AbstractEventLoop | None = None
-        self.outboxes: dict[str, tuple[MemoryObjectSendStream[Event], MemoryObjectReceiveStream[Event]]] = {}
+        self.outbox: list[Event] = []  # every member's events, not yet sent to the driver
+        self.queued = 0  # events put in the outbox, ever (the driver has all of a member's once it has this many)
+        self.more: anyio.Event | None = None  # set when the outbox has something (made on the host's loop)
         self.stops: dict[str, tuple[RunStatus, bool]] = {}  # stops that came before their member's run
 
     async def _context(self) -> AgentContext:
@@ -456,58 +471,50 @@ class _Host:
                 self.ctx = await self.stack.enter_async_context(self.opener(self.store))
             return self.ctx
 
-    def _outbox(self, session_id: str) -> tuple[MemoryObjectSendStream[Event], MemoryObjectReceiveStream[Event]]:
-        if session_id not in self.outboxes:
-            self.outboxes[session_id] = anyio.create_memory_object_stream[Event](math.inf)
-        return self.outboxes[session_id]
+    def _forward(self, event: Event) -> None:
+        self.outbox.append(event)
+        self.queued += 1
+        if self.more is not None:
+            self.more.set()
 
-    async def run(self, work: _Work) -> MemberOutcome:
-        """Run one member to its end; its events go to ``events``' stream meanwhile."""
+    async def run(self, work: _Work) -> tuple[MemberOutcome, int]:
+        """Run one member to its end (its events go to ``events``' stream meanwhile); its outcome, and how many
+        events the host had queued once it had queued the member's last."""
         ctx = await self._context()
-        send = self._outbox(work.session_id)[0]
-        with send:
-            meta = await anyio.to_thread.run_sync(self.store.metadata, work.session_id)
-            node = ctx.tree.recorded(meta)
-
-            def forward(event: Event) -> None:
-                with suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
-                    send.send_nowait(event)
-
-            ctx.tree.listen(forward, under=node)
-            if (stop := self.stops.pop(work.session_id, None)) is not None:
-                ctx.tree.stop(stop[0], under=node, cancel=stop[1])
-            executor = InProcessExecutor(ctx, guard=lambda task: _RemoteBudget(self.ledger, work.guard, self.name))
-            task = MemberTask(
-                plan=work.plan,
-                node=node,
-                prompt=work.prompt,
-                role=work.role,
-                ledger=None,
-                resume=work.resume,
-                workspace=Workspace([Path(p) for p in work.workspace]) if work.workspace is not None else None,
-            )
-            run = executor.start(task)
-            try:
-                return await run.outcome()
-            finally:
-                ctx.tree.close(node)
-
-    async def events(self, session_id: str) -> AsyncIterator[list[Event]]:
-        """The events of a member's run (and of its Task children), in batches, until it ends."""
-        receive = self._outbox(session_id)[1]
+        meta = await anyio.to_thread.run_sync(self.store.metadata, work.session_id)
+        node = ctx.tree.recorded(meta)
+        ctx.tree.listen(self._forward, under=node)
+        if (stop := self.stops.pop(work.session_id, None)) is not None:
+            ctx.tree.stop(stop[0], under=node, cancel=stop[1])
+        executor = InProcessExecutor(ctx, guard=lambda task: _RemoteBudget(self.ledger, work.guard, self.name))
+        task = MemberTask(
+            plan=work.plan,
+            node=node,
+            prompt=work.prompt,
+            role=work.role,
+            ledger=None,
+            resume=work.resume,
+            workspace=Workspace([Path(p) for p in work.workspace]) if work.workspace is not None else None,
+        )
+        run = executor.start(task)
         try:
-            async for event in receive:
-                batch = [event]
-                while True:
-                    try:
-                        batch.append(receive.receive_nowait())
-                    except anyio.WouldBlock:
-                        break
-                    except anyio.EndOfStream:
-                        break
-                yield batch
+            outcome = await run.outcome()
         finally:
-            self.outboxes.pop(session_id, None)
+            ctx.tree.close(node)
+        return outcome, self.queued
+
+    async def events(self) -> AsyncIterator[bytes]:
+        """Every member's events (and their Task children's), as long as the host lives: each batch what the
+        members emitted within ``SEND_EVERY``, with the count of events queued so far after it."""
+        self.more = anyio.Event()
+        sent = 0
+        while True:
+            if not self.outbox:
+                await self.more.wait()
+            await anyio.sleep(SEND_EVERY)  # (what more comes meanwhile goes in the same batch: one item)
+            batch, self.outbox, self.more = self.outbox, [], anyio.Event()
+            sent += len(batch)
+            yield _packed((sent, batch))
 
     @ray.method(concurrency_group="control")
     async def stop(self, session_id: str, status: RunStatus, cancel: bool) -> None:
@@ -542,9 +549,40 @@ class RayExecutor:
         self.made = itertools.count(1)
         self.ledger: Any = None
         self.granted: dict[str, anyio.Event] = {}  # the ledger keys the actor has, once it has them
+        self.delivered: dict[str, _Delivered] = {}  # each host's events the driver's tree has, by the host's name
+        self._pumps: anyio.abc.TaskGroup | None = None
+
+    async def __aenter__(self) -> RayExecutor:
+        self._pumps = await anyio.create_task_group().__aenter__()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        try:
+            await self.close()
+        finally:
+            assert self._pumps is not None
+            self._pumps.cancel_scope.cancel()
+            await self._pumps.__aexit__(None, None, None)
 
     def start(self, task: MemberTask) -> _RayRun:
         return _RayRun(self, task)
+
+    async def _pump(self, name: str, host: Any) -> None:
+        """A host's events into the driver's tree (a Task child's node added as it starts), until the host ends."""
+        tree, delivered = self.ctx.tree, self.delivered[name]
+        try:
+            async for ref in host.events.options(num_returns="streaming").remote():
+                count, batch = pickle.loads(await ref)
+                for event in batch:
+                    parent = tree.nodes.get(event.session_id) if isinstance(event, ChildStarted) else None
+                    if isinstance(event, ChildStarted) and parent and event.child_session_id not in tree.nodes:
+                        tree.add(event.child_session_id, kind="child", under=parent, title=event.description)
+                    tree.emit(event)
+                delivered.advance(count)
+        except ray.exceptions.RayActorError:
+            pass  # its node died: its runs say so
+        finally:
+            delivered.end()
 
     async def _ledger(self, ledger: Ledger | None) -> tuple[Any, str]:
         """The ledger actor (made at the first member, with what the team has spent: a resumed run's too),
@@ -576,7 +614,11 @@ class RayExecutor:
             if plan.node_labels:
                 options["label_selector"] = dict(plan.node_labels)
             name = f"host-{next(self.made)}"
-            self.hosts[key] = (name, _HOST.options(**options).remote(name, self.opener, self.store, self.ledger))
+            host = _HOST.options(**options).remote(name, self.opener, self.store, self.ledger)
+            self.hosts[key] = (name, host)
+            self.delivered[name] = _Delivered()
+            assert self._pumps is not None, "use the executor as `async with RayExecutor(...)`"
+            self._pumps.start_soon(self._pump, name, host)
         return self.hosts[key]
 
     async def forget(self, name: str) -> None:
@@ -607,6 +649,29 @@ class RayExecutor:
         self.hosts, self.ledger = {}, None
 
 
+class _Delivered:
+    """How many of a host's events the driver's tree has had (``reach`` waits for a count; a host gone ends every
+    wait)."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.ended = False
+        self._moved = anyio.Event()
+
+    def advance(self, count: int) -> None:
+        self.count = count
+        self._moved.set()
+        self._moved = anyio.Event()
+
+    def end(self) -> None:
+        self.ended = True
+        self._moved.set()
+
+    async def reach(self, count: int) -> None:
+        while self.count < count and not self.ended:
+            await self._moved.wait()
+
+
 class _RayRun:
     def __init__(self, executor: RayExecutor, task: MemberTask):
         self.executor = executor
@@ -629,7 +694,7 @@ class _RayRun:
         tree, node = task.node.tree, task.node
         for attempt in itertools.count():
             name, host = executor.host(task.plan)
-            self.result = await self._attempt(host, work)
+            self.result = await self._attempt(host, work, executor.delivered[name])
             if self.result is not None:
                 break
             await executor.forget(name)  # its node died
@@ -647,39 +712,26 @@ class _RayRun:
         assert self.result is not None
         return self.result
 
-    async def _attempt(self, host: Any, work: _Work) -> MemberOutcome | None:
-        """The member's run on ``host`` (None: the host died, with its node)."""
+    async def _attempt(self, host: Any, work: _Work, delivered: _Delivered) -> MemberOutcome | None:
+        """The member's run on ``host``, once the driver's tree has all its events (None: the host died, with its
+        node)."""
         node = self.task.node
         ref = host.run.remote(work)
-        stream = host.events.options(num_returns="streaming").remote(work.session_id)
-        outcome: MemberOutcome | None = None
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(self._forward, stream)
-            try:
-                with node.scope:  # a stop of the member's subtree: the host stops it, and it ends as it says
-                    outcome = await _await(ref)
-                if outcome is None:
-                    host.stop.remote(work.session_id, node.tree.why(node), True)
-                    with anyio.CancelScope(shield=True):
-                        outcome = await _await(ref)
-            except ray.exceptions.RayActorError:
-                tg.cancel_scope.cancel()
-            finally:
-                node.next_run()
-        return outcome
-
-    async def _forward(self, stream: Any) -> None:
-        """The member's events, into this run's tree (a Task child's node added as it starts)."""
-        tree, node = self.task.node.tree, self.task.node
+        ended: tuple[MemberOutcome, int] | None = None
         try:
-            async for ref in stream:
-                for event in await ref:
-                    if isinstance(event, ChildStarted) and event.child_session_id not in tree.nodes:
-                        parent = tree.nodes.get(event.session_id, node)
-                        tree.add(event.child_session_id, kind="child", under=parent, title=event.description)
-                    tree.emit(event)
+            with node.scope:  # a stop of the member's subtree: the host stops it, and it ends as it says
+                ended = await _await(ref)
+            if ended is None:
+                host.stop.remote(work.session_id, node.tree.why(node), True)
+                with anyio.CancelScope(shield=True):
+                    ended = await _await(ref)
         except ray.exceptions.RayActorError:
-            return  # its node died: the run says so
+            return None
+        finally:
+            node.next_run()
+        outcome, count = ended
+        await delivered.reach(count)
+        return outcome if delivered.count >= count else None
 
     async def _adopt(self, ledger: Any, key: str) -> None:
         """The driver's ledgers take what the ledger actor holds (its trip stops the members not started)."""
