@@ -729,6 +729,7 @@ class _RayRun:
             return None
         finally:
             node.next_run()
+        assert ended is not None  # (the shielded wait has the host's answer)
         outcome, count = ended
         await delivered.reach(count)
         return outcome if delivered.count >= count else None
