@@ -6,12 +6,14 @@ from __future__ import annotations
 import json
 import os
 import re
+import select
 import shutil
 import subprocess
 import sys
 import tempfile
 import threading
 from collections.abc import Iterator
+from contextlib import suppress
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -397,3 +399,77 @@ def test_a_members_events_stream_to_the_driver_as_they_happen(
     assert seen.index("tool_call") < seen.index("tool_result") < seen.index("subagent_end")
     [result] = [e["output"] for e in events if e["type"] == "tool_result" and e.get("sessionId") == member]
     assert result.startswith("on-a")
+
+
+def _actor_processes() -> list[int]:
+    """The pids of this machine's Zero actors (member hosts, the session writer, the ledger)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        try:
+            command = Path(f"/proc/{entry}/cmdline").read_bytes()
+        except OSError:
+            continue
+        if any(name in command for name in (b"ray::_Host", b"ray::_Writer", b"ray::_LedgerHost")):
+            found.append(int(entry))
+    return found
+
+
+def test_a_team_whose_driver_died_is_continued_by_swarm_resume_on_the_cluster(
+    cluster: Cluster, workspace: Path, tmp_path: Path, node_names: None
+) -> None:
+    team = write_script(tmp_path / "team.toml", POOL.replace("pool = 1", "node_b = 1").replace("explorer", "worker"))
+    under_way = threading.Event()  # y's second call has reached the server: the driver dies now
+    dead = threading.Event()
+
+    def respond(request: dict[str, Any]) -> Reply:
+        name, messages = who(request), request["messages"]
+        calls = sum(m["role"] == "assistant" for m in messages)
+        if calls == 0:
+            return openai_reply("", [(f"call_{name}", "list_directory", {})], usage=(900, 40))
+        if name == "y" and not dead.is_set():
+            under_way.set()
+            reply = openai_reply("Y-LOST", usage=(1000, 10))
+            reply.hold = dead  # its driver is killed under it (answered to nobody)
+            return reply
+        if name == "y" and calls == 1:  # resumed: where does it run now?
+            return openai_reply("", [("call_where", "bash", {"command": "echo on-$ZERO_NODE"})], usage=(950, 20))
+        return openai_reply(f"{name.upper()}-OUT", usage=(1000, 10))
+
+    with LLMServer(respond) as server:
+        flags = ("--base-url", server.url, "--cwd", str(workspace), "--output-format", "json")
+        ray_flags = ("--executor", "ray", "--ray-address", cluster.address)
+        driver = subprocess.Popen(
+            [ZERO, "swarm", "run", str(team), *flags, *ray_flags], stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        )
+        try:
+            assert under_way.wait(60)
+            driver.kill()  # kill -9: no clean-up of any kind
+            driver.communicate(timeout=30)
+        finally:
+            dead.set()
+            driver.kill()
+        # Ray ends the actors a driver owned when it dies: wait for that (the old writer held the sessions).
+        for pid in _actor_processes():
+            with suppress(ProcessLookupError):
+                exited = os.pidfd_open(pid)
+                assert select.select([exited], [], [], 60)[0], f"actor {pid} outlived its driver"
+                os.close(exited)
+        before = len(server.requests)
+        [row] = [r for r in sessions().rows() if r.get("sessionKind") == "team"]
+        done = zero("swarm", "resume", str(row["sessionId"]), *flags, *ray_flags)
+        assert done.returncode == 0, done.stdout + done.stderr
+        result = json.loads(done.stdout)
+        after = list(server.requests)[before:]
+    assert result["status"] == "completed"
+    assert [(m["name"], m["status"], m["output"]) for m in result["members"]] == [
+        ("x", "completed", "X-OUT"),
+        ("y", "completed", "Y-OUT"),
+        ("z", "completed", "Z-OUT"),
+    ]
+    assert sorted({who(r) for r in after}) <= ["y", "z"]  # x had completed: it is not run again
+    store = sessions()
+    [y] = [m for m in result["members"] if m["name"] == "y"]
+    events = [e.event for e in store.events(y["sessionId"])]
+    assert [e.sequence for e in store.events(y["sessionId"])] == list(range(1, len(events) + 1))
+    assert [e.call.id for e in events if e.kind == "tool_call"] == ["call_y", "call_where"]  # not run again
+    assert said(store, y["sessionId"])[-1] == "on-b"  # resumed on the cluster's node_b, not in the driver
