@@ -20,7 +20,7 @@ import anyio.lowlevel
 from zero.agent import CallPermit, Event, ModelRequest, Paused, Usage
 from zero.errors import UsageError
 
-__all__ = ["USER", "ControlGuard", "ControlRefused", "Controls", "user_message"]
+__all__ = ["USER", "ControlGuard", "ControlRefused", "Controls", "Mirror", "user_message"]
 
 USER = "user"
 """The sender of a message from ``zero swarm send``, as the team's log and the views name it."""
@@ -36,23 +36,38 @@ def user_message(texts: Iterable[str]) -> str:
     return f"A message from the user who runs this team, sent while you work (zero swarm send):\n\n{body}"
 
 
+Mirror = Callable[[str, list[str], str], None]
+"""Told each change of a ``Controls``: ``("pause" | "resume" | "post", member names, text)``."""
+
+
 @dataclass(kw_only=True)
 class Controls:
-    """The paused members and each member's undelivered messages, shared by the runner and the guards."""
+    """The paused members and each member's undelivered messages, shared by the runner and the guards.
+    ``mirror``: told each change (members on other nodes have a ``Controls`` of their own there)."""
 
     paused: set[str] = field(default_factory=set)
     inbox: dict[str, list[str]] = field(default_factory=dict)
+    mirror: Mirror | None = None
     _changed: anyio.Event = field(default_factory=anyio.Event)
 
     def pause(self, names: Iterable[str]) -> None:
+        names = list(names)
         self.paused.update(names)
+        if self.mirror is not None:
+            self.mirror("pause", names, "")
 
     def resume(self, names: Iterable[str]) -> None:
+        names = list(names)
         self.paused.difference_update(names)
         self._changed.set()  # the waiting guards look again
         self._changed = anyio.Event()
+        if self.mirror is not None:
+            self.mirror("resume", names, "")
 
     def post(self, member: str, text: str) -> None:
+        if self.mirror is not None:
+            self.mirror("post", [member], text)
+            return
         self.inbox.setdefault(member, []).append(text)
 
     def take(self, member: str) -> list[str]:

@@ -50,7 +50,8 @@ from zero.agent import (
     StatusChanged,
     Usage,
 )
-from zero.errors import ConfigError
+from zero.errors import ConfigError, ToolError
+from zero.orchestrator.control import ControlGuard, Controls
 from zero.orchestrator.executor import InProcessExecutor, MemberOutcome, MemberTask
 from zero.orchestrator.ledger import BudgetGuard, Ledger, Trip, _Account
 from zero.orchestrator.plan import MemberPlan, TeamPlan
@@ -58,7 +59,7 @@ from zero.orchestrator.team import MemberBudget, TeamBudget, TeamError, TeamProb
 from zero.sessions import FileSessionStore, SessionMetadata, SessionStore, StoredEvent
 from zero.sessions.index import Row
 from zero.specialists import AgentContext
-from zero.tools import Workspace
+from zero.tools import SideEffect, Tool, ToolContext, ToolOutput, Workspace
 
 __all__ = ["ContextOpener", "RayExecutor", "RayStore", "check_placement", "connect", "start_writer"]
 
@@ -431,6 +432,85 @@ class _RemoteBudget:
             await _await(self.ledger.settle.remote(self.key, permit.token, usage))
 
 
+# -- the team's tools, which run on the driver ---------------------------------------------------------------
+
+
+@dataclass(frozen=True, kw_only=True)
+class _ToolSpec:
+    name: str
+    description: str
+    parameters: dict[str, Any]
+    side_effect: SideEffect
+
+
+class _Relay:
+    """Calls of the team's tools (``send_message``, ``read_inbox``) by members on nodes: the driver reads them as a
+    stream (``asked``) and runs each on the team's own mailbox, so a message reaches every member wherever it
+    runs, exactly as in one process."""
+
+    def __init__(self) -> None:
+        self.ids = itertools.count(1)
+        self.pending: list[tuple[int, str, str, dict[str, Any]]] = []
+        self.more: anyio.Event | None = None  # (made on the actor's loop)
+        self.waiting: dict[int, anyio.Event] = {}
+        self.answers: dict[int, tuple[bool, Any]] = {}
+
+    def _more(self) -> anyio.Event:
+        if self.more is None:
+            self.more = anyio.Event()
+        return self.more
+
+    async def call(self, session_id: str, tool: str, arguments: dict[str, Any]) -> tuple[bool, Any]:
+        """Run ``tool`` of member ``session_id`` on the driver: (True, its output) or (False, its error)."""
+        number = next(self.ids)
+        self.waiting[number] = done = anyio.Event()
+        self.pending.append((number, session_id, tool, arguments))
+        self._more().set()
+        await done.wait()
+        return self.answers.pop(number)
+
+    async def asked(self) -> AsyncIterator[bytes]:
+        while True:
+            if not self.pending:
+                await self._more().wait()
+            batch, self.pending, self.more = self.pending, [], anyio.Event()
+            yield _packed(batch)
+
+    def answer(self, number: int, ok: bool, value: Any) -> None:
+        self.answers[number] = (ok, value)
+        self.waiting.pop(number).set()
+
+
+class _Relayed:
+    """A team tool as a member on a node sees it: each call runs on the driver, through the relay."""
+
+    def __init__(self, spec: _ToolSpec, relay: Any, session_id: str):
+        self.spec, self.relay, self.session_id = spec, relay, session_id
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    @property
+    def description(self) -> str:
+        return self.spec.description
+
+    @property
+    def side_effect(self) -> SideEffect:
+        return self.spec.side_effect
+
+    @property
+    def parameters(self) -> dict[str, Any]:
+        return self.spec.parameters
+
+    async def call(self, arguments: dict[str, Any], ctx: ToolContext) -> ToolOutput:
+        ok, value = await _await(self.relay.call.remote(self.session_id, self.spec.name, arguments))
+        if not ok:
+            raise ToolError(value)
+        output: ToolOutput = value
+        return output
+
+
 # -- the member host ---------------------------------------------------------------------------------------
 
 
@@ -445,6 +525,11 @@ class _Work:
     resume: bool
     workspace: tuple[str, ...] | None  # its worktree's roots, if not the run's workspace
     guard: str  # the ledger key its calls spend from
+    tools: tuple[_ToolSpec, ...] = ()  # the team's tools for it, which run on the driver (messaging)
+    relay: Any = None  # the actor its calls of them go through
+    controlled: bool = False  # zero swarm pause and send reach it (through its host's Controls)
+    paused: bool = False  # paused before it started
+    inbox: tuple[str, ...] = ()  # what the user sent it before it started
 
 
 class _Host:
@@ -463,6 +548,9 @@ class _Host:
         self.queued = 0  # events put in the outbox, ever (the driver has all of a member's once it has this many)
         self.more: anyio.Event | None = None  # set when the outbox has something (made on the host's loop)
         self.stops: dict[str, tuple[RunStatus, bool]] = {}  # stops that came before their member's run
+        self.controls: Controls | None = None  # its members' pauses and the user's messages (made on its loop)
+        self.early: list[tuple[str, list[str], str]] = []  # control that came before its loop ran
+        self.early_lock = threading.Lock()  # (control comes on a thread of its own)
 
     async def _context(self) -> AgentContext:
         async with self.opening:
@@ -487,14 +575,28 @@ class _Host:
         if (stop := self.stops.pop(work.session_id, None)) is not None:
             ctx.tree.stop(stop[0], under=node, cancel=stop[1])
         executor = InProcessExecutor(ctx, guard=lambda task: _RemoteBudget(self.ledger, work.guard, self.name))
+        guards: tuple[ControlGuard, ...] = ()
+        with self.early_lock:
+            early, self.early = self.early, []
+        for change in early:
+            self._apply(*change)
+        if work.controlled:
+            controls = self._controls()
+            if work.paused:
+                controls.pause([work.plan.name])
+            for text in work.inbox:
+                controls.post(work.plan.name, text)
+            guards = (ControlGuard(controls, work.plan.name, work.session_id, ctx.tree.emit),)
         task = MemberTask(
             plan=work.plan,
             node=node,
             prompt=work.prompt,
             role=work.role,
             ledger=None,
+            tools=[_Relayed(spec, work.relay, work.session_id) for spec in work.tools],
             resume=work.resume,
             workspace=Workspace([Path(p) for p in work.workspace]) if work.workspace is not None else None,
+            guards=guards,
         )
         run = executor.start(task)
         try:
@@ -515,6 +617,29 @@ class _Host:
             batch, self.outbox, self.more = self.outbox, [], anyio.Event()
             sent += len(batch)
             yield _packed((sent, batch))
+
+    def _controls(self) -> Controls:
+        if self.controls is None:
+            self.controls = Controls()
+        return self.controls
+
+    @ray.method(concurrency_group="control")
+    async def control(self, action: str, names: list[str], text: str) -> None:
+        """``zero swarm pause``, ``continue`` or ``send`` for members of this host (``Controls.mirror``)."""
+        with self.early_lock:
+            if self.loop is None:  # (no member has begun here: the first to begin applies it)
+                self.early.append((action, names, text))
+            else:
+                self.loop.call_soon_threadsafe(self._apply, action, names, text)
+
+    def _apply(self, action: str, names: list[str], text: str) -> None:
+        controls = self._controls()
+        if action == "pause":
+            controls.pause(names)
+        elif action == "resume":
+            controls.resume(names)
+        else:
+            controls.post(names[0], text)
 
     @ray.method(concurrency_group="control")
     async def stop(self, session_id: str, status: RunStatus, cancel: bool) -> None:
@@ -551,6 +676,11 @@ class RayExecutor:
         self.granted: dict[str, anyio.Event] = {}  # the ledger keys the actor has, once it has them
         self.delivered: dict[str, _Delivered] = {}  # each host's events the driver's tree has, by the host's name
         self._pumps: anyio.abc.TaskGroup | None = None
+        self.relay: Any = None  # made at the first member with team tools
+        self.tools: dict[tuple[str, str], Tool] = {}  # each member's team tools, by its session id and their name
+        self.controls: Controls | None = None  # the runner's, mirrored to the hosts
+        self.placed: dict[str, Any] = {}  # the host each running member is on, by its name
+        self.held: dict[str, tuple[bool, list[str]]] = {}  # members not on a host yet: paused, messages
 
     async def __aenter__(self) -> RayExecutor:
         self._pumps = await anyio.create_task_group().__aenter__()
@@ -566,6 +696,51 @@ class RayExecutor:
 
     def start(self, task: MemberTask) -> _RayRun:
         return _RayRun(self, task)
+
+    def _relay(self) -> Any:
+        if self.relay is None:
+            self.relay = _actor(_Relay, scheduling_strategy=_on_this_node(), max_concurrency=100_000).remote()
+            assert self._pumps is not None, "use the executor as `async with RayExecutor(...)`"
+            self._pumps.start_soon(self._serve_tools, self.relay)
+        return self.relay
+
+    async def _serve_tools(self, relay: Any) -> None:
+        """Run the team tools members on nodes call, each as it is asked, and answer it."""
+        async with anyio.create_task_group() as tg:
+            async for ref in relay.asked.options(num_returns="streaming").remote():
+                for number, session_id, name, arguments in pickle.loads(await ref):
+                    tg.start_soon(self._run_tool, relay, number, session_id, name, arguments)
+
+    async def _run_tool(self, relay: Any, number: int, session_id: str, name: str, arguments: dict[str, Any]) -> None:
+        tool = self.tools.get((session_id, name))
+        try:
+            if tool is None:
+                raise ToolError(f"{name} is not a tool of this member")
+            output = await tool.call(arguments, ToolContext(workspace=self.ctx.workspace, session_id=session_id))
+            relay.answer.remote(number, True, output)
+        except ToolError as e:
+            relay.answer.remote(number, False, str(e))
+
+    def _control(self, guards: Sequence[Any]) -> bool:
+        """Whether ``zero swarm pause`` and ``send`` reach the member of ``guards``: the runner's ``Controls`` is
+        mirrored to the hosts (the first member's tells which it is)."""
+        control = next((g for g in guards if isinstance(g, ControlGuard)), None)
+        if control is None:
+            return False
+        if self.controls is None:
+            self.controls = control.controls
+            self.controls.mirror = self._mirror
+        return True
+
+    def _mirror(self, action: str, names: list[str], text: str) -> None:
+        for name in names:
+            if (host := self.placed.get(name)) is not None:
+                host.control.remote(action, [name], text)
+                continue
+            paused, inbox = self.held.get(name, (False, []))
+            if action == "post":
+                inbox.append(text)
+            self.held[name] = (action == "pause" or (paused and action != "resume"), inbox)
 
     async def _pump(self, name: str, host: Any) -> None:
         """A host's events into the driver's tree (a Task child's node added as it starts), until the host ends."""
@@ -690,11 +865,25 @@ class _RayRun:
             resume=task.resume,
             workspace=tuple(str(r) for r in task.workspace.roots) if task.workspace is not None else None,
             guard=key,
+            controlled=executor._control(task.guards),
         )
+        if task.tools:
+            for tool in task.tools:
+                executor.tools[(self.session_id, tool.name)] = tool
+            specs = tuple(_ToolSpec(name=t.name, description=t.description, parameters=t.parameters,
+                                    side_effect=t.side_effect) for t in task.tools)  # fmt: skip
+            work = replace(work, tools=specs, relay=executor._relay())
         tree, node = task.node.tree, task.node
+        member = task.plan.name
         for attempt in itertools.count():
             name, host = executor.host(task.plan)
-            self.result = await self._attempt(host, work, executor.delivered[name])
+            paused, inbox = executor.held.pop(member, (False, []))
+            work = replace(work, paused=paused, inbox=tuple(inbox))
+            executor.placed[member] = host
+            try:
+                self.result = await self._attempt(host, work, executor.delivered[name])
+            finally:
+                executor.placed.pop(member, None)
             if self.result is not None:
                 break
             await executor.forget(name)  # its node died

@@ -21,6 +21,9 @@ from typing import Any
 import pytest
 from support.cli import ZERO, lines, scripted, write_script, zero
 from support.llm_server import LLMServer, Reply, openai_reply
+from support.running import SCRIPT as CONTROL_SCRIPT
+from support.running import TEAM as CONTROL_TEAM
+from support.running import Running
 
 from zero.agent import StatusChanged
 from zero.sessions import FileSessionStore
@@ -473,3 +476,81 @@ def test_a_team_whose_driver_died_is_continued_by_swarm_resume_on_the_cluster(
     assert [e.sequence for e in store.events(y["sessionId"])] == list(range(1, len(events) + 1))
     assert [e.call.id for e in events if e.kind == "tool_call"] == ["call_y", "call_where"]  # not run again
     assert said(store, y["sessionId"])[-1] == "on-b"  # resumed on the cluster's node_b, not in the driver
+
+
+TALKERS = """
+name = "talkers"
+[[members]]
+name = "a"
+specialist = "worker"
+prompt = "Tell b."
+resources = { node_a = 1 }
+[[members]]
+name = "b"
+specialist = "worker"
+depends_on = ["a"]
+prompt = "Listen."
+resources = { node_b = 1 }
+"""
+TALK = """
+[[turns]]
+match = { system = 'You are "a"', turn = 1 }
+tool_calls = [{ name = "send_message", arguments = { to = "b", body = "the key is in the drawer" } }]
+[[turns]]
+match = { system = 'You are "a"', turn = 2 }
+text = "told"
+[[turns]]
+match = { system = 'You are "b"', turn = 1 }
+tool_calls = [{ name = "read_inbox", arguments = {} }, { name = "send_message", arguments = { to = "c", body = "?" } }]
+[[turns]]
+match = { system = 'You are "b"', turn = 2 }
+text = "heard"
+"""
+
+
+def test_members_on_two_nodes_message_each_other_through_the_teams_mailbox(
+    cluster: Cluster, workspace: Path, tmp_path: Path
+) -> None:
+    team = write_script(tmp_path / "team.toml", TALKERS)
+    script = write_script(tmp_path / "script.toml", TALK)
+    flags = (*scripted(script, workspace), "--output-format", "json")
+    result = run(team, *flags, "--executor", "ray", "--ray-address", cluster.address)
+    assert [(m["name"], m["status"]) for m in result["members"]] == [("a", "completed"), ("b", "completed")]
+    store = sessions()
+    [b] = [m for m in result["members"] if m["name"] == "b"]
+    results = [e.event.output for e in store.events(b["sessionId"]) if e.event.kind == "tool_result"]
+    assert sorted(results) == [  # (in the order they ended: together)
+        "Error: there is no member named 'c'; send to one of: a, or 'all'",  # the mailbox's own refusal
+        "[1] from a:\nthe key is in the drawer",  # sent on node_a, read on node_b
+    ]
+    team_log = [e.event for e in store.events(result["sessionId"]) if e.event.kind == "team_message"]
+    assert [(m.id, m.sender, m.to, m.body) for m in team_log] == [(1, "a", "b", "the key is in the drawer")]
+
+
+def test_swarm_send_and_pause_reach_a_member_on_a_node(cluster: Cluster, tmp_path: Path, workspace: Path) -> None:
+    team = CONTROL_TEAM.replace('name = "slow"\n', 'name = "slow"\nresources = { node_a = 1 }\n').replace(
+        'name = "other"\n', 'name = "other"\nresources = { node_b = 1 }\n'
+    )
+    running = Running(tmp_path, workspace, team, CONTROL_SCRIPT, "--executor", "ray", "--ray-address", cluster.address)
+    try:
+        running.tool_call("slow")
+        running.tool_call("other")
+        sent = zero("swarm", "send", running.team_id, "other", "use blue")
+        assert (sent.returncode, sent.stdout) == (0, "message 1 for other: it reads it before its next model call\n")
+        assert zero("swarm", "pause", running.team_id, "slow").returncode == 0
+        running.go()
+        slow, other = running.members["slow"], running.members["other"]
+        running.until(lambda e: e["type"] == "pause" and e["sessionId"] == slow and e["paused"])
+        running.ended("other")
+        assert sum(e["type"] == "usage" and e["sessionId"] == slow for e in running.events) == 1  # held
+        assert zero("swarm", "continue", running.team_id).stdout == "continuing slow\n"
+        code, events = running.end()
+    finally:
+        running.close()
+    assert code == 0
+    assert {e["status"] for e in events if e["type"] == "subagent_end"} == {"completed"}
+    texts = [e.event.content for e in sessions().events(other) if e.event.kind == "message"]
+    assert texts[-2:] == [
+        "A message from the user who runs this team, sent while you work (zero swarm send):\n\nuse blue",
+        "blue it is",  # its script's answer to the message, on node_b
+    ]
