@@ -350,88 +350,6 @@ class RayStore:
         return result
 
 
-# -- the ledger --------------------------------------------------------------------------------------------
-
-
-class _LedgerHost:
-    """The team's budget ledger and each member's grant of it; each member's guard a ``BudgetGuard`` here."""
-
-    def __init__(self, limits: TeamBudget, used: _Account, prices: PriceTable):
-        self.team = Ledger(limits, name="team")
-        self.team.used = used
-        self.prices = prices
-        self.guards: dict[str, BudgetGuard] = {}
-        self.permits: dict[int, tuple[str, str, CallPermit]] = {}  # a call under way: its guard, its host
-        self.ids = itertools.count(1)
-        self.round_trips = 0
-
-    def grant(self, key: str, limits: MemberBudget | None, name: str) -> None:
-        """The guard of ``key`` (a member with a grant of its own, else the team's)."""
-        if key not in self.guards:
-            ledger = self.team if limits is None else Ledger(limits, parent=self.team, name=name)
-            self.guards[key] = BudgetGuard(ledger, self.prices)
-
-    async def hold(self, key: str, host: str, model: str, estimate: int, output: int, session_id: str) -> CallPermit:
-        self.round_trips += 1
-        permit = await self.guards[key].hold(model, estimate, output, session_id)
-        number = next(self.ids)
-        self.permits[number] = (key, host, permit)
-        return CallPermit(token=number, note=permit.note, max_output_tokens=permit.max_output_tokens)
-
-    async def retry(self, key: str) -> None:
-        self.round_trips += 1
-        await self.guards[key].before_retry(None)
-
-    async def settle(self, key: str, number: int, usage: Usage | None) -> None:
-        self.round_trips += 1
-        if (held := self.permits.pop(number, None)) is not None:
-            await self.guards[key].after_call(held[2], usage)
-
-    async def abandon(self, host: str) -> None:
-        """Release what the calls under way on ``host`` hold: it died with them (what they used is unknown, as
-        it is to their sessions, which never recorded an answer)."""
-        for number, (key, on, permit) in list(self.permits.items()):
-            if on == host:
-                del self.permits[number]
-                await self.guards[key].after_call(permit, None)
-
-    def state(self, key: str) -> tuple[tuple[_Account, Trip | None], tuple[_Account, Trip | None]]:
-        """What the team and ``key``'s ledger have used, and their trips."""
-        own = self.guards[key].ledger if key in self.guards else self.team
-        return (self.team.used, self.team.trip), (own.used, own.trip)
-
-    def stats(self) -> dict[str, int]:
-        return {"roundTrips": self.round_trips}
-
-
-class _RemoteBudget:
-    """A member's call guard on a node: its ``BudgetGuard`` is in the ledger actor (reserve before, book after)."""
-
-    def __init__(self, ledger: Any, key: str, host: str):
-        self.ledger = ledger
-        self.key = key
-        self.host = host
-
-    async def before_call(self, request: ModelRequest, run_usage: Usage) -> CallPermit:
-        ref = self.ledger.hold.remote(
-            self.key,
-            self.host,
-            request.model,
-            request.estimated_prompt_tokens(),
-            request.max_output_tokens or 0,
-            request.metadata.get("session_id", ""),
-        )
-        permit: CallPermit = await _await(ref)
-        return permit
-
-    async def before_retry(self, permit: CallPermit | None) -> None:
-        await _await(self.ledger.retry.remote(self.key))
-
-    async def after_call(self, permit: CallPermit | None, usage: Usage | None) -> None:
-        if permit is not None:
-            await _await(self.ledger.settle.remote(self.key, permit.token, usage))
-
-
 # -- the team's tools, which run on the driver ---------------------------------------------------------------
 
 
@@ -509,6 +427,90 @@ class _Relayed:
             raise ToolError(value)
         output: ToolOutput = value
         return output
+
+
+# -- the ledger --------------------------------------------------------------------------------------------
+
+
+class _LedgerHost(_Relay):
+    """The team's budget ledger and each member's grant of it; each member's guard a ``BudgetGuard`` here. The
+    relay of the team's tools too (one process on the driver's node for both: a process is a second of CPU)."""
+
+    def __init__(self, limits: TeamBudget, used: _Account, prices: PriceTable):
+        super().__init__()
+        self.team = Ledger(limits, name="team")
+        self.team.used = used
+        self.prices = prices
+        self.guards: dict[str, BudgetGuard] = {}
+        self.permits: dict[int, tuple[str, str, CallPermit]] = {}  # a call under way: its guard, its host
+        self.ids = itertools.count(1)
+        self.round_trips = 0
+
+    def grant(self, key: str, limits: MemberBudget | None, name: str) -> None:
+        """The guard of ``key`` (a member with a grant of its own, else the team's)."""
+        if key not in self.guards:
+            ledger = self.team if limits is None else Ledger(limits, parent=self.team, name=name)
+            self.guards[key] = BudgetGuard(ledger, self.prices)
+
+    async def hold(self, key: str, host: str, model: str, estimate: int, output: int, session_id: str) -> CallPermit:
+        self.round_trips += 1
+        permit = await self.guards[key].hold(model, estimate, output, session_id)
+        number = next(self.ids)
+        self.permits[number] = (key, host, permit)
+        return CallPermit(token=number, note=permit.note, max_output_tokens=permit.max_output_tokens)
+
+    async def retry(self, key: str) -> None:
+        self.round_trips += 1
+        await self.guards[key].before_retry(None)
+
+    async def settle(self, key: str, number: int, usage: Usage | None) -> None:
+        self.round_trips += 1
+        if (held := self.permits.pop(number, None)) is not None:
+            await self.guards[key].after_call(held[2], usage)
+
+    async def abandon(self, host: str) -> None:
+        """Release what the calls under way on ``host`` hold: it died with them (what they used is unknown, as
+        it is to their sessions, which never recorded an answer)."""
+        for number, (key, on, permit) in list(self.permits.items()):
+            if on == host:
+                del self.permits[number]
+                await self.guards[key].after_call(permit, None)
+
+    def state(self, key: str) -> tuple[tuple[_Account, Trip | None], tuple[_Account, Trip | None]]:
+        """What the team and ``key``'s ledger have used, and their trips."""
+        own = self.guards[key].ledger if key in self.guards else self.team
+        return (self.team.used, self.team.trip), (own.used, own.trip)
+
+    def stats(self) -> dict[str, int]:
+        return {"roundTrips": self.round_trips}
+
+
+class _RemoteBudget:
+    """A member's call guard on a node: its ``BudgetGuard`` is in the ledger actor (reserve before, book after)."""
+
+    def __init__(self, ledger: Any, key: str, host: str):
+        self.ledger = ledger
+        self.key = key
+        self.host = host
+
+    async def before_call(self, request: ModelRequest, run_usage: Usage) -> CallPermit:
+        ref = self.ledger.hold.remote(
+            self.key,
+            self.host,
+            request.model,
+            request.estimated_prompt_tokens(),
+            request.max_output_tokens or 0,
+            request.metadata.get("session_id", ""),
+        )
+        permit: CallPermit = await _await(ref)
+        return permit
+
+    async def before_retry(self, permit: CallPermit | None) -> None:
+        await _await(self.ledger.retry.remote(self.key))
+
+    async def after_call(self, permit: CallPermit | None, usage: Usage | None) -> None:
+        if permit is not None:
+            await _await(self.ledger.settle.remote(self.key, permit.token, usage))
 
 
 # -- the member host ---------------------------------------------------------------------------------------
@@ -676,7 +678,7 @@ class RayExecutor:
         self.granted: dict[str, anyio.Event] = {}  # the ledger keys the actor has, once it has them
         self.delivered: dict[str, _Delivered] = {}  # each host's events the driver's tree has, by the host's name
         self._pumps: anyio.abc.TaskGroup | None = None
-        self.relay: Any = None  # made at the first member with team tools
+        self.serving = False  # the team tools members on nodes call are served (through the ledger actor)
         self.tools: dict[tuple[str, str], Tool] = {}  # each member's team tools, by its session id and their name
         self.controls: Controls | None = None  # the runner's, mirrored to the hosts
         self.placed: dict[str, Any] = {}  # the host each running member is on, by its name
@@ -698,18 +700,22 @@ class RayExecutor:
         return _RayRun(self, task)
 
     def _relay(self) -> Any:
-        if self.relay is None:
-            self.relay = _actor(_Relay, scheduling_strategy=_on_this_node(), max_concurrency=100_000).remote()
-            assert self._pumps is not None, "use the executor as `async with RayExecutor(...)`"
-            self._pumps.start_soon(self._serve_tools, self.relay)
-        return self.relay
+        """The actor that relays the team tools' calls (the ledger's), served from the first call of this."""
+        assert self.ledger is not None and self._pumps is not None, "use the executor as `async with RayExecutor`"
+        if not self.serving:
+            self.serving = True
+            self._pumps.start_soon(self._serve_tools, self.ledger)
+        return self.ledger
 
     async def _serve_tools(self, relay: Any) -> None:
         """Run the team tools members on nodes call, each as it is asked, and answer it."""
         async with anyio.create_task_group() as tg:
-            async for ref in relay.asked.options(num_returns="streaming").remote():
-                for number, session_id, name, arguments in pickle.loads(await ref):
-                    tg.start_soon(self._run_tool, relay, number, session_id, name, arguments)
+            try:
+                async for ref in relay.asked.options(num_returns="streaming").remote():
+                    for number, session_id, name, arguments in pickle.loads(await ref):
+                        tg.start_soon(self._run_tool, relay, number, session_id, name, arguments)
+            except ray.exceptions.RayActorError:
+                tg.cancel_scope.cancel()  # the run is over (its actor ended)
 
     async def _run_tool(self, relay: Any, number: int, session_id: str, name: str, arguments: dict[str, Any]) -> None:
         tool = self.tools.get((session_id, name))
