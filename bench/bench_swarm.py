@@ -222,6 +222,7 @@ def ray_worker(n: int, url: str, address: str) -> dict[str, float]:
     async def main() -> Any:
         async with opener(store) as ctx:
             async with RayExecutor(ctx, opener, store) as executor:
+                executor.warm(plan)
                 result = await TeamRunner(plan, ctx, executor=executor).run()
                 trips = await executor.round_trips()
                 cluster = cluster_cpu()  # before the hosts end (their CPU then goes to their raylet's children's)

@@ -86,4 +86,5 @@ async def on_ray(
     async with open_context(run, settings, workspace, streams, registry, store=store) as ctx:
         node = NodeContext(run=run, settings=settings, workspace=workspace, registry=registry)
         async with RayExecutor(ctx, node, store, node_retries=plan.team.scheduler.node_retries) as executor:
+            executor.warm(plan)
             yield ctx, executor

@@ -526,6 +526,7 @@ class _Work:
     role: str
     resume: bool
     workspace: tuple[str, ...] | None  # its worktree's roots, if not the run's workspace
+    ledger: Any  # the ledger actor
     guard: str  # the ledger key its calls spend from
     tools: tuple[_ToolSpec, ...] = ()  # the team's tools for it, which run on the driver (messaging)
     relay: Any = None  # the actor its calls of them go through
@@ -537,11 +538,10 @@ class _Work:
 class _Host:
     """Many members on one event loop of one node, each a node of this host's run tree."""
 
-    def __init__(self, name: str, opener: ContextOpener, store: RayStore, ledger: Any):
+    def __init__(self, name: str, opener: ContextOpener, store: RayStore):
         self.name = name
         self.opener = opener
         self.store = store
-        self.ledger = ledger
         self.stack = AsyncExitStack()
         self.ctx: AgentContext | None = None
         self.opening = anyio.Lock()
@@ -576,7 +576,7 @@ class _Host:
         ctx.tree.listen(self._forward, under=node)
         if (stop := self.stops.pop(work.session_id, None)) is not None:
             ctx.tree.stop(stop[0], under=node, cancel=stop[1])
-        executor = InProcessExecutor(ctx, guard=lambda task: _RemoteBudget(self.ledger, work.guard, self.name))
+        executor = InProcessExecutor(ctx, guard=lambda task: _RemoteBudget(work.ledger, work.guard, self.name))
         guards: tuple[ControlGuard, ...] = ()
         with self.early_lock:
             early, self.early = self.early, []
@@ -619,6 +619,11 @@ class _Host:
             batch, self.outbox, self.more = self.outbox, [], anyio.Event()
             sent += len(batch)
             yield _packed((sent, batch))
+
+    async def warm(self) -> None:
+        """Make the context its members share now (the imports and providers: a second or two), so the first
+        member need not wait for it."""
+        await self._context()
 
     def _controls(self) -> Controls:
         if self.controls is None:
@@ -698,6 +703,12 @@ class RayExecutor:
 
     def start(self, task: MemberTask) -> _RayRun:
         return _RayRun(self, task)
+
+    def warm(self, plan: TeamPlan) -> None:
+        """Start the member hosts ``plan``'s members are placed on now, each making its context, while the run
+        sets itself up (their processes take a second or two to start)."""
+        for member in plan.members.values():
+            self.host(member)[1].warm.remote()
 
     def _relay(self) -> Any:
         """The actor that relays the team tools' calls (the ledger's), served from the first call of this."""
@@ -795,7 +806,7 @@ class RayExecutor:
             if plan.node_labels:
                 options["label_selector"] = dict(plan.node_labels)
             name = f"host-{next(self.made)}"
-            host = _HOST.options(**options).remote(name, self.opener, self.store, self.ledger)
+            host = _HOST.options(**options).remote(name, self.opener, self.store)
             self.hosts[key] = (name, host)
             self.delivered[name] = _Delivered()
             assert self._pumps is not None, "use the executor as `async with RayExecutor(...)`"
@@ -870,6 +881,7 @@ class _RayRun:
             role=task.role,
             resume=task.resume,
             workspace=tuple(str(r) for r in task.workspace.roots) if task.workspace is not None else None,
+            ledger=ledger,
             guard=key,
             controlled=executor._control(task.guards),
         )
