@@ -436,15 +436,19 @@ class _LedgerHost(_Relay):
     """The team's budget ledger and each member's grant of it; each member's guard a ``BudgetGuard`` here. The
     relay of the team's tools too (one process on the driver's node for both: a process is a second of CPU)."""
 
-    def __init__(self, limits: TeamBudget, used: _Account, prices: PriceTable):
+    def __init__(self, prices: PriceTable):
         super().__init__()
-        self.team = Ledger(limits, name="team")
-        self.team.used = used
+        self.team = Ledger(TeamBudget(), name="team")  # (``open`` gives it the run's limits, before any grant)
         self.prices = prices
         self.guards: dict[str, BudgetGuard] = {}
         self.permits: dict[int, tuple[str, str, CallPermit]] = {}  # a call under way: its guard, its host
         self.ids = itertools.count(1)
         self.round_trips = 0
+
+    def open(self, limits: TeamBudget, used: _Account) -> None:
+        """The team's limits, and what it has spent already (a resumed run's)."""
+        self.team = Ledger(limits, name="team")
+        self.team.used = used
 
     def grant(self, key: str, limits: MemberBudget | None, name: str) -> None:
         """The guard of ``key`` (a member with a grant of its own, else the team's)."""
@@ -681,6 +685,7 @@ class RayExecutor:
         self.made = itertools.count(1)
         self.ledger: Any = None
         self.granted: dict[str, anyio.Event] = {}  # the ledger keys the actor has, once it has them
+        self.opened: anyio.Event | None = None  # set once the actor has the team's limits
         self.delivered: dict[str, _Delivered] = {}  # each host's events the driver's tree has, by the host's name
         self._pumps: anyio.abc.TaskGroup | None = None
         self.serving = False  # the team tools members on nodes call are served (through the ledger actor)
@@ -705,8 +710,9 @@ class RayExecutor:
         return _RayRun(self, task)
 
     def warm(self, plan: TeamPlan) -> None:
-        """Start the member hosts ``plan``'s members are placed on now, each making its context, while the run
-        sets itself up (their processes take a second or two to start)."""
+        """Start the ledger actor and the member hosts ``plan``'s members are placed on now, each host making its
+        context, while the run sets itself up (their processes take a second or two to start)."""
+        self._ledger_actor()
         for member in plan.members.values():
             self.host(member)[1].warm.remote()
 
@@ -783,10 +789,13 @@ class RayExecutor:
         team = ledger
         while team.parent is not None:
             team = team.parent
-        if self.ledger is None:
+        actor = self._ledger_actor()
+        if self.opened is None:
+            self.opened = opened = anyio.Event()
             assert isinstance(team.limits, TeamBudget)
-            ledger_host = _actor(_LedgerHost, scheduling_strategy=_on_this_node(), max_concurrency=100_000)
-            self.ledger = ledger_host.remote(team.limits, team.used, self.ctx.prices)
+            await _await(actor.open.remote(team.limits, team.used))
+            opened.set()
+        await self.opened.wait()
         key = "team" if ledger is team else ledger.name
         if key not in self.granted:  # (before any host spends from it: hosts' calls come in their own order)
             self.granted[key] = granted = anyio.Event()
@@ -796,6 +805,12 @@ class RayExecutor:
             granted.set()
         await self.granted[key].wait()
         return self.ledger, key
+
+    def _ledger_actor(self) -> Any:
+        if self.ledger is None:
+            ledger_host = _actor(_LedgerHost, scheduling_strategy=_on_this_node(), max_concurrency=100_000)
+            self.ledger = ledger_host.remote(self.ctx.prices)
+        return self.ledger
 
     def host(self, plan: MemberPlan) -> tuple[str, Any]:
         """The member host of ``plan``'s placement (made at its first member: Ray puts it on a node that has
