@@ -1,5 +1,6 @@
 """Checking a value against a JSON Schema: in process, or as a script (``python -I _schema_check.py``) that reads
-``[schema, value]`` as JSON on stdin and writes the problems as JSON on stdout.
+``[schema, value]`` as JSON on stdin, says ``ready`` on a line of its own once it can check, then writes the
+problems as JSON on stdout.
 
 As a script it imports nothing of Zero (nor its packages' ``__init__``), so the child process that checks a
 schema with regular expressions starts in the time ``jsonschema`` takes to import.
@@ -28,4 +29,8 @@ def problems_of(schema: dict[str, Any], value: Any, most: int = 3) -> list[str]:
 
 if __name__ == "__main__":
     schema, value = json.load(sys.stdin)
+    import jsonschema  # noqa: F401 (loaded before "ready": the parent's time limit is the check's alone)
+
+    sys.stdout.write("ready\n")
+    sys.stdout.flush()
     json.dump(problems_of(schema, value), sys.stdout)

@@ -18,11 +18,13 @@ import json
 import subprocess
 import sys
 from collections.abc import Sequence
+from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import anyio
+import anyio.abc
 
 from zero.agent import _schema_check
 from zero.agent._schema_check import ENDLESS, problems_of
@@ -52,6 +54,7 @@ ANY_JSON = "json"
 DEFAULT_RETRIES = 2
 CHECK_SECONDS = 5.0
 """How long checking a result against a schema with regular expressions may take before it is refused."""
+START_SECONDS = 60.0  # the most its child process may take to start
 _REGEX_KEYS = frozenset({"pattern", "patternProperties"})
 
 CALL_SUBMIT = (
@@ -126,20 +129,46 @@ def _has_regex(schema: object) -> bool:
 
 
 async def _checked(schema: dict[str, Any], value: Any) -> list[str]:
-    """``problems_of`` in a child process killed after ``CHECK_SECONDS`` (cancelling the wait kills it too)."""
+    """``problems_of`` in a child process, killed ``CHECK_SECONDS`` after it is ready to check (its start-up, slow
+    on a loaded machine, does not count; cancelling the wait kills it too)."""
     command = [sys.executable, "-I", _schema_check.__file__]
     data = json.dumps([schema, value], default=str).encode()  # (a TOML date in a schema: its text)
-    with anyio.move_on_after(CHECK_SECONDS) as scope:
-        done = await anyio.run_process(command, input=data, check=False, stderr=subprocess.PIPE)
-    if scope.cancelled_caught:
-        raise ToolError(
-            f"checking the result against the output schema took longer than {CHECK_SECONDS:g} s, so it is refused "
-            "(a pattern in the schema that backtracks without end on this result?); submit a simpler result"
-        )
-    if done.returncode != 0:
-        raise ToolError(f"the result could not be checked against the output schema: {done.stderr.decode()[-300:]}")
-    problems: list[str] = json.loads(done.stdout)
+    async with await anyio.open_process(command, stderr=subprocess.DEVNULL) as child:
+        assert child.stdin is not None and child.stdout is not None
+        await child.stdin.send(data)
+        await child.stdin.aclose()
+        said = b""
+        with anyio.move_on_after(START_SECONDS):
+            while b"\n" not in said and (chunk := await _receive(child.stdout)):
+                said += chunk
+        ready, _, said = said.partition(b"\n")
+        if ready == b"ready":
+            with anyio.move_on_after(CHECK_SECONDS) as scope:
+                while chunk := await _receive(child.stdout):
+                    said += chunk
+            if scope.cancelled_caught:
+                with suppress(ProcessLookupError):
+                    child.kill()
+                raise ToolError(
+                    f"checking the result against the output schema took longer than {CHECK_SECONDS:g} s, so it "
+                    "is refused (a pattern in the schema that backtracks without end on this result?); submit a "
+                    "simpler result"
+                )
+        elif child.returncode is None:  # a child that never got ready
+            with suppress(ProcessLookupError):
+                child.kill()
+    try:
+        problems: list[str] = json.loads(said)
+    except ValueError:
+        raise ToolError("the result could not be checked against the output schema (its checker failed)") from None
     return problems
+
+
+async def _receive(stream: anyio.abc.ByteReceiveStream) -> bytes:
+    try:
+        return await stream.receive()
+    except anyio.EndOfStream:
+        return b""
 
 
 def schema_problem(schema: object) -> str | None:
