@@ -1,0 +1,275 @@
+"""Record -> replay: `zero sessions export ID --as-script`, `zero replay ID|SCRIPT` and `zero swarm run --replay`,
+as a user runs them: a recorded run again offline, and where it diverges from the recording."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import tomllib
+from pathlib import Path
+
+import pytest
+from support.cli import scripted, write_script, zero
+
+from zero.agent import MessageAdded, RunStarted, ToolCall, ToolCallStarted
+from zero.agent.prompts import default_system_prompt
+from zero.sessions import FileSessionStore, SessionMetadata
+
+LEAD = """
+name = "lead"
+description = "Has others look, then reports."
+tools = ["read-only", "delegate"]
+prompt = "You are the lead."
+"""
+
+TEAM = """
+name = "quad"
+[defaults]
+model = "gpt-4.1-mini"
+[[members]]
+name = "a"
+specialist = "explorer"
+prompt = "Read the README."
+[[members]]
+name = "b"
+specialist = "lead"
+prompt = "Have src looked at."
+[[members]]
+name = "c"
+specialist = "lead"
+prompt = "Have two looks."
+[[members]]
+name = "d"
+specialist = "explorer"
+depends_on = ["a", "b", "c"]
+prompt = "Sum up {{ a.output }}"
+"""
+"""Four members: b's Task child has a Task child of its own, c starts two at once, d waits for the rest."""
+
+SCRIPT = """
+[[turns]]
+match = { system = 'You are "a"', turn = 1 }
+tool_calls = [{ name = "read_file", arguments = { path = "README.md" } }]
+[[turns]]
+match = { system = 'You are "a"', turn = 2 }
+text = "A: the answer is 42."
+
+[[turns]]
+match = { system = 'You are "b"', turn = 1 }
+tool_calls = [{ name = "Task", arguments = { name = "lead", description = "src", prompt = "Look at src." } }]
+[[turns]]
+match = { user = "Look at src.", turn = 1 }
+tool_calls = [{ name = "Task", arguments = { name = "explorer", description = "app", prompt = "Read the app." } }]
+[[turns]]
+match = { user = "Read the app.", turn = 1 }
+tool_calls = [{ name = "read_file", arguments = { path = "src/app.py" } }]
+[[turns]]
+match = { user = "Read the app.", turn = 2 }
+text = "The app returns 42."
+[[turns]]
+match = { user = "Look at src.", turn = 2 }
+text = "src looked at."
+[[turns]]
+match = { system = 'You are "b"', turn = 2 }
+text = "B done."
+
+[[turns]]
+match = { system = 'You are "c"', turn = 1 }
+tool_calls = [
+  { name = "Task", arguments = { name = "explorer", description = "count", prompt = "Count the files." } },
+  { name = "Task", arguments = { name = "explorer", description = "todo", prompt = "Find the TODOs." } },
+]
+[[turns]]
+match = { user = "Count the files.", turn = 1 }
+tool_calls = [{ name = "list_directory", arguments = {} }]
+delay = 0.05
+[[turns]]
+match = { user = "Count the files.", turn = 2 }
+text = "Two entries."
+[[turns]]
+match = { user = "Find the TODOs.", turn = 1 }
+tool_calls = [{ name = "grep", arguments = { pattern = "TODO" } }]
+[[turns]]
+match = { user = "Find the TODOs.", turn = 2 }
+text = "One TODO."
+[[turns]]
+match = { system = 'You are "c"', turn = 2 }
+text = "C done."
+
+[[turns]]
+match = { system = 'You are "d"', turn = 1 }
+text = "All summed up."
+"""
+
+
+@pytest.fixture
+def recorded(workspace: Path, tmp_path: Path) -> str:
+    """The four members' run, recorded on the scripted provider: the team's session id."""
+    config = Path(os.environ["XDG_CONFIG_HOME"]) / "zero"
+    (config / "specialists").mkdir(parents=True)
+    (config / "specialists" / "lead.toml").write_text(LEAD)
+    (config / "config.toml").write_text("max_depth = 3\n")
+    team = write_script(tmp_path / "team.toml", TEAM)
+    script = write_script(tmp_path / "s.toml", SCRIPT)
+    done = zero("swarm", "run", str(team), *scripted(script, workspace), "--output-format", "json")
+    assert done.returncode == 0, done.stderr
+    return str(json.loads(done.stdout)["sessionId"])
+
+
+def sessions() -> FileSessionStore:
+    return FileSessionStore(Path(os.environ["ZERO_HOME"]) / "sessions")
+
+
+def test_a_team_with_task_children_replays_offline_and_names_the_call_that_diverges(
+    recorded: str, workspace: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "quad.replay.toml"
+    done = zero("sessions", "export", recorded, "--as-script", "-o", str(out))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == f"wrote {out}: 15 model calls of 9 sessions\nreplay it offline with: zero replay {out}\n"
+    script = tomllib.loads(out.read_text())
+    assert script["recording"]["kind"] == "team" and script["recording"]["session_id"] == recorded
+    labels = sorted(s["label"] for s in script["recording"]["sessions"])
+    assert labels == [
+        "a",
+        "b",
+        "b > lead (src)",
+        "b > lead (src) > explorer (app)",
+        "c",
+        "c > explorer (count)",
+        "c > explorer (todo)",
+        "d",
+        "team quad",
+    ]
+    # Recorded usage replays too: each turn holds what its call spent.
+    assert all(t["usage"]["prompt_tokens"] > 0 for t in script["turns"])
+
+    same = zero("replay", str(out))
+    assert same.returncode == 0, same.stderr
+    replay_id = re.fullmatch(rf"replayed {recorded} as (team_\S+) \(completed\)\n.*", same.stdout, re.S)
+    assert replay_id is not None, same.stdout
+    assert same.stdout.splitlines()[1] == "no divergence: 15 model calls and 8 tool results as recorded, in 9 sessions"
+    replayed = sessions().metadata(replay_id.group(1))
+    assert replayed.replay_of == recorded and replayed.session_kind == "team"
+    spent = [sessions().metadata(recorded).children_usage, replayed.children_usage]
+    assert spent[0].total_tokens == spent[1].total_tokens  # the recorded usage, spent again
+
+    # A file the grandchild of b reads has changed: exit 1, naming the member's session, the call and the diff.
+    app = workspace / "src" / "app.py"
+    app.write_text(app.read_text() + "VERSION = 2\n")
+    changed = zero("replay", recorded)
+    assert changed.returncode == 1, changed.stderr
+    said = changed.stdout.splitlines()
+    assert said[1] == "1 divergence from the recording:", changed.stdout
+    assert re.fullmatch(
+        r"- b > lead \(src\) > explorer \(app\): call 1 \(read_file\) returned another result \[session child_\S+\]",
+        said[2],
+    )
+    assert said[3:] == ["    +     3\tVERSION = 2"]
+
+    as_json = zero("replay", str(out), "--output", "json")
+    assert as_json.returncode == 1
+    report = json.loads(as_json.stdout)
+    assert report["diverged"] is True and report["exitCode"] == 1
+    [divergence] = report["divergences"]
+    assert {k: divergence[k] for k in ("kind", "session", "call", "tool")} == {
+        "kind": "result",
+        "session": "b > lead (src) > explorer (app)",
+        "call": 1,
+        "tool": "read_file",
+    }
+
+    # The team file as it is now, on the recorded calls: the same verdict.
+    team = tmp_path / "team.toml"
+    again = zero("swarm", "run", str(team), "--replay", str(out), "--cwd", str(workspace), "--output-format", "json")
+    assert again.returncode == 1, again.stderr
+    assert [d["session"] for d in json.loads(again.stdout)["divergences"]] == ["b > lead (src) > explorer (app)"]
+
+
+def test_a_replay_in_another_workspace_and_an_agent_run(workspace: Path, tmp_path: Path) -> None:
+    script = write_script(
+        tmp_path / "s.toml",
+        """
+[[turns]]
+match = { user = "Explain", turn = 1 }
+tool_calls = [{ name = "Task", arguments = { name = "explorer", description = "look", prompt = "Read README.md" } }]
+[[turns]]
+match = { user = "Read README.md", turn = 1 }
+tool_calls = [{ name = "read_file", arguments = { path = "README.md" } }]
+[[turns]]
+match = { user = "Read README.md", turn = 2 }
+text = "It says 42."
+[[turns]]
+match = { user = "Explain", turn = 2 }
+text = "The answer is 42."
+""",
+    )
+    done = zero("exec", "Explain the README", *scripted(script, workspace), "--output-format", "json")
+    assert done.returncode == 0, done.stderr
+    recorded = json.loads(done.stdout)["sessionId"]
+    copy = tmp_path / "copy"
+    copy.mkdir()
+    (copy / "README.md").write_text((workspace / "README.md").read_text())
+    elsewhere = zero("replay", recorded, "--workspace", str(copy), "--output-format", "json")
+    assert elsewhere.returncode == 0, elsewhere.stdout
+    report = json.loads(elsewhere.stdout)
+    assert (report["modelCalls"], report["toolCalls"], report["divergences"]) == (4, 2, [])
+    assert sessions().metadata(report["sessionId"]).cwd == str(copy)
+    (copy / "README.md").unlink()
+    gone = zero("replay", recorded, "--workspace", str(copy))
+    assert gone.returncode == 1
+    assert "zero > explorer (look): call 1 (read_file) returned another result (ok then, error now)" in gone.stdout
+
+
+def test_rude_inputs_get_a_clear_error_and_exit_2(workspace: Path, tmp_path: Path) -> None:
+    missing = zero("replay", "zero_20261201000000_000000000000")
+    assert missing.returncode == 2
+    assert missing.stderr.startswith("zero: error: no session zero_20261201000000_000000000000 in ")
+    nonsense = write_script(tmp_path / "edited.toml", "[recording]\nkind = 'agent'\n[[turns]]\nmatch = 3\n")
+    bad = zero("replay", str(nonsense))
+    assert bad.returncode == 2
+    assert bad.stderr.startswith(f"zero: error: {nonsense} is not a script of a recorded run:\n")
+    assert "recording.session_id" in bad.stderr and "turns.0.match" in bad.stderr
+    plain = write_script(tmp_path / "plain.toml", "[[turns]]\ntext = 'hi'\n")
+    assert zero("replay", str(plain)).stderr == (
+        f"zero: error: {plain} is a script without a recording (no [recording] table): only a script that "
+        "zero sessions export --as-script wrote can be replayed\n"
+    )
+    store = sessions()
+    sid = "zero_20261201000000_0000000000aa"
+    store.create(SessionMetadata(session_id=sid, cwd=str(workspace)))
+    store.acquire(sid)  # its process still runs it
+    store.append(sid, [RunStarted(session_id=sid, provider="scripted", model="m", cwd=str(workspace))])
+    running = zero("replay", sid)
+    assert running.returncode == 2
+    assert running.stderr == (
+        f"zero: error: session {sid} is still running: export it when it has ended (or stop it: zero swarm stop)\n"
+    )
+    assert zero("sessions", "export", sid, "--as-script").returncode == 2
+
+
+def test_a_run_killed_mid_turn_replays_up_to_where_it_stopped(workspace: Path) -> None:
+    sid = "zero_20261201000000_0000000000bb"
+    store = sessions()
+    store.create(SessionMetadata(session_id=sid, cwd=str(workspace), root_session_id=sid, model_id="gpt-4.1-mini"))
+    call = ToolCall(id="call_1_1", name="read_file", arguments={"path": "README.md"})
+    store.append(
+        sid,
+        [
+            RunStarted(session_id=sid, provider="scripted", model="gpt-4.1-mini", cwd=str(workspace)),
+            MessageAdded(session_id=sid, role="system", content=default_system_prompt(str(workspace))),
+            MessageAdded(session_id=sid, role="user", content="Read the README"),
+            MessageAdded(session_id=sid, role="assistant", tool_calls=(call,)),
+            ToolCallStarted(session_id=sid, id=call.id, name=call.name, arguments=call.arguments),
+        ],
+    )  # then killed: the call has no result, and nobody holds the session (it reads as interrupted)
+    store.release(sid)
+    store.flush(sid)
+    done = zero("replay", sid, "--output-format", "json")
+    assert done.returncode == 1, done.stderr
+    report = json.loads(done.stdout)
+    assert [(d["kind"], d["call"], d["message"]) for d in report["divergences"]] == [
+        ("result", 1, "zero: call 1 (read_file) has no recorded result (the recorded run ended before it did)"),
+        ("extra_call", 2, "zero: model call 2 is not in the recording"),
+    ]
