@@ -64,7 +64,7 @@ def replay_team_file(args: SwarmOptions, streams: Streams) -> int:
                     f"--replay {args.replay}: the recording is an agent's run, not a team's; "
                     f"replay it with: zero replay {args.replay}"
                 )
-            what = replace(args, replay=None, cwd=args.cwd or recording.workspace)
+            what = replace(args, replay=None)  # in this folder (or --cwd), as swarm run runs
             fmt = "json" if args.output_format == "json" else "text"
             return _replay(script, path, what, args.run, fmt, streams)
     except ZeroError as e:

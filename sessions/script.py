@@ -4,10 +4,10 @@ replay of it went another way (``zero replay``).
 Every model call of every session of the run (its members, its ``Task`` children at any depth) becomes a
 turn that answers as the call answered then, with the usage it recorded, matched by what tells the sessions
 apart: the system prompt up to the workspace's path (a member's name is in it, a path is not: the replay may
-run elsewhere), the first user message and the call's number. Each turn also holds what its tool calls
-returned, and the session it answered by its place in the run (a member's name, then the id of each ``Task``
-call down to it), so a replay is compared session by session, call by call, whatever order its concurrent
-members ran in.
+run elsewhere), the first user message (and a later run's own prompt) and the call's number. Each turn also
+holds what its tool calls returned, and the session it answered by its place in the run (a member's name,
+then the id of each ``Task`` call down to it), so a replay is compared session by session, call by call,
+whatever order its concurrent members ran in.
 """
 
 from __future__ import annotations
@@ -155,6 +155,9 @@ def _turns(events: Sequence[Event], path: str, places: Sequence[str]) -> tuple[l
         elif isinstance(event, RunStarted):
             error = ""
     close()
+    if all(t.match.prompt == t.match.user for t in turns):  # one run: its prompt is its first user message
+        for turn in turns:
+            turn.match.prompt = None
     return turns, error
 
 
@@ -169,8 +172,12 @@ def _add(a: ScriptUsage, b: ScriptUsage) -> ScriptUsage:
 def _match(messages: Sequence[Message], places: Sequence[str]) -> ScriptMatch:
     system = next((m.content for m in messages if m.role == "system"), "")
     user = next((m.content for m in messages if m.role == "user"), "")
+    prompt = next((m.content for m in reversed(messages) if m.role == "user"), "")
     return ScriptMatch(
-        system=_before(system, (*places, WORKSPACE)), user=_before(user, places), turn=turn_number(messages)
+        system=_before(system, (*places, WORKSPACE)),
+        user=_before(user, places),
+        prompt=_before(prompt, places),
+        turn=turn_number(messages),
     )
 
 
@@ -232,10 +239,12 @@ def export_script(store: SessionStore, session_id: str) -> Script:
         elif starting and isinstance(event, MessageAdded) and event.role == "user":
             prompts.append(event.content)
             starting = False
-    turns = [t for s in sessions for t in s.turns]
-    # A turn matches by substrings: one whose strings another's contain must come after it, or it would
-    # answer that one's calls too. Longer first does it (a stable sort keeps each session's calls in order).
-    turns.sort(key=lambda t: -(len(t.match.system or "") + len(t.match.user or "")))
+    # A turn matches by substrings: a session whose strings another's contain must come after it, or its turns
+    # would answer that one's calls too. Longer first does it; each session's calls stay in their order.
+    ordered = sorted(
+        sessions, key=lambda s: -max((len(t.match.system or "") + len(t.match.user or "") for t in s.turns), default=0)
+    )
+    turns = [t for s in ordered for t in s.turns]
     recording = ScriptRecording(
         session_id=session_id,
         kind="team" if meta.session_kind == "team" else "agent",

@@ -70,6 +70,7 @@ class ScriptMatch(_Strict):
     system: str | None = None
     user: str | None = None
     last: str | None = None
+    prompt: str | None = None
     turn: int | None = Field(None, ge=1, description="1 for the first model call of a run, 2 for the next...")
 
     def fits(self, messages: Sequence[Message]) -> bool:
@@ -77,10 +78,11 @@ class ScriptMatch(_Strict):
             return False
         system = next((m.content for m in messages if m.role == "system"), "")
         user = next((m.content for m in messages if m.role == "user"), "")
+        prompt = next((m.content for m in reversed(messages) if m.role == "user"), "")
         last = messages[-1].content if messages else ""
         return all(
             needle is None or needle in hay
-            for needle, hay in ((self.system, system), (self.user, user), (self.last, last))
+            for needle, hay in ((self.system, system), (self.user, user), (self.prompt, prompt), (self.last, last))
         )
 
 

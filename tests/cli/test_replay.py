@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 from support.cli import scripted, write_script, zero
 
-from zero.agent import MessageAdded, RunStarted, ToolCall, ToolCallStarted
+from zero.agent import Message, MessageAdded, RunStarted, ToolCall, ToolCallStarted
 from zero.agent.prompts import default_system_prompt
+from zero.agent.providers.scripted import load_script
 from zero.sessions import FileSessionStore, SessionMetadata
 
 LEAD = """
@@ -186,8 +187,17 @@ def test_a_team_with_task_children_replays_offline_and_names_the_call_that_diver
     assert again.returncode == 1, again.stderr
     assert [d["session"] for d in json.loads(again.stdout)["divergences"]] == ["b > lead (src) > explorer (app)"]
 
+    # An edited team file that stops a short: its recorded second call is never made.
+    team.write_text(TEAM.replace('prompt = "Read the README."', 'prompt = "Read the README."\nmax_turns = 1'))
+    app.write_text(app.read_text().replace("VERSION = 2\n", ""))
+    short = zero("swarm", "run", str(team), "--replay", str(out), "--cwd", str(workspace))
+    assert short.returncode == 1, short.stderr
+    assert "- a: recorded model call 2 never made [session member_" in short.stdout, short.stdout
 
-def test_a_replay_in_another_workspace_and_an_agent_run(workspace: Path, tmp_path: Path) -> None:
+
+def test_an_agent_resumed_with_a_second_prompt_replays_both_in_another_workspace(
+    workspace: Path, tmp_path: Path
+) -> None:
     script = write_script(
         tmp_path / "s.toml",
         """
@@ -208,14 +218,30 @@ text = "The answer is 42."
     done = zero("exec", "Explain the README", *scripted(script, workspace), "--output-format", "json")
     assert done.returncode == 0, done.stderr
     recorded = json.loads(done.stdout)["sessionId"]
+    later = write_script(
+        tmp_path / "later.toml",
+        """
+[[turns]]
+match = { prompt = "Now the app", turn = 1 }
+tool_calls = [{ name = "read_file", arguments = { path = "src/app.py" } }]
+[[turns]]
+match = { prompt = "Now the app", turn = 2 }
+text = "It returns 42."
+""",
+    )
+    resumed = zero("sessions", "resume", recorded, "Now the app", *scripted(later, workspace))
+    assert resumed.returncode == 0, resumed.stderr
     copy = tmp_path / "copy"
     copy.mkdir()
-    (copy / "README.md").write_text((workspace / "README.md").read_text())
+    (copy / "src").mkdir()
+    for name in ("README.md", "src/app.py"):
+        (copy / name).write_text((workspace / name).read_text())
     elsewhere = zero("replay", recorded, "--workspace", str(copy), "--output-format", "json")
     assert elsewhere.returncode == 0, elsewhere.stdout
     report = json.loads(elsewhere.stdout)
-    assert (report["modelCalls"], report["toolCalls"], report["divergences"]) == (4, 2, [])
-    assert sessions().metadata(report["sessionId"]).cwd == str(copy)
+    assert (report["modelCalls"], report["toolCalls"], report["divergences"]) == (6, 3, [])
+    replayed = sessions().metadata(report["sessionId"])
+    assert (replayed.cwd, replayed.replay_of) == (str(copy), recorded)
     (copy / "README.md").unlink()
     gone = zero("replay", recorded, "--workspace", str(copy))
     assert gone.returncode == 1
@@ -273,3 +299,47 @@ def test_a_run_killed_mid_turn_replays_up_to_where_it_stopped(workspace: Path) -
         ("result", 1, "zero: call 1 (read_file) has no recorded result (the recorded run ended before it did)"),
         ("extra_call", 2, "zero: model call 2 is not in the recording"),
     ]
+
+
+def test_a_session_whose_prompt_holds_anothers_gets_its_own_answers(workspace: Path, tmp_path: Path) -> None:
+    # Two explorers under one parent have one system prompt, and "Read it." is in "Read it. Then more.": the
+    # script must offer the longer one's turns first, or its first call takes the shorter one's answer.
+    script = write_script(
+        tmp_path / "s.toml",
+        """
+[[turns]]
+match = { user = "Go", turn = 1 }
+tool_calls = [{ name = "Task", arguments = { name = "explorer", description = "short", prompt = "Read it." } }]
+[[turns]]
+match = { user = "Go", turn = 2 }
+tool_calls = [
+  { name = "Task", arguments = { name = "explorer", description = "long", prompt = "Read it. Then more." } },
+]
+[[turns]]
+match = { user = "Go", turn = 3 }
+text = "Gone."
+[[turns]]
+match = { user = "Read it. Then more.", turn = 1 }
+text = "The long one."
+[[turns]]
+match = { user = "Read it.", turn = 1 }
+text = "The short one."
+""",
+    )
+    done = zero("exec", "Go", *scripted(script, workspace), "--output-format", "json")
+    assert done.returncode == 0, done.stderr
+    out = tmp_path / "go.json"
+    assert (
+        zero("sessions", "export", json.loads(done.stdout)["sessionId"], "--as-script", "-o", str(out)).returncode == 0
+    )
+    exported = load_script(out)
+    assert exported.recording is not None
+    long_child = next(s for s in exported.recording.sessions if s.label == "zero > explorer (long)")
+    system = next(
+        e.event.content
+        for e in sessions().events(long_child.id)
+        if isinstance(e.event, MessageAdded) and e.event.role == "system"
+    )
+    asked = [Message(role="system", content=system), Message(role="user", content="Read it. Then more.")]
+    answer = next(t for t in exported.turns if t.match.fits(asked))  # the provider's rule: the first that fits
+    assert answer.text == "The long one." and answer.session == long_child.path
