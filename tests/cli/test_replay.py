@@ -181,6 +181,14 @@ def test_a_team_with_task_children_replays_offline_and_names_the_call_that_diver
         "tool": "read_file",
     }
 
+    member = next(s["id"] for s in script["recording"]["sessions"] if s["label"] == "b")
+    alone = zero("replay", member)
+    assert alone.returncode == 2
+    assert alone.stderr == (
+        f"zero: error: {member} is a member session: a replay starts a run from its top, so replay the run it "
+        f"belongs to (zero sessions lineage {member} names it)\n"
+    )
+
     # The team file as it is now, on the recorded calls: the same verdict.
     team = tmp_path / "team.toml"
     again = zero("swarm", "run", str(team), "--replay", str(out), "--cwd", str(workspace), "--output-format", "json")
@@ -343,3 +351,40 @@ text = "The short one."
     asked = [Message(role="system", content=system), Message(role="user", content="Read it. Then more.")]
     answer = next(t for t in exported.turns if t.match.fits(asked))  # the provider's rule: the first that fits
     assert answer.text == "The long one." and answer.session == long_child.path
+
+
+def test_a_background_task_is_asked_for_by_the_replays_own_task_id(workspace: Path, tmp_path: Path) -> None:
+    script = write_script(
+        tmp_path / "s.toml",
+        """
+[[turns]]
+match = { user = "Look", turn = 1 }
+tool_calls = [
+  { name = "Task", arguments = { name = "explorer", prompt = "Read it.", run_in_background = true } },
+]
+[[turns]]
+match = { user = "Look", turn = 2 }
+tool_calls = [{ name = "TaskOutput", arguments = { task_id = "{{task_id}}", block = true } }]
+[[turns]]
+match = { user = "Look", turn = 3 }
+text = "Looked."
+[[turns]]
+match = { user = "Read it.", turn = 1 }
+tool_calls = [{ name = "read_file", arguments = { path = "README.md" } }]
+[[turns]]
+match = { user = "Read it.", turn = 2 }
+text = "It says 42."
+""",
+    )
+    done = zero("exec", "Look in the background", *scripted(script, workspace), "--output-format", "json")
+    assert done.returncode == 0, done.stderr
+    recorded = json.loads(done.stdout)["sessionId"]
+    out = tmp_path / "bg.toml"
+    assert zero("sessions", "export", recorded, "--as-script", "-o", str(out)).returncode == 0
+    asked = next(t for t in load_script(out).turns if t.tool_calls and t.tool_calls[0].name == "TaskOutput")
+    assert asked.tool_calls[0].arguments == {"task_id": "{{task_id}}", "block": True}  # not the recorded child's id
+    replayed = zero("replay", str(out))
+    assert replayed.returncode == 0, replayed.stdout
+    assert (
+        replayed.stdout.splitlines()[1] == "no divergence: 5 model calls and 3 tool results as recorded, in 2 sessions"
+    )
