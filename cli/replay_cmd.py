@@ -39,11 +39,12 @@ __all__ = ["replay_team_file", "run_replay", "write_script"]
 def run_replay(args: ReplayOptions, streams: Streams) -> int:
     """``zero replay``: the recorded run (an agent's or a team's) again, and the report."""
     try:
-        with _script(args.source) as (script, path):
+        with _script(args.source) as (script, path, folder):
             recording = _recording(script, args.source)
-            if recording.kind == "team":
-                what = SwarmOptions(action="run", team=str(path.parent / "team.json"), cwd=_workspace(args, recording))
-                path.with_name("team.json").write_text(json.dumps(recording.team), encoding="utf-8")
+            if recording.kind == "team":  # the team file as it ran, beside the script (never in the workspace)
+                team = folder / "team.json"
+                team.write_text(json.dumps(recording.team), encoding="utf-8")
+                what = SwarmOptions(action="run", team=str(team), cwd=_workspace(args, recording))
                 return _replay(script, path, what, args.run, args.output_format, streams)
             return _replay(script, path, _agent(args, recording), args.run, args.output_format, streams)
     except ZeroError as e:
@@ -57,7 +58,7 @@ def replay_team_file(args: SwarmOptions, streams: Streams) -> int:
     try:
         if args.output_format == "stream-json":
             raise UsageError("--replay prints a report: give --output-format text or json")
-        with _script(args.replay) as (script, path):
+        with _script(args.replay) as (script, path, _):
             recording = _recording(script, args.replay)
             if recording.kind != "team":
                 raise UsageError(
@@ -99,24 +100,25 @@ def write_script(script: Script, path: Path | None, out: TextIO) -> None:
 
 
 @contextmanager
-def _script(source: str) -> Iterator[tuple[Script, Path]]:
-    """The script ``source`` names (a script file, else a session, exported) and a file of it to run on."""
+def _script(source: str) -> Iterator[tuple[Script, Path, Path]]:
+    """The script ``source`` names (a script file, else a session, exported), a file of it to run on, and a
+    temporary folder for the run's other files."""
     from zero.agent.providers.scripted import load_script
 
-    with tempfile.TemporaryDirectory(prefix="zero-replay-") as folder:
-        given = Path(source)
+    with tempfile.TemporaryDirectory(prefix="zero-replay-") as name:
+        folder, given = Path(name), Path(source)
         if given.suffix in (".toml", ".json") or given.is_file():
             try:
                 script = load_script(given)
             except FileError as e:
                 raise UsageError(f"{source} is not a script of a recorded run:\n  {e}") from None
-            yield script, given.resolve()
+            yield script, given.resolve(), folder
             return
         store = session_store(writable=True)  # (a run found dead is marked interrupted: it can be replayed)
         script = export_script(store, resolve_session_id(store, source))
-        path = Path(folder, "script.json")
+        path = folder / "script.json"
         write_script(script, path, io.StringIO())
-        yield script, path
+        yield script, path, folder
 
 
 def _recording(script: Script, source: str) -> ScriptRecording:

@@ -225,9 +225,7 @@ def export_script(store: SessionStore, session_id: str) -> Script:
     ``UsageError`` if it is still running."""
     meta = store.metadata(session_id)
     if not meta.finished:
-        raise UsageError(
-            f"session {session_id} is still {meta.status}: export it when it has ended (or stop it: zero swarm stop)"
-        )
+        raise UsageError(f"session {session_id} is still {meta.status}: export or replay it when it has ended")
     sessions = recorded_sessions(store, session_id)
     events = [e.event for e in store.events(session_id)]
     team = next((e for e in events if isinstance(e, TeamStarted)), None)

@@ -147,6 +147,7 @@ def test_a_team_with_task_children_replays_offline_and_names_the_call_that_diver
     assert all(t["usage"]["prompt_tokens"] > 0 for t in script["turns"])
 
     same = zero("replay", str(out))
+    assert sorted(p.name for p in tmp_path.iterdir() if p.is_file()) == ["quad.replay.toml", "s.toml", "team.toml"]
     assert same.returncode == 0, same.stderr
     replay_id = re.fullmatch(rf"replayed {recorded} as (team_\S+) \(completed\)\n.*", same.stdout, re.S)
     assert replay_id is not None, same.stdout
@@ -277,9 +278,7 @@ def test_rude_inputs_get_a_clear_error_and_exit_2(workspace: Path, tmp_path: Pat
     store.append(sid, [RunStarted(session_id=sid, provider="scripted", model="m", cwd=str(workspace))])
     running = zero("replay", sid)
     assert running.returncode == 2
-    assert running.stderr == (
-        f"zero: error: session {sid} is still running: export it when it has ended (or stop it: zero swarm stop)\n"
-    )
+    assert running.stderr == (f"zero: error: session {sid} is still running: export or replay it when it has ended\n")
     assert zero("sessions", "export", sid, "--as-script").returncode == 2
 
 
@@ -388,3 +387,24 @@ text = "It says 42."
     assert (
         replayed.stdout.splitlines()[1] == "no divergence: 5 model calls and 3 tool results as recorded, in 2 sessions"
     )
+
+
+def test_a_null_in_a_recorded_call_exports_as_json_only(workspace: Path, tmp_path: Path) -> None:
+    turns = [
+        {"match": {"turn": 1}, "tool_calls": [{"name": "glob", "arguments": {"pattern": "*.md", "path": None}}]},
+        {"match": {"turn": 2}, "text": "One file."},
+    ]
+    script = tmp_path / "s.json"
+    script.write_text(json.dumps({"turns": turns}))
+    done = zero("exec", "List", *scripted(script, workspace), "--output-format", "json")
+    assert done.returncode == 0, done.stderr
+    recorded = json.loads(done.stdout)["sessionId"]
+    toml = zero("sessions", "export", recorded, "--as-script", "-o", str(tmp_path / "x.toml"))
+    assert (toml.returncode, toml.stderr) == (
+        2,
+        "zero: error: this run's tool calls hold a value TOML cannot write (null): export it as JSON, "
+        "with -o FILE.json\n",
+    )
+    assert not (tmp_path / "x.toml").exists()
+    assert zero("sessions", "export", recorded, "--as-script", "-o", str(tmp_path / "x.json")).returncode == 0
+    assert zero("replay", str(tmp_path / "x.json")).returncode == 0
