@@ -365,8 +365,13 @@ def _replay(replay: argparse.ArgumentParser) -> None:
     )
     replay.add_argument("source", metavar="ID|SCRIPT", help="a session (an id, a prefix, or last) or a script file")
     replay.add_argument("--output-format", "--output", choices=("text", "json"), default="text")
-    common(replay)
-    replay.add_argument("--workspace", dest="cwd", help="run it in this folder (default: the recorded workspace)")
+    replay.add_argument(
+        "--workspace", "--cwd", dest="cwd", metavar="DIR", help="run it in this folder (default: the recorded one)"
+    )
+    replay.add_argument(
+        "--permission-mode", choices=PERMISSION_MODES, help="what tools may do without approval (default: auto)"
+    )
+    replay.add_argument("--debug", action="store_true", help="show tracebacks")
 
 
 def shell_parser() -> argparse.ArgumentParser:

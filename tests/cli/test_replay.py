@@ -408,3 +408,24 @@ def test_a_null_in_a_recorded_call_exports_as_json_only(workspace: Path, tmp_pat
     assert not (tmp_path / "x.toml").exists()
     assert zero("sessions", "export", recorded, "--as-script", "-o", str(tmp_path / "x.json")).returncode == 0
     assert zero("replay", str(tmp_path / "x.json")).returncode == 0
+
+
+def test_a_replay_runs_under_the_users_permission_mode_never_a_wider_one(workspace: Path, tmp_path: Path) -> None:
+    script = write_script(
+        tmp_path / "s.toml",
+        """
+[[turns]]
+match = { turn = 1 }
+tool_calls = [{ name = "write_file", arguments = { path = "notes.txt", content = "noted\\n" } }]
+[[turns]]
+match = { turn = 2 }
+text = "Written."
+""",
+    )
+    done = zero("exec", "Take a note", *scripted(script, workspace), "--output-format", "json")
+    assert done.returncode == 0, done.stderr
+    (workspace / "notes.txt").unlink()
+    read_only = zero("replay", json.loads(done.stdout)["sessionId"], "--permission-mode", "read-only")
+    assert read_only.returncode == 1
+    assert "- zero: call 1 (write_file) returned another result (ok then, denied now)" in read_only.stdout
+    assert not (workspace / "notes.txt").exists()
