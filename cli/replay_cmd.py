@@ -25,7 +25,7 @@ from zero.cli.common import Streams, print_error, session_store
 from zero.cli.options import ExecOptions, ReplayOptions, ResumeOptions, RunOptions, SwarmOptions
 from zero.cli.session_ids import resolve_session_id
 from zero.errors import UsageError, ZeroError
-from zero.sessions.script import Divergence, divergences, export_script, recorded_sessions
+from zero.sessions.script import Divergence, answered, counted, divergences, export_script, recorded_sessions
 from zero.strictfile import FileError
 from zero.tools.describe import printable
 
@@ -228,7 +228,8 @@ def _report(
     fmt: str,
     out: TextIO,
 ) -> None:
-    tools = sum(len(t.results) for t in script.turns)
+    calls = answered(script.turns)
+    tools = sum(len(t.results) for t in calls)
     if fmt == "json":
         report = {
             "type": "replay",
@@ -237,7 +238,7 @@ def _report(
             "status": status,
             "diverged": bool(found),
             "exitCode": 1 if found else 0,
-            "modelCalls": len(script.turns),
+            "modelCalls": len(calls),
             "toolCalls": tools,
             "divergences": [d.to_json() for d in found],
         }
@@ -246,11 +247,11 @@ def _report(
     out.write(f"replayed {recording.session_id} as {replay_id} ({status})\n")
     if not found:
         out.write(
-            f"no divergence: {len(script.turns):,} model calls and {tools:,} tool results as recorded, "
-            f"in {len(recording.sessions):,} sessions\n"
+            f"no divergence: {counted(len(calls), 'model call')} and {counted(tools, 'tool result')} as "
+            f"recorded, in {counted(len(recording.sessions), 'session')}\n"
         )
         return
-    out.write(f"{len(found):,} divergence{'' if len(found) == 1 else 's'} from the recording:\n")
+    out.write(f"{counted(len(found), 'divergence')} from the recording:\n")
     for d in found:
         out.write(f"- {printable(d.message)} [session {d.session_id}]\n")
         for line in d.diff.splitlines():

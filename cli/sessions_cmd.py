@@ -30,7 +30,7 @@ from zero.sessions import (
     totals_json,
 )
 from zero.sessions.index import Row
-from zero.sessions.script import export_script
+from zero.sessions.script import answered, export_script
 from zero.tools.describe import printable
 
 __all__ = ["run_sessions"]
@@ -250,8 +250,8 @@ def _export(store: SessionStore, session_id: str, args: SessionsOptions, out: Te
         if args.out:
             assert script.recording is not None
             out.write(
-                f"wrote {args.out}: {len(script.turns):,} model calls of {len(script.recording.sessions):,} "
-                f"sessions\nreplay it offline with: zero replay {args.out}\n"
+                f"wrote {args.out}: {_count(len(answered(script.turns)), 'model call')} of "
+                f"{_count(len(script.recording.sessions), 'session')}\nreplay it offline with: zero replay {args.out}\n"
             )
         return 0
     if args.out:

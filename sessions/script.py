@@ -25,6 +25,7 @@ from zero.agent import (
     Event,
     Message,
     MessageAdded,
+    RetryScheduled,
     RunStarted,
     TeamStarted,
     ToolFinished,
@@ -33,6 +34,7 @@ from zero.agent import (
 )
 from zero.agent.providers.scripted import (
     Script,
+    ScriptError,
     ScriptMatch,
     ScriptRecording,
     ScriptResult,
@@ -46,10 +48,20 @@ from zero.errors import UsageError
 from zero.sessions.lineage import SessionNode, session_tree
 from zero.sessions.store import SessionStore
 
-__all__ = ["Divergence", "RecordedSession", "divergences", "export_script", "recorded_sessions"]
+__all__ = ["Divergence", "RecordedSession", "answered", "counted", "divergences", "export_script", "recorded_sessions"]
 
 SESSION_ID = re.compile(r"\b[A-Za-z0-9-]+_\d{14}_[0-9a-f]{12}\b")
 """A session id as Zero makes them: it differs in every run, so a placeholder stands for it."""
+
+RETRIED = {
+    "rate_limited": "rate_limit",
+    "overloaded": "overloaded",
+    "timeout": "timeout",
+    "connection_error": "connection",
+    "stream_dropped": "stream_dropped",
+}
+"""A recorded retry's error code, and the kind of scripted error that fails the call again (so a retries budget
+replays too)."""
 
 NO_TURN = "no scripted turn matches"
 """How the scripted provider's error for a call its script does not have begins."""
@@ -148,6 +160,11 @@ def _turns(events: Sequence[Event], path: str, places: Sequence[str]) -> tuple[l
                 turns[-1].usage = spent
             else:  # spent before its answer came (a call that failed, then was tried again)
                 unspent = spent if unspent is None else _add(unspent, spent)
+        elif isinstance(event, RetryScheduled) and event.code in RETRIED:
+            close()
+            results = {}
+            again = ScriptError(kind=RETRIED[event.code], message=event.message, retry_after=0)  # (tried at once)
+            turns.append(ScriptTurn(match=_match(messages, places), error=again, session=path))
         elif isinstance(event, Compacted):
             messages[:] = compact_history(messages, event.summary)
         elif isinstance(event, ErrorRaised):
@@ -292,7 +309,7 @@ def divergences(recording: Script, replay: Sequence[RecordedSession]) -> list[Di
     assert recording.recording is not None
     recorded = {s.path: s for s in recording.recording.sessions}
     calls: dict[str, list[ScriptTurn]] = {path: [] for path in recorded}
-    for turn in recording.turns:
+    for turn in answered(recording.turns):
         calls.setdefault(turn.session, []).append(turn)
     replayed = {s.path: s for s in replay}
     found: list[Divergence] = []
@@ -306,7 +323,7 @@ def divergences(recording: Script, replay: Sequence[RecordedSession]) -> list[Di
                         session=was.label,
                         session_id=was.id,
                         call=1,
-                        message=f"{was.label} never ran: its {_count(len(calls[path]), 'recorded model call')} "
+                        message=f"{was.label} never ran: its {counted(len(calls[path]), 'recorded model call')} "
                         "were never made",
                     )
                 )
@@ -334,7 +351,8 @@ def _compare(was: ScriptSession, then: list[ScriptTurn], now: RecordedSession) -
         found.append(Divergence(kind=kind, call=call, message=message, tool=tool, diff=diff, **where))
 
     number = 0  # the tool call's number in the session
-    for index, (old, new) in enumerate(zip(then, now.turns, strict=False), 1):
+    made = answered(now.turns)
+    for index, (old, new) in enumerate(zip(then, made, strict=False), 1):
         if [c.name for c in old.tool_calls] != [c.name for c in new.tool_calls] or old.text != new.text:
             say("answer", index, f"{now.label}: model call {index} was answered with another turn than recorded")
         for before, after in zip(old.results, new.results, strict=False):
@@ -358,11 +376,11 @@ def _compare(was: ScriptSession, then: list[ScriptTurn], now: RecordedSession) -
                     _diff(a, b),
                 )
     if now.error.startswith(NO_TURN):
-        say("extra_call", len(now.turns) + 1, f"{now.label}: model call {len(now.turns) + 1} is not in the recording")
-    elif len(now.turns) > len(then):
+        say("extra_call", len(made) + 1, f"{now.label}: model call {len(made) + 1} is not in the recording")
+    elif len(made) > len(then):
         say("extra_call", len(then) + 1, f"{now.label}: model call {len(then) + 1} is not in the recording")
-    if len(now.turns) < len(then):
-        first, last = len(now.turns) + 1, len(then)
+    if len(made) < len(then):
+        first, last = len(made) + 1, len(then)
         calls = f"call {first}" if first == last else f"calls {first}-{last}"
         say("missing_call", first, f"{now.label}: recorded model {calls} never made")
     if was.status and now.status != was.status and not found:
@@ -372,6 +390,11 @@ def _compare(was: ScriptSession, then: list[ScriptTurn], now: RecordedSession) -
 
 _TIME = re.compile(r"\b(duration|elapsed): \d+(?:\.\d+)? s\b")
 """How long a child took, in a Task result: a replay takes its own time."""
+
+
+def answered(turns: Sequence[ScriptTurn]) -> list[ScriptTurn]:
+    """The turns that answer a call (not those that fail it, as a recorded retry's failed attempt)."""
+    return [t for t in turns if t.error is None]
 
 
 def _normal(text: str, cwd: str) -> str:
@@ -394,5 +417,6 @@ def _diff(then: str, now: str, lines: int = 8, width: int = 160) -> str:
     return "\n".join(body)
 
 
-def _count(n: int, thing: str) -> str:
+def counted(n: int, thing: str) -> str:
+    """``3 model calls``, ``1 session``."""
     return f"{n:,} {thing}{'' if n == 1 else 's'}"

@@ -429,3 +429,30 @@ text = "Written."
     assert read_only.returncode == 1
     assert "- zero: call 1 (write_file) returned another result (ok then, denied now)" in read_only.stdout
     assert not (workspace / "notes.txt").exists()
+
+
+def test_a_recorded_retry_fails_the_call_again_so_a_retries_budget_replays(workspace: Path, tmp_path: Path) -> None:
+    script = write_script(
+        tmp_path / "s.toml",
+        """
+[[turns]]
+match = { turn = 1 }
+error = { kind = "timeout" }
+[[turns]]
+match = { turn = 1 }
+text = "Answered on the second try."
+""",
+    )
+    flags = (*scripted(script, workspace), "--retry-max-delay", "0.01", "--output-format", "json")
+    done = zero("exec", "Answer", *flags)
+    assert done.returncode == 0, done.stderr
+    out = tmp_path / "r.toml"
+    wrote = zero("sessions", "export", json.loads(done.stdout)["sessionId"], "--as-script", "-o", str(out))
+    assert wrote.stdout.startswith(f"wrote {out}: 1 model call of 1 session\n")
+    assert [t.error.kind if t.error else None for t in load_script(out).turns] == ["timeout", None]
+    replayed = zero("replay", str(out), "--output", "json")
+    assert replayed.returncode == 0, replayed.stdout
+    report = json.loads(replayed.stdout)
+    assert (report["modelCalls"], report["divergences"]) == (1, [])
+    retries = [e.event for e in sessions().events(report["sessionId"]) if e.event.kind == "retry"]
+    assert [(r.code, r.delay_seconds) for r in retries] == [("timeout", 0.0)]  # (retried at once)
