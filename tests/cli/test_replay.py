@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from support.cli import scripted, write_script, zero
+from support.secrets import TOKENS
 
 from zero.agent import Message, MessageAdded, RunStarted, ToolCall, ToolCallStarted
 from zero.agent.prompts import default_system_prompt
@@ -456,3 +457,30 @@ text = "Answered on the second try."
     assert (report["modelCalls"], report["divergences"]) == (1, [])
     retries = [e.event for e in sessions().events(report["sessionId"]) if e.event.kind == "retry"]
     assert [(r.code, r.delay_seconds) for r in retries] == [("timeout", 0.0)]  # (retried at once)
+
+
+def test_a_secret_a_tool_read_stays_masked_in_the_script_and_its_replay(workspace: Path, tmp_path: Path) -> None:
+    token = TOKENS["github"]
+    (workspace / "deploy.md").write_text(f"Deploy with {token} and go.\n")
+    script = write_script(
+        tmp_path / "s.toml",
+        """
+[[turns]]
+match = { turn = 1 }
+tool_calls = [{ name = "read_file", arguments = { path = "deploy.md" } }]
+[[turns]]
+match = { turn = 2 }
+text = "Read."
+""",
+    )
+    done = zero("exec", "Read the deploy notes", *scripted(script, workspace), "--output-format", "json")
+    assert done.returncode == 0, done.stderr
+    out = tmp_path / "secret.toml"
+    assert (
+        zero("sessions", "export", json.loads(done.stdout)["sessionId"], "--as-script", "-o", str(out)).returncode == 0
+    )
+    text = out.read_text()
+    assert token not in text and "Deploy with [REDACTED] and go." in text
+    replayed = zero("replay", str(out))
+    assert replayed.returncode == 0, replayed.stdout
+    assert token not in replayed.stdout + replayed.stderr
