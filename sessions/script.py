@@ -104,12 +104,16 @@ def _walk(
     for event in events:
         if isinstance(event, ChildStarted):
             started.setdefault(event.child_session_id, event)
+    steps: dict[str, int] = {}
     for child in node.children:
         start = started.get(child.meta.session_id)
         if start is not None and start.member:
             yield from _walk(store, child, start.member, start.member, (*places, meta.cwd))
             continue
         step = start.tool_call_id if start is not None and start.tool_call_id else child.meta.session_id
+        steps[step] = steps.get(step, 0) + 1
+        if steps[step] > 1:  # a later run's call of the same id (a script numbers each run's calls from 1)
+            step += f"#{steps[step]}"
         name = child.meta.specialist or child.meta.agent_name or "child"
         if start is not None and start.description:  # (what tells two children of one specialist apart)
             name += f" ({' '.join(start.description.split())[:40]})"

@@ -233,10 +233,16 @@ text = "The answer is 42."
         """
 [[turns]]
 match = { prompt = "Now the app", turn = 1 }
+tool_calls = [{ name = "Task", arguments = { name = "explorer", description = "app", prompt = "Read src/app.py" } }]
+[[turns]]
+match = { user = "Read src/app.py", turn = 1 }
 tool_calls = [{ name = "read_file", arguments = { path = "src/app.py" } }]
 [[turns]]
-match = { prompt = "Now the app", turn = 2 }
+match = { user = "Read src/app.py", turn = 2 }
 text = "It returns 42."
+[[turns]]
+match = { prompt = "Now the app", turn = 2 }
+text = "The app returns 42."
 """,
     )
     resumed = zero("sessions", "resume", recorded, "Now the app", *scripted(later, workspace))
@@ -249,13 +255,15 @@ text = "It returns 42."
     elsewhere = zero("replay", recorded, "--workspace", str(copy), "--output-format", "json")
     assert elsewhere.returncode == 0, elsewhere.stdout
     report = json.loads(elsewhere.stdout)
-    assert (report["modelCalls"], report["toolCalls"], report["divergences"]) == (6, 3, [])
+    assert (report["modelCalls"], report["toolCalls"], report["divergences"]) == (8, 4, [])
     replayed = sessions().metadata(report["sessionId"])
     assert (replayed.cwd, replayed.replay_of) == (str(copy), recorded)
     (copy / "README.md").unlink()
     gone = zero("replay", recorded, "--workspace", str(copy))
     assert gone.returncode == 1
     assert "zero > explorer (look): call 1 (read_file) returned another result (ok then, error now)" in gone.stdout
+    # (the second run's Task call has the first's id, call_1_1: its child is told apart by its place)
+    assert "zero > explorer (app)" not in gone.stdout
 
 
 def test_rude_inputs_get_a_clear_error_and_exit_2(workspace: Path, tmp_path: Path) -> None:
