@@ -58,6 +58,9 @@ def replay_team_file(args: SwarmOptions, streams: Streams) -> int:
     try:
         if args.output_format == "stream-json":
             raise UsageError("--replay prints a report: give --output-format text or json")
+        if args.dry_run or args.reuse:
+            flag = "--dry-run" if args.dry_run else "--reuse"
+            raise UsageError(f"--replay runs every member on the recorded calls: leave out {flag}")
         with _script(args.replay) as (script, path, _):
             recording = _recording(script, args.replay)
             if recording.kind != "team":

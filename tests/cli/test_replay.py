@@ -197,6 +197,12 @@ def test_a_team_with_task_children_replays_offline_and_names_the_call_that_diver
     assert again.returncode == 1, again.stderr
     assert [d["session"] for d in json.loads(again.stdout)["divergences"]] == ["b > lead (src) > explorer (app)"]
 
+    both = zero("swarm", "run", str(team), "--replay", str(out), "--dry-run")
+    assert (both.returncode, both.stderr) == (
+        2,
+        "zero: error: --replay runs every member on the recorded calls: leave out --dry-run\n",
+    )
+
     # An edited team file that stops a short: its recorded second call is never made.
     team.write_text(TEAM.replace('prompt = "Read the README."', 'prompt = "Read the README."\nmax_turns = 1'))
     app.write_text(app.read_text().replace("VERSION = 2\n", ""))
