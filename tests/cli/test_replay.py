@@ -498,3 +498,44 @@ text = "Read."
     replayed = zero("replay", str(out))
     assert replayed.returncode == 0, replayed.stdout
     assert token not in replayed.stdout + replayed.stderr
+
+
+def test_a_call_answered_with_another_sessions_turn_is_named(workspace: Path, tmp_path: Path) -> None:
+    script = write_script(
+        tmp_path / "s.toml",
+        """
+[[turns]]
+match = { user = "Twice", turn = 1 }
+tool_calls = [{ name = "Task", arguments = { name = "explorer", description = "one", prompt = "Look." } }]
+[[turns]]
+match = { user = "Twice", turn = 2 }
+tool_calls = [{ name = "Task", arguments = { name = "explorer", description = "two", prompt = "Look." } }]
+[[turns]]
+match = { user = "Twice", turn = 3 }
+text = "Done."
+[[turns]]
+match = { user = "Look.", turn = 1 }
+text = "first"
+[[turns]]
+match = { user = "Look.", turn = 1 }
+text = "second"
+""",
+    )
+    done = zero("exec", "Twice", *scripted(script, workspace), "--output-format", "json")
+    assert done.returncode == 0, done.stderr
+    out = tmp_path / "twice.json"
+    assert (
+        zero("sessions", "export", json.loads(done.stdout)["sessionId"], "--as-script", "-o", str(out)).returncode == 0
+    )
+    # Hand-edited: the two children's turns (which nothing tells apart) swapped, so each gets the other's answer.
+    data = json.loads(out.read_text())
+    at = [i for i, t in enumerate(data["turns"]) if t.get("session") in ("call_1_1", "call_2_1")]
+    data["turns"][at[0]], data["turns"][at[1]] = data["turns"][at[1]], data["turns"][at[0]]
+    out.write_text(json.dumps(data))
+    replayed = zero("replay", str(out), "--output-format", "json")
+    assert replayed.returncode == 1
+    answers = [d["message"] for d in json.loads(replayed.stdout)["divergences"] if d["kind"] == "answer"]
+    assert answers == [
+        "zero > explorer (one): model call 1 was answered with another turn than recorded",
+        "zero > explorer (two): model call 1 was answered with another turn than recorded",
+    ]
