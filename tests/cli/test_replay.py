@@ -144,6 +144,13 @@ def test_a_team_with_task_children_replays_offline_and_names_the_call_that_diver
         "d",
         "team quad",
     ]
+    printed = zero("sessions", "export", recorded, "--as-script")
+    assert printed.returncode == 0 and tomllib.loads(printed.stdout) == script  # to stdout, the same
+    markdown = zero("sessions", "export", recorded, "-o", str(tmp_path / "x.md"))
+    assert (markdown.returncode, markdown.stderr) == (
+        2,
+        "zero: error: -o FILE is for --as-script; the Markdown and JSONL exports go to stdout (> FILE)\n",
+    )
     # Recorded usage replays too: each turn holds what its call spent.
     assert all(t["usage"]["prompt_tokens"] > 0 for t in script["turns"])
 
