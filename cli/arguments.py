@@ -196,6 +196,12 @@ def _swarm(swarm: argparse.ArgumentParser) -> None:
         help="take the output of each member whose inputs are unchanged since that run of the team; run the rest",
     )
     sw_run.add_argument(
+        "--replay",
+        metavar="TEAM_ID|SCRIPT",
+        help="run the team offline on the model calls of that run (or of its exported script) and report where it "
+        "diverges from it (exit 1)",
+    )
+    sw_run.add_argument(
         "--accept-estimate",
         action="store_true",
         help="run even when the estimate's expected tokens, calls or cost exceed the team budget",
@@ -290,6 +296,12 @@ def _sessions(sessions: argparse.ArgumentParser) -> None:
     ss_export.add_argument("session_id", metavar="ID")
     ss_export.add_argument("--format", choices=("md", "jsonl"), default="md")
     ss_export.add_argument("--children", action="store_true", help="with its children")
+    ss_export.add_argument(
+        "--as-script",
+        action="store_true",
+        help="the whole run under ID as a script of the scripted provider, which zero replay runs again offline",
+    )
+    ss_export.add_argument("-o", "--out", metavar="FILE", help="write it to FILE (.json: as JSON), not to stdout")
     ss_rm = ss.add_parser("rm", help="remove a session and its subtree (asks first in a terminal)")
     ss_rm.add_argument("session_id", metavar="ID")
     ss_rm.add_argument("--yes", "-y", action="store_true", help="do not ask")
@@ -344,6 +356,24 @@ def _acp(acp: argparse.ArgumentParser) -> None:
     common(acp)
 
 
+def _replay(replay: argparse.ArgumentParser) -> None:
+    replay.description = (
+        "Run a recorded run again offline: its model calls come from the recording (a session id, or the script "
+        "zero sessions export --as-script wrote), its tools run for real. Reports each tool result that differs, "
+        "each model call the recording does not have and each it has that was never made. Exit 0: no divergence; "
+        "1: it diverged."
+    )
+    replay.add_argument("source", metavar="ID|SCRIPT", help="a session (an id, a prefix, or last) or a script file")
+    replay.add_argument("--output-format", "--output", choices=("text", "json"), default="text")
+    replay.add_argument(
+        "--workspace", "--cwd", dest="cwd", metavar="DIR", help="run it in this folder (default: the recorded one)"
+    )
+    replay.add_argument(
+        "--permission-mode", choices=PERMISSION_MODES, help="what tools may do without approval (default: auto)"
+    )
+    replay.add_argument("--debug", action="store_true", help="show tracebacks")
+
+
 def shell_parser() -> argparse.ArgumentParser:
     """``zero [PROMPT]``: the interactive shell (no command given)."""
     parser = argparse.ArgumentParser(
@@ -376,6 +406,7 @@ ARGUMENTS: dict[str, Callable[[argparse.ArgumentParser], None]] = {
     "sessions": _sessions,
     "mcp": _mcp,
     "acp": _acp,
+    "replay": _replay,
 }
 
 
@@ -394,6 +425,7 @@ def options_of(namespace: argparse.Namespace, server_command: list[str] | None =
         "sessions": options.SessionsOptions,
         "mcp": options.McpOptions,
         "acp": options.AcpOptions,
+        "replay": options.ReplayOptions,
     }
     values = dict(vars(namespace))
     command = values.pop("command", None)

@@ -182,6 +182,7 @@ async def open_context(
                 governors=RateGovernors({k: (v.rpm, v.tpm) for k, v in settings.configs.user.rate_limits.items()}),
                 tree=tree,
                 shell=shell_settings(settings.configs),
+                replay_of=run.replay_of or "",
             )
     finally:
         with anyio.CancelScope(shield=True):

@@ -30,6 +30,7 @@ COMMAND_HELP = {
     "sessions": "read, resume, fork, export and remove recorded sessions",
     "mcp": "MCP servers for Zero's agents, and Zero as an MCP server",
     "acp": "serve an editor over the Agent Client Protocol (stdio)",
+    "replay": "run a recorded run again offline and report where it diverges",
 }
 COMMANDS = tuple(COMMAND_HELP)
 
@@ -133,6 +134,10 @@ def _dispatch(options: Command, streams: Streams) -> int:
             from zero.cli.specialists_cmd import run_specialists
 
             return run_specialists(options, streams)
+        case kinds.SwarmOptions() if options.replay:
+            from zero.cli.replay_cmd import replay_team_file
+
+            return replay_team_file(options, streams)
         case kinds.SwarmOptions():
             from zero.cli.swarm_cmd import run_swarm
 
@@ -151,6 +156,10 @@ def _dispatch(options: Command, streams: Streams) -> int:
             from zero.cli.sessions_cmd import run_sessions
 
             return run_sessions(options, streams)
+        case kinds.ReplayOptions():
+            from zero.cli.replay_cmd import run_replay
+
+            return run_replay(options, streams)
         case _:
             assert_never(options)
 

@@ -17,6 +17,7 @@ __all__ = [
     "McpOptions",
     "Options",
     "OutputFormat",
+    "ReplayOptions",
     "ResumeOptions",
     "RunOptions",
     "SessionsOptions",
@@ -43,6 +44,7 @@ class RunOptions:
     connect_timeout: float | None = None
     read_timeout: float | None = None
     permission_mode: PermissionMode | None = None
+    replay_of: str | None = None  # (no flag) the session ``zero replay`` runs again: its new root links to it
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -99,6 +101,8 @@ class SessionsOptions(Options):
     svg: str | None = None
     at: int | None = None
     format: Literal["md", "jsonl"] = "md"
+    as_script: bool = False
+    out: str | None = None
     yes: bool = False
     older_than: str = ""
     dry_run: bool = False
@@ -145,6 +149,7 @@ class SwarmOptions(Options):
     dry_run: bool = False
     accept_estimate: bool = False
     reuse: str | None = None
+    replay: str | None = None
     json: bool = False
     executor: Literal["local", "ray"] | None = None  # None: the team file's [scheduler] executor
     ray_address: str = "auto"
@@ -171,6 +176,15 @@ class AcpOptions(Options):
     """``zero acp``: an editor's agent on stdio."""
 
 
+@dataclass(frozen=True, kw_only=True)
+class ReplayOptions(Options):
+    """``zero replay ID|SCRIPT``: a recorded run again, offline, on the script of its model calls; ``cwd`` is
+    ``--workspace`` (None: the recorded workspace)."""
+
+    source: str
+    output_format: Literal["text", "json"] = "text"
+
+
 Command = (
     ShellOptions
     | ExecOptions
@@ -180,4 +194,5 @@ Command = (
     | SwarmOptions
     | McpOptions
     | AcpOptions
+    | ReplayOptions
 )

@@ -30,6 +30,7 @@ from zero.sessions import (
     totals_json,
 )
 from zero.sessions.index import Row
+from zero.sessions.script import answered, export_script
 from zero.tools.describe import printable
 
 __all__ = ["run_sessions"]
@@ -241,6 +242,20 @@ def _fork(store: SessionStore, session_id: str, args: SessionsOptions, out: Text
 
 
 def _export(store: SessionStore, session_id: str, args: SessionsOptions, out: TextIO) -> int:
+    if args.as_script:
+        from zero.cli.replay_cmd import write_script
+
+        script = export_script(store, session_id)
+        write_script(script, Path(args.out) if args.out else None, out)
+        if args.out:
+            assert script.recording is not None
+            out.write(
+                f"wrote {args.out}: {_count(len(answered(script.turns)), 'model call')} of "
+                f"{_count(len(script.recording.sessions), 'session')}\nreplay it offline with: zero replay {args.out}\n"
+            )
+        return 0
+    if args.out:
+        raise UsageError("-o FILE is for --as-script; the Markdown and JSONL exports go to stdout (> FILE)")
     ids = [n.meta.session_id for n in session_tree(store, session_id).walk()] if args.children else [session_id]
     if args.format == "jsonl":
         for sid in ids:

@@ -583,6 +583,7 @@ class TeamRunner:
                 root_session_id=self.session_id,
                 agent_name=self.plan.name,
                 team_name=self.plan.name,
+                replay_of=self.ctx.replay_of or None,
             )
         )
         for name, state in self.members.items():

@@ -137,6 +137,7 @@ class SessionMetadata(_Camel):
     forked_from: str | None = None
     forked_at_sequence: int | None = None
     reused_from: str | None = None  # a team member's session whose output it took (``zero swarm run --reuse``)
+    replay_of: str | None = None  # the recorded run a top-level session or team replays (``zero replay``)
 
     def to_json(self) -> dict[str, Any]:
         return self.model_dump(by_alias=True, mode="json", exclude_none=True)

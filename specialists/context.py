@@ -55,6 +55,7 @@ class AgentContext:
     tree: RunTree = field(default_factory=RunTree)  # the run's sessions, its one hub and its one stop reason
     governors: RateGovernors = field(default_factory=RateGovernors)  # one per (provider, model): its rate limits
     instructions: dict[str, str] = field(default_factory=dict)  # each workspace's AGENTS.md section, once a run
+    replay_of: str = ""  # the recorded run this one replays (``zero replay``): its top session links to it
 
     def instructions_of(self, cwd: str) -> str:
         """The project instructions of the workspace at ``cwd`` as a system prompt's section (see

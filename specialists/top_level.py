@@ -59,6 +59,7 @@ async def open_agent(
         model_id=ctx.model,
         root_session_id=session_id,
         agent_name=agent_name,
+        replay_of=ctx.replay_of or None,
     )
     node = ctx.tree.add(session_id, title=meta.title)
     session = await AgentSession.create(ctx.store, node, meta, config, _top_prompt(ctx, system_prompt))

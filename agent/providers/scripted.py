@@ -45,7 +45,19 @@ from zero.agent.stream import (
 )
 from zero.strictfile import load_model
 
-__all__ = ["ScriptMatch", "ScriptToolCall", "ScriptTurn", "ScriptedProvider"]
+__all__ = [
+    "Script",
+    "ScriptMatch",
+    "ScriptRecording",
+    "ScriptResult",
+    "ScriptSession",
+    "ScriptToolCall",
+    "ScriptTurn",
+    "ScriptUsage",
+    "ScriptedProvider",
+    "load_script",
+    "turn_number",
+]
 
 
 class _Strict(BaseModel):
@@ -58,17 +70,19 @@ class ScriptMatch(_Strict):
     system: str | None = None
     user: str | None = None
     last: str | None = None
+    prompt: str | None = None
     turn: int | None = Field(None, ge=1, description="1 for the first model call of a run, 2 for the next...")
 
     def fits(self, messages: Sequence[Message]) -> bool:
-        if self.turn is not None and self.turn != _turn_number(messages):
+        if self.turn is not None and self.turn != turn_number(messages):
             return False
         system = next((m.content for m in messages if m.role == "system"), "")
         user = next((m.content for m in messages if m.role == "user"), "")
+        prompt = next((m.content for m in reversed(messages) if m.role == "user"), "")
         last = messages[-1].content if messages else ""
         return all(
             needle is None or needle in hay
-            for needle, hay in ((self.system, system), (self.user, user), (self.last, last))
+            for needle, hay in ((self.system, system), (self.user, user), (self.prompt, prompt), (self.last, last))
         )
 
 
@@ -111,8 +125,19 @@ class ScriptError(_Strict):
         return _ERRORS[self.kind](message, retry_after=self.retry_after)
 
 
+class ScriptResult(_Strict):
+    """What one of a turn's tool calls returned when the run was recorded, which ``zero replay`` compares
+    with what it returns now; ``missing``: the recorded run ended before the call did."""
+
+    name: str
+    status: Literal["ok", "error", "denied", "missing"]
+    output: str = ""
+
+
 class ScriptTurn(_Strict):
-    """One scripted model reply. ``times`` is how many calls it answers (0: any number)."""
+    """One scripted model reply. ``times`` is how many calls it answers (0: any number). ``session`` and
+    ``results`` are a recording's (``zero sessions export --as-script``): the session it answered, by its
+    place in the run, and what its tool calls returned; the provider does not read them."""
 
     match: ScriptMatch = Field(default_factory=ScriptMatch)
     text: str = ""
@@ -126,13 +151,46 @@ class ScriptTurn(_Strict):
         None, description="Why the model stops; `length`: cut at the output cap (default: stop, or tool_calls)."
     )
     times: int = Field(1, ge=0)
+    session: str = ""
+    results: list[ScriptResult] = Field(default_factory=list)
 
 
-class _Script(_Strict):
+class ScriptSession(_Strict):
+    """A recorded session: ``path`` is its place in the run (``""`` the top, a member's name, then ``/`` and
+    the id of the ``Task`` call that started each child), ``label`` what a report calls it."""
+
+    path: str
+    id: str
+    label: str
+    status: str = ""
+    cwd: str = ""
+
+
+class ScriptRecording(_Strict):
+    """The run a script was exported from (``zero sessions export --as-script``), for ``zero replay``."""
+
+    session_id: str
+    kind: Literal["agent", "team"]
+    session_kind: str = ""  # the recorded session's own kind: "" (a top-level agent), team, member, child, fork
+    workspace: str
+    model: str = ""
+    prompts: list[str] = Field(default_factory=list, description="An agent's prompts, one for each run.")
+    team: dict[str, Any] = Field(default_factory=dict, description="The team file as the run recorded it.")
+    team_file: str = ""
+    sessions: list[ScriptSession] = Field(default_factory=list)
+
+
+class Script(_Strict):
+    recording: ScriptRecording | None = None
     turns: list[ScriptTurn]
 
 
-def _turn_number(messages: Sequence[Message]) -> int:
+def load_script(path: Path) -> Script:
+    """A ``.toml`` or ``.json`` script; ``FileError`` lists every problem with its file, line and key."""
+    return load_model(Script, path)
+
+
+def turn_number(messages: Sequence[Message]) -> int:
     """Which model call this is within the current run: 1 + assistant messages since the last user one."""
     count = 0
     for m in reversed(messages):
@@ -189,7 +247,7 @@ class ScriptedProvider:
     @classmethod
     def from_file(cls, path: Path | str) -> ScriptedProvider:
         """Load a ``.toml`` or ``.json`` script; ``FileError`` lists every problem with its file, line and key."""
-        return cls(load_model(_Script, Path(path)).turns)
+        return cls(load_script(Path(path)).turns)
 
     def unconsumed(self) -> list[ScriptTurn]:
         """Turns that still expect calls (turns with ``times = 0`` never do)."""
@@ -207,7 +265,7 @@ class ScriptedProvider:
                 return turn
         last = request.messages[-1].content[:200] if request.messages else ""
         raise errors.BadRequestError(
-            f"no scripted turn matches call {_turn_number(request.messages)} of this conversation "
+            f"no scripted turn matches call {turn_number(request.messages)} of this conversation "
             f"(last message: {last!r}); add a [[turns]] entry whose match fits it"
         )
 
@@ -226,7 +284,7 @@ class ScriptedProvider:
             yield TextDelta(chunk)
         if turn.error:
             raise turn.error.build()
-        number = _turn_number(request.messages)
+        number = turn_number(request.messages)
         for index, call in enumerate(turn.tool_calls):
             call_id = call.id or f"call_{number}_{index + 1}"
             arguments = _fill(call.arguments, request.messages)

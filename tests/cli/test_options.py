@@ -13,6 +13,7 @@ from zero.cli.options import (
     Command,
     ExecOptions,
     McpOptions,
+    ReplayOptions,
     ResumeOptions,
     RunOptions,
     SessionsOptions,
@@ -27,6 +28,7 @@ RECORDS: dict[str, type[Command]] = {
     "swarm": SwarmOptions,
     "sessions": SessionsOptions,
     "mcp": McpOptions,
+    "replay": ReplayOptions,
 }
 
 

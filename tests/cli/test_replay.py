@@ -1,0 +1,548 @@
+"""Record -> replay: `zero sessions export ID --as-script`, `zero replay ID|SCRIPT` and `zero swarm run --replay`,
+as a user runs them: a recorded run again offline, and where it diverges from the recording."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import tomllib
+from pathlib import Path
+
+import pytest
+from support.cli import scripted, write_script, zero
+from support.secrets import TOKENS
+
+from zero.agent import Message, MessageAdded, RunStarted, ToolCall, ToolCallStarted
+from zero.agent.prompts import default_system_prompt
+from zero.agent.providers.scripted import load_script
+from zero.sessions import FileSessionStore, SessionMetadata
+
+LEAD = """
+name = "lead"
+description = "Has others look, then reports."
+tools = ["read-only", "delegate"]
+prompt = "You are the lead."
+"""
+
+TEAM = """
+name = "quad"
+[defaults]
+model = "gpt-4.1-mini"
+[[members]]
+name = "a"
+specialist = "explorer"
+prompt = "Read the README."
+[[members]]
+name = "b"
+specialist = "lead"
+prompt = "Have src looked at."
+[[members]]
+name = "c"
+specialist = "lead"
+prompt = "Have two looks."
+[[members]]
+name = "d"
+specialist = "explorer"
+depends_on = ["a", "b", "c"]
+prompt = "Sum up {{ a.output }}"
+"""
+"""Four members: b's Task child has a Task child of its own, c starts two at once, d waits for the rest."""
+
+SCRIPT = """
+[[turns]]
+match = { system = 'You are "a"', turn = 1 }
+tool_calls = [{ name = "read_file", arguments = { path = "README.md" } }]
+[[turns]]
+match = { system = 'You are "a"', turn = 2 }
+text = "A: the answer is 42."
+
+[[turns]]
+match = { system = 'You are "b"', turn = 1 }
+tool_calls = [{ name = "Task", arguments = { name = "lead", description = "src", prompt = "Look at src." } }]
+[[turns]]
+match = { user = "Look at src.", turn = 1 }
+tool_calls = [{ name = "Task", arguments = { name = "explorer", description = "app", prompt = "Read the app." } }]
+[[turns]]
+match = { user = "Read the app.", turn = 1 }
+tool_calls = [{ name = "read_file", arguments = { path = "src/app.py" } }]
+[[turns]]
+match = { user = "Read the app.", turn = 2 }
+text = "The app returns 42."
+[[turns]]
+match = { user = "Look at src.", turn = 2 }
+text = "src looked at."
+[[turns]]
+match = { system = 'You are "b"', turn = 2 }
+text = "B done."
+
+[[turns]]
+match = { system = 'You are "c"', turn = 1 }
+tool_calls = [
+  { name = "Task", arguments = { name = "explorer", description = "count", prompt = "Count the files." } },
+  { name = "Task", arguments = { name = "explorer", description = "todo", prompt = "Find the TODOs." } },
+]
+[[turns]]
+match = { user = "Count the files.", turn = 1 }
+tool_calls = [{ name = "list_directory", arguments = {} }]
+delay = 0.05
+[[turns]]
+match = { user = "Count the files.", turn = 2 }
+text = "Two entries."
+[[turns]]
+match = { user = "Find the TODOs.", turn = 1 }
+tool_calls = [{ name = "grep", arguments = { pattern = "TODO" } }]
+[[turns]]
+match = { user = "Find the TODOs.", turn = 2 }
+text = "One TODO."
+[[turns]]
+match = { system = 'You are "c"', turn = 2 }
+text = "C done."
+
+[[turns]]
+match = { system = 'You are "d"', turn = 1 }
+text = "All summed up."
+"""
+
+
+@pytest.fixture
+def recorded(workspace: Path, tmp_path: Path) -> str:
+    """The four members' run, recorded on the scripted provider: the team's session id."""
+    config = Path(os.environ["XDG_CONFIG_HOME"]) / "zero"
+    (config / "specialists").mkdir(parents=True)
+    (config / "specialists" / "lead.toml").write_text(LEAD)
+    (config / "config.toml").write_text("max_depth = 3\n")
+    team = write_script(tmp_path / "team.toml", TEAM)
+    script = write_script(tmp_path / "s.toml", SCRIPT)
+    done = zero("swarm", "run", str(team), *scripted(script, workspace), "--output-format", "json")
+    assert done.returncode == 0, done.stderr
+    return str(json.loads(done.stdout)["sessionId"])
+
+
+def sessions() -> FileSessionStore:
+    return FileSessionStore(Path(os.environ["ZERO_HOME"]) / "sessions")
+
+
+def test_a_team_with_task_children_replays_offline_and_names_the_call_that_diverges(
+    recorded: str, workspace: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "quad.replay.toml"
+    done = zero("sessions", "export", recorded, "--as-script", "-o", str(out))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == f"wrote {out}: 15 model calls of 9 sessions\nreplay it offline with: zero replay {out}\n"
+    script = tomllib.loads(out.read_text())
+    assert script["recording"]["kind"] == "team" and script["recording"]["session_id"] == recorded
+    labels = sorted(s["label"] for s in script["recording"]["sessions"])
+    assert labels == [
+        "a",
+        "b",
+        "b > lead (src)",
+        "b > lead (src) > explorer (app)",
+        "c",
+        "c > explorer (count)",
+        "c > explorer (todo)",
+        "d",
+        "team quad",
+    ]
+    printed = zero("sessions", "export", recorded, "--as-script")
+    assert printed.returncode == 0 and tomllib.loads(printed.stdout) == script  # to stdout, the same
+    markdown = zero("sessions", "export", recorded, "-o", str(tmp_path / "x.md"))
+    assert (markdown.returncode, markdown.stderr) == (
+        2,
+        "zero: error: -o FILE is for --as-script; the Markdown and JSONL exports go to stdout (> FILE)\n",
+    )
+    # Recorded usage replays too: each turn holds what its call spent.
+    assert all(t["usage"]["prompt_tokens"] > 0 for t in script["turns"])
+
+    same = zero("replay", str(out))
+    assert sorted(p.name for p in tmp_path.iterdir() if p.is_file()) == ["quad.replay.toml", "s.toml", "team.toml"]
+    assert same.returncode == 0, same.stderr
+    replay_id = re.fullmatch(rf"replayed {recorded} as (team_\S+) \(completed\)\n.*", same.stdout, re.S)
+    assert replay_id is not None, same.stdout
+    assert same.stdout.splitlines()[1] == "no divergence: 15 model calls and 8 tool results as recorded, in 9 sessions"
+    replayed = sessions().metadata(replay_id.group(1))
+    assert replayed.replay_of == recorded and replayed.session_kind == "team"
+    spent = [sessions().metadata(recorded).children_usage, replayed.children_usage]
+    assert spent[0].total_tokens == spent[1].total_tokens  # the recorded usage, spent again
+
+    # A file the grandchild of b reads has changed: exit 1, naming the member's session, the call and the diff.
+    app = workspace / "src" / "app.py"
+    app.write_text(app.read_text() + "VERSION = 2\n")
+    changed = zero("replay", recorded)
+    assert changed.returncode == 1, changed.stderr
+    said = changed.stdout.splitlines()
+    assert said[1] == "1 divergence from the recording:", changed.stdout
+    assert re.fullmatch(
+        r"- b > lead \(src\) > explorer \(app\): call 1 \(read_file\) returned another result \[session child_\S+\]",
+        said[2],
+    )
+    assert said[3:] == ["    +     3\tVERSION = 2"]
+
+    as_json = zero("replay", str(out), "--output", "json")
+    assert as_json.returncode == 1
+    report = json.loads(as_json.stdout)
+    assert report["diverged"] is True and report["exitCode"] == 1
+    [divergence] = report["divergences"]
+    assert {k: divergence[k] for k in ("kind", "session", "call", "tool")} == {
+        "kind": "result",
+        "session": "b > lead (src) > explorer (app)",
+        "call": 1,
+        "tool": "read_file",
+    }
+
+    member = next(s["id"] for s in script["recording"]["sessions"] if s["label"] == "b")
+    alone = zero("replay", member)
+    assert alone.returncode == 2
+    assert alone.stderr == (
+        f"zero: error: {member} is a member session: a replay starts a run from its top, so replay the run it "
+        f"belongs to (zero sessions lineage {member} names it)\n"
+    )
+
+    # The team file as it is now, on the recorded calls: the same verdict.
+    team = tmp_path / "team.toml"
+    again = zero("swarm", "run", str(team), "--replay", str(out), "--cwd", str(workspace), "--output-format", "json")
+    assert again.returncode == 1, again.stderr
+    assert [d["session"] for d in json.loads(again.stdout)["divergences"]] == ["b > lead (src) > explorer (app)"]
+
+    both = zero("swarm", "run", str(team), "--replay", str(out), "--dry-run")
+    assert (both.returncode, both.stderr) == (
+        2,
+        "zero: error: --replay runs every member on the recorded calls: leave out --dry-run\n",
+    )
+
+    # An edited team file that stops a short: its recorded second call is never made.
+    team.write_text(TEAM.replace('prompt = "Read the README."', 'prompt = "Read the README."\nmax_turns = 1'))
+    app.write_text(app.read_text().replace("VERSION = 2\n", ""))
+    short = zero("swarm", "run", str(team), "--replay", str(out), "--cwd", str(workspace))
+    assert short.returncode == 1, short.stderr
+    assert "- a: recorded model call 2 never made [session member_" in short.stdout, short.stdout
+
+
+def test_an_agent_resumed_with_a_second_prompt_replays_both_in_another_workspace(
+    workspace: Path, tmp_path: Path
+) -> None:
+    script = write_script(
+        tmp_path / "s.toml",
+        """
+[[turns]]
+match = { user = "Explain", turn = 1 }
+tool_calls = [{ name = "Task", arguments = { name = "explorer", description = "look", prompt = "Read README.md" } }]
+[[turns]]
+match = { user = "Read README.md", turn = 1 }
+tool_calls = [{ name = "read_file", arguments = { path = "README.md" } }]
+[[turns]]
+match = { user = "Read README.md", turn = 2 }
+text = "It says 42."
+[[turns]]
+match = { user = "Explain", turn = 2 }
+text = "The answer is 42."
+""",
+    )
+    done = zero("exec", "Explain the README", *scripted(script, workspace), "--output-format", "json")
+    assert done.returncode == 0, done.stderr
+    recorded = json.loads(done.stdout)["sessionId"]
+    later = write_script(
+        tmp_path / "later.toml",
+        """
+[[turns]]
+match = { prompt = "Now the app", turn = 1 }
+tool_calls = [{ name = "Task", arguments = { name = "explorer", description = "app", prompt = "Read src/app.py" } }]
+[[turns]]
+match = { user = "Read src/app.py", turn = 1 }
+tool_calls = [{ name = "read_file", arguments = { path = "src/app.py" } }]
+[[turns]]
+match = { user = "Read src/app.py", turn = 2 }
+text = "It returns 42."
+[[turns]]
+match = { prompt = "Now the app", turn = 2 }
+text = "The app returns 42."
+""",
+    )
+    resumed = zero("sessions", "resume", recorded, "Now the app", *scripted(later, workspace))
+    assert resumed.returncode == 0, resumed.stderr
+    copy = tmp_path / "copy"
+    copy.mkdir()
+    (copy / "src").mkdir()
+    for name in ("README.md", "src/app.py"):
+        (copy / name).write_text((workspace / name).read_text())
+    elsewhere = zero("replay", recorded, "--workspace", str(copy), "--output-format", "json")
+    assert elsewhere.returncode == 0, elsewhere.stdout
+    report = json.loads(elsewhere.stdout)
+    assert (report["modelCalls"], report["toolCalls"], report["divergences"]) == (8, 4, [])
+    replayed = sessions().metadata(report["sessionId"])
+    assert (replayed.cwd, replayed.replay_of) == (str(copy), recorded)
+    (copy / "README.md").unlink()
+    gone = zero("replay", recorded, "--workspace", str(copy))
+    assert gone.returncode == 1
+    assert "zero > explorer (look): call 1 (read_file) returned another result (ok then, error now)" in gone.stdout
+    # (the second run's Task call has the first's id, call_1_1: its child is told apart by its place)
+    assert "zero > explorer (app)" not in gone.stdout
+
+
+def test_rude_inputs_get_a_clear_error_and_exit_2(workspace: Path, tmp_path: Path) -> None:
+    missing = zero("replay", "zero_20261201000000_000000000000")
+    assert missing.returncode == 2
+    assert missing.stderr.startswith("zero: error: no session zero_20261201000000_000000000000 in ")
+    nonsense = write_script(tmp_path / "edited.toml", "[recording]\nkind = 'agent'\n[[turns]]\nmatch = 3\n")
+    bad = zero("replay", str(nonsense))
+    assert bad.returncode == 2
+    assert bad.stderr.startswith(f"zero: error: {nonsense} is not a script of a recorded run:\n")
+    assert "recording.session_id" in bad.stderr and "turns.0.match" in bad.stderr
+    plain = write_script(tmp_path / "plain.toml", "[[turns]]\ntext = 'hi'\n")
+    assert zero("replay", str(plain)).stderr == (
+        f"zero: error: {plain} is a script without a recording (no [recording] table): only a script that "
+        "zero sessions export --as-script wrote can be replayed\n"
+    )
+    store = sessions()
+    sid = "zero_20261201000000_0000000000aa"
+    store.create(SessionMetadata(session_id=sid, cwd=str(workspace)))
+    store.acquire(sid)  # its process still runs it
+    store.append(sid, [RunStarted(session_id=sid, provider="scripted", model="m", cwd=str(workspace))])
+    running = zero("replay", sid)
+    assert running.returncode == 2
+    assert running.stderr == (f"zero: error: session {sid} is still running: export or replay it when it has ended\n")
+    assert zero("sessions", "export", sid, "--as-script").returncode == 2
+
+
+def test_a_run_killed_mid_turn_replays_up_to_where_it_stopped(workspace: Path) -> None:
+    sid = "zero_20261201000000_0000000000bb"
+    store = sessions()
+    store.create(SessionMetadata(session_id=sid, cwd=str(workspace), root_session_id=sid, model_id="gpt-4.1-mini"))
+    call = ToolCall(id="call_1_1", name="read_file", arguments={"path": "README.md"})
+    store.append(
+        sid,
+        [
+            RunStarted(session_id=sid, provider="scripted", model="gpt-4.1-mini", cwd=str(workspace)),
+            MessageAdded(session_id=sid, role="system", content=default_system_prompt(str(workspace))),
+            MessageAdded(session_id=sid, role="user", content="Read the README"),
+            MessageAdded(session_id=sid, role="assistant", tool_calls=(call,)),
+            ToolCallStarted(session_id=sid, id=call.id, name=call.name, arguments=call.arguments),
+        ],
+    )  # then killed: the call has no result, and nobody holds the session (it reads as interrupted)
+    store.release(sid)
+    store.flush(sid)
+    done = zero("replay", sid, "--output-format", "json")
+    assert done.returncode == 1, done.stderr
+    report = json.loads(done.stdout)
+    assert [(d["kind"], d["call"], d["message"]) for d in report["divergences"]] == [
+        ("result", 1, "zero: call 1 (read_file) has no recorded result (the recorded run ended before it did)"),
+        ("extra_call", 2, "zero: model call 2 is not in the recording"),
+    ]
+
+
+def test_a_session_whose_prompt_holds_anothers_gets_its_own_answers(workspace: Path, tmp_path: Path) -> None:
+    # Two explorers under one parent have one system prompt, and "Read it." is in "Read it. Then more.": the
+    # script must offer the longer one's turns first, or its first call takes the shorter one's answer.
+    script = write_script(
+        tmp_path / "s.toml",
+        """
+[[turns]]
+match = { user = "Go", turn = 1 }
+tool_calls = [{ name = "Task", arguments = { name = "explorer", description = "short", prompt = "Read it." } }]
+[[turns]]
+match = { user = "Go", turn = 2 }
+tool_calls = [
+  { name = "Task", arguments = { name = "explorer", description = "long", prompt = "Read it. Then more." } },
+]
+[[turns]]
+match = { user = "Go", turn = 3 }
+text = "Gone."
+[[turns]]
+match = { user = "Read it. Then more.", turn = 1 }
+text = "The long one."
+[[turns]]
+match = { user = "Read it.", turn = 1 }
+text = "The short one."
+""",
+    )
+    done = zero("exec", "Go", *scripted(script, workspace), "--output-format", "json")
+    assert done.returncode == 0, done.stderr
+    out = tmp_path / "go.json"
+    assert (
+        zero("sessions", "export", json.loads(done.stdout)["sessionId"], "--as-script", "-o", str(out)).returncode == 0
+    )
+    exported = load_script(out)
+    assert exported.recording is not None
+    long_child = next(s for s in exported.recording.sessions if s.label == "zero > explorer (long)")
+    system = next(
+        e.event.content
+        for e in sessions().events(long_child.id)
+        if isinstance(e.event, MessageAdded) and e.event.role == "system"
+    )
+    asked = [Message(role="system", content=system), Message(role="user", content="Read it. Then more.")]
+    answer = next(t for t in exported.turns if t.match.fits(asked))  # the provider's rule: the first that fits
+    assert answer.text == "The long one." and answer.session == long_child.path
+
+
+def test_a_background_task_is_asked_for_by_the_replays_own_task_id(workspace: Path, tmp_path: Path) -> None:
+    script = write_script(
+        tmp_path / "s.toml",
+        """
+[[turns]]
+match = { user = "Look", turn = 1 }
+tool_calls = [
+  { name = "Task", arguments = { name = "explorer", prompt = "Read it.", run_in_background = true } },
+]
+[[turns]]
+match = { user = "Look", turn = 2 }
+tool_calls = [{ name = "TaskOutput", arguments = { task_id = "{{task_id}}", block = true } }]
+[[turns]]
+match = { user = "Look", turn = 3 }
+text = "Looked."
+[[turns]]
+match = { user = "Read it.", turn = 1 }
+tool_calls = [{ name = "read_file", arguments = { path = "README.md" } }]
+[[turns]]
+match = { user = "Read it.", turn = 2 }
+text = "It says 42."
+""",
+    )
+    done = zero("exec", "Look in the background", *scripted(script, workspace), "--output-format", "json")
+    assert done.returncode == 0, done.stderr
+    recorded = json.loads(done.stdout)["sessionId"]
+    out = tmp_path / "bg.toml"
+    assert zero("sessions", "export", recorded, "--as-script", "-o", str(out)).returncode == 0
+    asked = next(t for t in load_script(out).turns if t.tool_calls and t.tool_calls[0].name == "TaskOutput")
+    assert asked.tool_calls[0].arguments == {"task_id": "{{task_id}}", "block": True}  # not the recorded child's id
+    replayed = zero("replay", str(out))
+    assert replayed.returncode == 0, replayed.stdout
+    assert (
+        replayed.stdout.splitlines()[1] == "no divergence: 5 model calls and 3 tool results as recorded, in 2 sessions"
+    )
+
+
+def test_a_null_in_a_recorded_call_exports_as_json_only(workspace: Path, tmp_path: Path) -> None:
+    turns = [
+        {"match": {"turn": 1}, "tool_calls": [{"name": "glob", "arguments": {"pattern": "*.md", "path": None}}]},
+        {"match": {"turn": 2}, "text": "One file."},
+    ]
+    script = tmp_path / "s.json"
+    script.write_text(json.dumps({"turns": turns}))
+    done = zero("exec", "List", *scripted(script, workspace), "--output-format", "json")
+    assert done.returncode == 0, done.stderr
+    recorded = json.loads(done.stdout)["sessionId"]
+    toml = zero("sessions", "export", recorded, "--as-script", "-o", str(tmp_path / "x.toml"))
+    assert (toml.returncode, toml.stderr) == (
+        2,
+        "zero: error: this run's tool calls hold a value TOML cannot write (null): export it as JSON, "
+        "with -o FILE.json\n",
+    )
+    assert not (tmp_path / "x.toml").exists()
+    assert zero("sessions", "export", recorded, "--as-script", "-o", str(tmp_path / "x.json")).returncode == 0
+    assert zero("replay", str(tmp_path / "x.json")).returncode == 0
+
+
+def test_a_replay_runs_under_the_users_permission_mode_never_a_wider_one(workspace: Path, tmp_path: Path) -> None:
+    script = write_script(
+        tmp_path / "s.toml",
+        """
+[[turns]]
+match = { turn = 1 }
+tool_calls = [{ name = "write_file", arguments = { path = "notes.txt", content = "noted\\n" } }]
+[[turns]]
+match = { turn = 2 }
+text = "Written."
+""",
+    )
+    done = zero("exec", "Take a note", *scripted(script, workspace), "--output-format", "json")
+    assert done.returncode == 0, done.stderr
+    (workspace / "notes.txt").unlink()
+    read_only = zero("replay", json.loads(done.stdout)["sessionId"], "--permission-mode", "read-only")
+    assert read_only.returncode == 1
+    assert "- zero: call 1 (write_file) returned another result (ok then, denied now)" in read_only.stdout
+    assert not (workspace / "notes.txt").exists()
+
+
+def test_a_recorded_retry_fails_the_call_again_so_a_retries_budget_replays(workspace: Path, tmp_path: Path) -> None:
+    script = write_script(
+        tmp_path / "s.toml",
+        """
+[[turns]]
+match = { turn = 1 }
+error = { kind = "timeout" }
+[[turns]]
+match = { turn = 1 }
+text = "Answered on the second try."
+""",
+    )
+    flags = (*scripted(script, workspace), "--retry-max-delay", "0.01", "--output-format", "json")
+    done = zero("exec", "Answer", *flags)
+    assert done.returncode == 0, done.stderr
+    out = tmp_path / "r.toml"
+    wrote = zero("sessions", "export", json.loads(done.stdout)["sessionId"], "--as-script", "-o", str(out))
+    assert wrote.stdout.startswith(f"wrote {out}: 1 model call of 1 session\n")
+    assert [t.error.kind if t.error else None for t in load_script(out).turns] == ["timeout", None]
+    replayed = zero("replay", str(out), "--output", "json")
+    assert replayed.returncode == 0, replayed.stdout
+    report = json.loads(replayed.stdout)
+    assert (report["modelCalls"], report["divergences"]) == (1, [])
+    retries = [e.event for e in sessions().events(report["sessionId"]) if e.event.kind == "retry"]
+    assert [(r.code, r.delay_seconds) for r in retries] == [("timeout", 0.0)]  # (retried at once)
+
+
+def test_a_secret_a_tool_read_stays_masked_in_the_script_and_its_replay(workspace: Path, tmp_path: Path) -> None:
+    token = TOKENS["github"]
+    (workspace / "deploy.md").write_text(f"Deploy with {token} and go.\n")
+    script = write_script(
+        tmp_path / "s.toml",
+        """
+[[turns]]
+match = { turn = 1 }
+tool_calls = [{ name = "read_file", arguments = { path = "deploy.md" } }]
+[[turns]]
+match = { turn = 2 }
+text = "Read."
+""",
+    )
+    done = zero("exec", "Read the deploy notes", *scripted(script, workspace), "--output-format", "json")
+    assert done.returncode == 0, done.stderr
+    out = tmp_path / "secret.toml"
+    assert (
+        zero("sessions", "export", json.loads(done.stdout)["sessionId"], "--as-script", "-o", str(out)).returncode == 0
+    )
+    text = out.read_text()
+    assert token not in text and "Deploy with [REDACTED] and go." in text
+    replayed = zero("replay", str(out))
+    assert replayed.returncode == 0, replayed.stdout
+    assert token not in replayed.stdout + replayed.stderr
+
+
+def test_a_call_answered_with_another_sessions_turn_is_named(workspace: Path, tmp_path: Path) -> None:
+    script = write_script(
+        tmp_path / "s.toml",
+        """
+[[turns]]
+match = { user = "Twice", turn = 1 }
+tool_calls = [{ name = "Task", arguments = { name = "explorer", description = "one", prompt = "Look." } }]
+[[turns]]
+match = { user = "Twice", turn = 2 }
+tool_calls = [{ name = "Task", arguments = { name = "explorer", description = "two", prompt = "Look." } }]
+[[turns]]
+match = { user = "Twice", turn = 3 }
+text = "Done."
+[[turns]]
+match = { user = "Look.", turn = 1 }
+text = "first"
+[[turns]]
+match = { user = "Look.", turn = 1 }
+text = "second"
+""",
+    )
+    done = zero("exec", "Twice", *scripted(script, workspace), "--output-format", "json")
+    assert done.returncode == 0, done.stderr
+    out = tmp_path / "twice.json"
+    assert (
+        zero("sessions", "export", json.loads(done.stdout)["sessionId"], "--as-script", "-o", str(out)).returncode == 0
+    )
+    # Hand-edited: the two children's turns (which nothing tells apart) swapped, so each gets the other's answer.
+    data = json.loads(out.read_text())
+    at = [i for i, t in enumerate(data["turns"]) if t.get("session") in ("call_1_1", "call_2_1")]
+    data["turns"][at[0]], data["turns"][at[1]] = data["turns"][at[1]], data["turns"][at[0]]
+    out.write_text(json.dumps(data))
+    replayed = zero("replay", str(out), "--output-format", "json")
+    assert replayed.returncode == 1
+    answers = [d["message"] for d in json.loads(replayed.stdout)["divergences"] if d["kind"] == "answer"]
+    assert answers == [
+        "zero > explorer (one): model call 1 was answered with another turn than recorded",
+        "zero > explorer (two): model call 1 was answered with another turn than recorded",
+    ]
