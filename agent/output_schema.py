@@ -177,12 +177,13 @@ def schema_problem(schema: object) -> str | None:
 
     if not isinstance(schema, dict):
         return f"a JSON Schema is a table (an object), not {type(schema).__name__}"
-    cls = jsonschema.validators.validator_for(schema)
     try:
-        cls.check_schema(schema)
+        jsonschema.validators.validator_for(schema).check_schema(schema)
     except jsonschema.SchemaError as e:
         where = ".".join(str(p) for p in e.absolute_path)
         return f"it is not a valid JSON Schema: {e.message}" + (f" (at {where})" if where else "")
+    except RecursionError:
+        return "it is nested too deeply to be checked; flatten it (a $defs entry and $ref for what repeats)"
     # null meets no pattern (those apply to strings and keys), so this probe runs no regular expression.
     if problems_of(schema, None) == [ENDLESS]:
         return 'it refers to itself without end (a $ref cycle such as {"$ref": "#"}): no value can be checked'
@@ -215,6 +216,8 @@ def read_schema(value: object, base: Path) -> dict[str, Any]:
             value = json.loads(raw)
         except ValueError as e:
             raise ValueError(f"the schema file {path} is not valid JSON: {e}") from None
+        except RecursionError:
+            raise ValueError(f"the schema file {path} is nested too deeply to be read") from None
         problem = schema_problem(value)
         if problem is not None:
             raise ValueError(f"the schema file {path}: {problem}")

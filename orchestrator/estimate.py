@@ -12,7 +12,7 @@ from typing import Any, Literal
 from zero.agent import Message, PriceTable, Usage, visible_specs
 from zero.orchestrator.mailbox import Mailbox, ReadInbox, SendMessage
 from zero.orchestrator.plan import MemberPlan, TeamPlan, member_prompt, member_role
-from zero.orchestrator.team import TEMPLATE, TeamBudget
+from zero.orchestrator.team import TeamBudget, placeholders
 from zero.sessions import Rollup, SessionStore
 from zero.specialists import DELEGATE_TOOLS, SpecialistRegistry, child_system_prompt
 from zero.tools import builtin_tools
@@ -182,7 +182,7 @@ def _first_prompt(
     may_delegate = bool(registry.specialists) and any(t in DELEGATE_TOOLS for t in m.specialist.tools)
     system = child_system_prompt(m.specialist, root, may_delegate, registry, member_role(team, m), instructions)
     task = member_prompt(team, m, lambda name, keys: "")
-    reports = sum(1 for expr in TEMPLATE.findall(m.spec.prompt) if expr != "goal") * EXPECTED_OUTPUT
+    reports = sum(1 for expr in placeholders(m.spec.prompt) if expr != "goal") * EXPECTED_OUTPUT
     tools = [t for t in builtin_tools() if t.name in m.specialist.tools]
     specs = visible_specs([*tools, SendMessage(mailbox, m.name), ReadInbox(mailbox, m.name)], m.permission_mode)
     messages = (Message(role="system", content=system), Message(role="user", content=task))

@@ -353,7 +353,7 @@ def render_prompt(prompt: str, goal: str, output: Callable[[str, tuple[str, ...]
     which raises ``LookupError`` for a field the member's result does not have)."""
 
     def fill(match: re.Match[str]) -> str:
-        expr = match.group(1)
+        expr = match.group(1).strip()
         if expr == "goal":
             return goal
         ref = OUTPUT_REF.fullmatch(expr)

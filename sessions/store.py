@@ -137,7 +137,8 @@ class FileSessionStore:
         self, root: Path | str, *, redactor: Callable[[str], str] | None = None, metadata_interval: float = 5.0
     ):
         self.root = Path(root)
-        self._writer = Writer(self.root, redactor or Redactor(), metadata_interval)
+        self._redact = redactor or Redactor()
+        self._writer = Writer(self.root, self._redact, metadata_interval)
         _STORES.add(self)
 
     @classmethod
@@ -166,9 +167,9 @@ class FileSessionStore:
 
     def create(self, meta: SessionMetadata) -> SessionMetadata:
         self.path(meta.session_id)
-        return self._result(
-            Request(kind="create", session_id=meta.session_id, meta=copy_metadata(meta), write_meta=True)
-        )
+        made = copy_metadata(meta)
+        made.title = self._redact(made.title)  # (a prompt or a goal: a secret in it never reaches the list)
+        return self._result(Request(kind="create", session_id=meta.session_id, meta=made, write_meta=True))
 
     def append(self, session_id: str, events: Sequence[Event]) -> SessionMetadata:
         self.path(session_id)

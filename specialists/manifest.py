@@ -100,6 +100,8 @@ class ManifestFile:
         lines = KeyLines(text)
         tools = data.get("tools")
         for item in tools if isinstance(tools, list) else []:
+            if not isinstance(item, str):
+                continue  # (the model's check says what it is instead)
             try:
                 expand_tools([item], KNOWN_TOOLS)
             except ConfigError as e:

@@ -290,6 +290,21 @@ prompt = "z"
     assert data["valid"] is False and len(data["problems"]) == 4
 
 
+def test_a_prompt_of_braces_and_spaces_is_read_in_linear_time(tmp_path: Path) -> None:
+    # "{{" and 20,000 spaces: the old placeholder pattern backtracked in cubic time (4,000 took 91 s, the
+    # interpreter held, Ctrl-C ignored), so a team file, a planner's or a replay's, hung validate. In a process
+    # of its own, bounded: a hang is a failure, not a stuck suite.
+    team = write_script(
+        tmp_path / "t.toml",
+        'name = "t"\n[[members]]\nname = "a"\nspecialist = "explorer"\nprompt = "{{' + " " * 20_000 + '"\n',
+    )
+    done = subprocess.run(
+        [ZERO, "swarm", "validate", str(team)], capture_output=True, text=True, timeout=30, env=os.environ.copy()
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("Team t: 1 members in 1 waves")
+
+
 def test_validate_prints_the_plan() -> None:
     done = zero("swarm", "validate", str(REPO / "manifests/teams/repo-review.toml"), "--json")
     assert done.returncode == 0, done.stderr

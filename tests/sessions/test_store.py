@@ -136,6 +136,17 @@ def test_secrets_are_redacted_from_values_before_they_reach_disk(store: SessionS
     assert labels(store, sid) == ["OPENAI_API_KEY=[REDACTED]"]
 
 
+def test_a_secret_in_a_title_never_reaches_the_metadata_or_the_index(store: SessionStore) -> None:
+    # zero exec titles a session by its prompt, zero swarm plan by its goal: both were written as given.
+    token = "ghp_Ab3dEf6hIj9kLm2nOp5qRs8tUv1wXy4z0123"
+    sid = make(store, title=f"deploy with {token}")
+    assert store.metadata(sid).title == "deploy with [REDACTED]"
+    store.flush()
+    on_disk = [p.read_text() for p in store.root.rglob("*") if p.is_file()]
+    assert on_disk and not any(token in text for text in on_disk)
+    assert [m.title for m in store.list()] == ["deploy with [REDACTED]"]
+
+
 WRITER = """
 import sys
 from zero.agent import WarningRaised

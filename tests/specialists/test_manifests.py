@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -151,3 +152,21 @@ def test_a_projects_manifest_folder_that_leads_outside_the_workspace_is_not_read
     assert [str(e) for e in registry.errors] == [
         f"{workspace}/.zero/specialists: it is a link that leads outside the workspace"
     ]
+
+
+@pytest.mark.parametrize("tools", ["[1]", "[{ a = 1 }]", '[["edit"]]'])
+def test_a_tool_that_is_not_a_name_is_a_problem_of_the_file_not_a_crash(tmp_path: Path, tools: str) -> None:
+    # A cloned repository's manifest with tools = [1] ended every command in it with "internal error".
+    text = f'name = "bad"\ndescription = "d"\nprompt = "p"\ntools = {tools}\n'
+    with pytest.raises(ManifestError, match=r"bad.toml:4: tools.0: Input should be a valid string"):
+        ManifestFile.parse(text, tmp_path / "bad.toml")
+
+
+def test_a_schema_nested_too_deeply_to_check_is_a_problem_of_the_file(tmp_path: Path) -> None:
+    schema: dict[str, object] = {"type": "object"}
+    for _ in range(150):
+        schema = {"type": "object", "properties": {"a": schema}}
+    (tmp_path / "deep.json").write_text(json.dumps(schema))
+    text = 'name = "deep"\ndescription = "d"\nprompt = "p"\noutput_schema = "deep.json"\n'
+    with pytest.raises(ManifestError, match=r"output_schema: the schema file .*deep.json: it is nested too deeply"):
+        ManifestFile.parse(text, tmp_path / "deep.toml")
