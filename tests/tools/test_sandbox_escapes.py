@@ -976,6 +976,22 @@ def test_a_command_commits_but_leaves_no_hook_for_gits_next_run(workspace: Path)
     assert "pre-commit: Read-only file system" in out and "COMMITTED" in out, out
 
 
+@pytest.mark.parametrize("there", [False, True])
+def test_a_command_writes_nothing_in_the_projects_zero_folder(workspace: Path, there: bool) -> None:
+    """A specialist or config planted in .zero/ is what Zero reads next: the write tools ask about each write
+    there, and a command, which is not asked, may not write there at all (made read-only, made if missing)."""
+    if there:
+        (workspace / ".zero" / "specialists").mkdir(parents=True)
+    [out] = bash(
+        workspace,
+        "mkdir -p .zero/specialists; printf 'name = \"base\"\\n' > .zero/specialists/base.toml; "
+        "echo x > .zero/config.toml; ls -a .zero",
+    )
+    assert not (workspace / ".zero" / "specialists" / "base.toml").exists()
+    assert not (workspace / ".zero" / "config.toml").exists()
+    assert "Read-only file system" in out, out
+
+
 def test_a_command_cannot_name_a_program_in_the_repositorys_config(workspace: Path) -> None:
     """A filter's clean command in .git/config (with a .gitattributes naming it) would run unconfined at the
     user's next git add, or Zero's next snapshot of the workspace."""

@@ -173,9 +173,20 @@ def _protected(ctx: ToolContext, roots: list[str]) -> list[str]:
         if not os.path.exists(real) and any(real.startswith(root.rstrip("/") + "/") for root in roots):
             os.makedirs(real, 0o700, exist_ok=True)
         folders.append(os.path.join(os.getcwd(), folder))
-    for root in roots:  # what git runs by itself: a hook, or a program the config names (a filter's clean
-        git = os.path.join(root, ".git")  # command, a merge driver), would run unconfined, at your next commit
-        if os.path.isdir(git) and not os.path.islink(git):  # or Zero's next snapshot
+    zeros = [os.path.realpath(folder) for folder in ctx.shell.protected]
+    for root in roots:
+        # The project's own Zero folder: its specialists and config are what Zero reads next (the write tools ask
+        # about each write there; a command is not asked, so it may not write there at all). Not in a member's
+        # worktree (beneath $ZERO_HOME, attached over it): what it writes there lands only as a diff, shown.
+        project = os.path.join(root, ".zero")
+        if not any(os.path.realpath(root).startswith(f"{zero}/") for zero in zeros):
+            if not os.path.lexists(project):
+                os.makedirs(project, 0o755, exist_ok=True)
+            folders.append(project)
+        # What git runs by itself: a hook, or a program the config names (a filter's clean command, a merge
+        # driver), would run unconfined, at your next commit or Zero's next snapshot.
+        git = os.path.join(root, ".git")
+        if os.path.isdir(git) and not os.path.islink(git):
             hooks = os.path.join(git, "hooks")
             if not os.path.lexists(hooks):
                 os.makedirs(hooks, 0o755, exist_ok=True)
