@@ -15,8 +15,8 @@ follows them), never one in ``.git``, ``.zero``, ``.husky``, ``.vscode``, ``.git
 (``PROTECTED``: what git, Zero, an editor, direnv or CI runs by itself). An edit is shown as the write tool
 computes it (``plan_edit``), and the approval pins what was shown, so the tool writes nothing else. A request
 whose shown form hides shell syntax behind a mask, or whose change a mask hides, or whose change cannot be
-shown, is never covered by a session allow. A file a tool saves whole (``CreateSpecialist``'s manifest) is
-shown as the diff its tool computes, and is never covered either: each one is asked about.
+shown, is never covered by a session allow. A file a tool saves whole (``CreateSpecialist``'s manifest, in
+``.zero``) is shown as the diff its tool computes, and asked about every time.
 """
 
 from __future__ import annotations
@@ -130,9 +130,7 @@ def judge(request: ApprovalRequest, workspace: Workspace, redact: Callable[[str]
     if preview is not None and preview.hidden:
         once.append(CHANGE_HIDDEN)
     rule = None
-    if request.plan is not None:  # a file a tool saves whole (a specialist): each is asked about, as it is
-        pass
-    elif plan is not None:
+    if plan is not None:
         rule, why = _edit_rule(plan, preview, workspace)
         once += [why] if why else []
     elif request.shown.name == "bash":

@@ -291,7 +291,8 @@ def replace_file(workspace: Workspace, path: str, data: bytes, pin: Pin | None) 
 
 def _plain_file(workspace: Workspace, path: str, *, make_dirs: bool = False) -> tuple[int | None, str]:
     """The folder of ``path`` opened beneath the workspace (None: it is not there, and ``make_dirs`` is not
-    set) and the file's name in it; refused where a link or anything but a regular file has that name."""
+    set) and the file's name in it; refused where a link, a file of several hard links or anything but a
+    regular file has that name."""
     folder, name = posixpath.split(path)
     if name in ("", ".", ".."):
         raise ToolError(f"{path} names a folder, not a file")
@@ -300,12 +301,15 @@ def _plain_file(workspace: Workspace, path: str, *, make_dirs: bool = False) -> 
     except NotFound:
         return None, name
     try:
-        kind = os.stat(name, dir_fd=fd, follow_symlinks=False).st_mode
+        found = os.stat(name, dir_fd=fd, follow_symlinks=False)
     except FileNotFoundError:
         return fd, name
-    if stat.S_ISREG(kind):
+    kind = found.st_mode
+    if stat.S_ISREG(kind) and found.st_nlink == 1:
         return fd, name
     os.close(fd)
+    if stat.S_ISREG(kind):  # as the write tools refuse it (what the plan says, too)
+        raise ToolError(f"{path} has {found.st_nlink} hard links: the same file may live elsewhere; remove it first")
     if stat.S_ISLNK(kind):
         raise ToolError(f"{path} is a link: it is not written through; remove it first")
     raise ToolError(f"{path} is not a regular file: it is not replaced; remove it first")
