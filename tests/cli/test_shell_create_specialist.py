@@ -5,39 +5,24 @@ caller is refused without a question."""
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 
 import pytest
-from support.cli import write_script, zero
+from support.cli import write_script
+from support.drafts import CREATE_THEN_TASK, listed, narrow_caller
 from support.terminal import Terminal
 
 from zero.sessions import FileSessionStore
 
-REVIEWER = (
-    '{ name = "reviewer", description = "Reviews diffs for bugs.", tools = ["read-only"], '
-    'prompt = "You review the diff you are given.\\nReport each bug with its file and line." }'
-)
 SHARPER = (
     '{ name = "reviewer", description = "Reviews diffs for bugs and risks.", tools = ["read-only"], '
     'prompt = "You review the diff you are given.\\nReport each bug with its file and line." }'
 )
 WRITER = '{ name = "w", description = "W", tools = ["edit"], prompt = "W" }'
-SCRIPT = f"""
-[[turns]]
-match = {{ last = "Make a reviewer", turn = 1 }}
-tool_calls = [{{ name = "CreateSpecialist", arguments = {REVIEWER} }}]
-[[turns]]
-match = {{ last = "the specialist 'reviewer' is ready", turn = 2 }}
-tool_calls = [{{ name = "Task", arguments = {{ name = "reviewer", prompt = "Review src." }} }}]
-[[turns]]
-match = {{ system = "You review the diff", turn = 1 }}
-text = "No bugs in src."
-[[turns]]
-match = {{ last = "No bugs in src", turn = 3 }}
-text = "The reviewer found no bugs."
-
+SCRIPT = (
+    CREATE_THEN_TASK
+    + f"""
 [[turns]]
 match = {{ last = "Sharpen the reviewer", turn = 1 }}
 tool_calls = [{{ name = "CreateSpecialist", arguments = {SHARPER} }}]
@@ -65,12 +50,7 @@ text = "I may not make a writer."
 match = {{ last = "I may not make a writer", turn = 2 }}
 text = "The scout could not."
 """
-SCOUT = """
-name = "scout"
-description = "Reads, and may delegate."
-tools = ["read-only", "delegate"]
-prompt = "You are the scout."
-"""
+)
 
 
 def answer(term: Terminal, key: str) -> str:
@@ -80,17 +60,9 @@ def answer(term: Terminal, key: str) -> str:
     return asked
 
 
-def listed(workspace: Path) -> dict[str, dict[str, object]]:
-    done = zero("specialists", "list", "--json", "--cwd", str(workspace))
-    return {s["name"]: s for s in json.loads(done.stdout)["specialists"]}
-
-
 @pytest.mark.timeout(300)  # paced by the screen: on a loaded machine it may take minutes
 def test_create_specialist_in_the_shell(workspace: Path, tmp_path: Path) -> None:
-    mine = tmp_path / "config" / "zero"
-    (mine / "specialists").mkdir(parents=True)
-    (mine / "specialists" / "scout.toml").write_text(SCOUT)
-    (mine / "config.toml").write_text("max_depth = 2\n")
+    narrow_caller(tmp_path / "config" / "zero")
     manifest = workspace / ".zero" / "specialists" / "reviewer.toml"
     script = write_script(tmp_path / "s.toml", SCRIPT)
     term = Terminal("--provider", "scripted", "--script", str(script), cwd=workspace)

@@ -4,18 +4,14 @@ its caller, saved in the project's folder only with approval (``zero exec`` has 
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 
 from support.cli import scripted, write_script, zero
+from support.drafts import CREATE_THEN_TASK, REVIEWER, listed, narrow_caller
 
 from zero.sessions import FileSessionStore
 
-REVIEWER = (
-    '{ name = "reviewer", description = "Reviews diffs for bugs.", tools = ["read-only"], '
-    'prompt = "You review the diff you are given.\\nReport each bug with its file and line." }'
-)
 SAVED = """name = "reviewer"
 description = "Reviews diffs for bugs."
 tools = [
@@ -27,23 +23,14 @@ Report each bug with its file and line.\"\"\"
 """
 """The manifest REVIEWER's draft makes, byte for byte."""
 
-CREATE_THEN_TASK = f"""
+UNSAVED = (
+    CREATE_THEN_TASK
+    + """
 [[turns]]
-match = {{ last = "Make a reviewer", turn = 1 }}
-tool_calls = [{{ name = "CreateSpecialist", arguments = {REVIEWER} }}]
-[[turns]]
-match = {{ last = "the specialist 'reviewer' is ready", turn = 2 }}
-tool_calls = [{{ name = "Task", arguments = {{ name = "reviewer", prompt = "Review src." }} }}]
-[[turns]]
-match = {{ system = "You review the diff", turn = 1 }}
-text = "No bugs in src."
-[[turns]]
-match = {{ last = "No bugs in src", turn = 3 }}
-text = "The reviewer found no bugs."
-[[turns]]
-match = {{ turn = 2 }}
+match = { turn = 2 }
 text = "Not saved."
 """
+)
 
 
 def store() -> FileSessionStore:
@@ -63,13 +50,8 @@ def run(workspace: Path, tmp_path: Path, script: str, prompt: str, *flags: str) 
     return done.stdout
 
 
-def listed(workspace: Path) -> dict[str, dict[str, object]]:
-    done = zero("specialists", "list", "--json", "--cwd", str(workspace))
-    return {s["name"]: s for s in json.loads(done.stdout)["specialists"]}
-
-
 def test_exec_denies_it_with_no_one_to_approve(workspace: Path, tmp_path: Path) -> None:
-    assert run(workspace, tmp_path, CREATE_THEN_TASK, "Make a reviewer") == "Not saved.\n"
+    assert run(workspace, tmp_path, UNSAVED, "Make a reviewer") == "Not saved.\n"
     assert tool_results() == [
         "Permission denied: CreateSpecialist needs approval in auto mode and this run has no one to approve it. "
         "Continue without it, or say what you would have done. Saving a specialist always asks; run with "
@@ -80,7 +62,7 @@ def test_exec_denies_it_with_no_one_to_approve(workspace: Path, tmp_path: Path) 
 
 
 def test_unsafe_saves_it_and_task_runs_it_in_the_same_run(workspace: Path, tmp_path: Path) -> None:
-    out = run(workspace, tmp_path, CREATE_THEN_TASK, "Make a reviewer", "--permission-mode", "unsafe")
+    out = run(workspace, tmp_path, UNSAVED, "Make a reviewer", "--permission-mode", "unsafe")
     assert out == "The reviewer found no bugs.\n"
     assert (workspace / ".zero" / "specialists" / "reviewer.toml").read_text() == SAVED
     created = tool_results()[0]
@@ -180,13 +162,6 @@ def test_a_link_or_a_folder_at_the_manifest_is_refused_and_nothing_written(works
     assert os.listdir(folder) == ["reviewer.toml"]
 
 
-SCOUT = """
-name = "scout"
-description = "Reads, and may delegate."
-tools = ["read-only", "delegate"]
-prompt = "You are the scout."
-"""
-
 WIDER = """
 [[turns]]
 match = { system = "You are Zero", turn = 1 }
@@ -210,10 +185,7 @@ text = "Done."
 def test_a_draft_wider_than_its_caller_is_refused(workspace: Path, tmp_path: Path) -> None:
     """A child with read-only tools and Task (max_depth 2) may create a specialist with no more than its own
     tools: edit tools are refused, inherited ones too; grep and delegation are its own."""
-    mine = tmp_path / "config" / "zero"
-    (mine / "specialists").mkdir(parents=True)
-    (mine / "specialists" / "scout.toml").write_text(SCOUT)
-    (mine / "config.toml").write_text("max_depth = 2\n")
+    narrow_caller(tmp_path / "config" / "zero")
     assert run(workspace, tmp_path, WIDER, "Go", "--permission-mode", "unsafe") == "Done.\n"
     (child,) = [m for m in store().list() if m.session_kind == "child"]
     log = [e.event for e in store().events(child.session_id)]
