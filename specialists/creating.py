@@ -77,7 +77,7 @@ class CreateSpecialist:
         "the manifest's keys; it can have at most your own tools."
     )
     side_effect: SideEffect = "config"
-    approval_hint = "Saving a specialist always asks; run with --permission unsafe to save it unasked."
+    approval_hint = "Saving a specialist always asks; run with --permission-mode unsafe to save it unasked."
 
     def __init__(self, ctx: AgentContext, *, caller_tools: Set[str]):
         self.ctx = ctx

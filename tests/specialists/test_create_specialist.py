@@ -55,7 +55,7 @@ def test_exec_denies_it_with_no_one_to_approve(workspace: Path, tmp_path: Path) 
     assert tool_results() == [
         "Permission denied: CreateSpecialist needs approval in auto mode and this run has no one to approve it. "
         "Continue without it, or say what you would have done. Saving a specialist always asks; run with "
-        "--permission unsafe to save it unasked."
+        "--permission-mode unsafe to save it unasked."
     ]
     assert not (workspace / ".zero").exists()
     assert "reviewer" not in listed(workspace)
