@@ -193,12 +193,19 @@ def _path(arguments: dict[str, Any]) -> str:
 
 @functools.cache
 def _schema() -> dict[str, Any]:
-    """The manifest's keys as a JSON schema, with what a model needs to fill them."""
-    schema = copy.deepcopy(Manifest.model_json_schema())
-    schema.pop("title", None)
-    for key, prop in schema.get("properties", {}).items():
-        prop.pop("title", None)
+    """The manifest's keys as a JSON schema, with what a model needs to fill them (and nothing it does not:
+    every agent that can delegate sends it with each call)."""
+    schema = _lean(copy.deepcopy(Manifest.model_json_schema()))
+    schema.pop("description", None)
+    for key, prop in schema["properties"].items():
         if key in _DESCRIPTIONS:
             prop["description"] = _DESCRIPTIONS[key]
     schema["required"] = ["name", "description", "prompt"]
     return schema
+
+
+def _lean(node: Any) -> Any:
+    """``node`` without pydantic's titles and null defaults."""
+    if isinstance(node, dict):
+        return {k: _lean(v) for k, v in node.items() if k != "title" and not (k == "default" and v is None)}
+    return [_lean(v) for v in node] if isinstance(node, list) else node
