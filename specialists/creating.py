@@ -195,7 +195,7 @@ def _path(arguments: dict[str, Any]) -> str:
 def _schema() -> dict[str, Any]:
     """The manifest's keys as a JSON schema, with what a model needs to fill them (and nothing it does not:
     every agent that can delegate sends it with each call)."""
-    schema = _lean(copy.deepcopy(Manifest.model_json_schema()))
+    schema: dict[str, Any] = _lean(copy.deepcopy(Manifest.model_json_schema()))
     schema.pop("description", None)
     for key, prop in schema["properties"].items():
         if key in _DESCRIPTIONS:
