@@ -11,6 +11,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal, Protocol
 
 import anyio
+import anyio.to_thread
 
 from zero.agent.events import (
     AssistantText,
@@ -55,6 +56,7 @@ from zero.errors import (
     ZeroError,
 )
 from zero.tools import (
+    EditPlan,
     PermissionMode,
     Pin,
     ShellSettings,
@@ -184,6 +186,7 @@ class ApprovalRequest:
     shown: PermissionRequested
     arguments: dict[str, Any]
     hidden: bool = False
+    plan: EditPlan | None = None  # what the call would write, as a tool that saves a file (``planned``) says
 
 
 Approver = Callable[[ApprovalRequest], Awaitable[Approval]]
@@ -841,6 +844,11 @@ class AgentRun:
         unowned = unowned_call(self.ctx.workspace, call.name, call.arguments)
         if unowned is not None and (decision == "allow" or self.config.approver is None):
             return "denied", ToolOutput(text=f"Permission denied: {unowned}.")
+        plan = None
+        if decision == "prompt" and callable(planned := getattr(tool, "planned", None)):
+            plan = await anyio.to_thread.run_sync(planned, call.arguments)
+            if plan.error:  # a call that cannot succeed is not asked about: the model hears why, and may retry
+                return "error", ToolOutput(text=f"Error: {plan.error}")
         if decision == "prompt":
             request = PermissionRequested(
                 session_id=self.session_id,
@@ -864,6 +872,7 @@ class AgentRun:
                     shown=request,
                     arguments=call.arguments,
                     hidden=hides_syntax(self.config.redactor, call.arguments),
+                    plan=plan,
                 )
             )
             reason = ("approved" if approval.granted else "denied by the user") + (

@@ -72,6 +72,7 @@ _KINDS = {
     "Task": "think",
     "TaskOutput": "think",
     "TaskStop": "think",
+    "CreateSpecialist": "edit",
     "update_plan": "think",
 }
 _SIDE_EFFECTS: tuple[SideEffect, ...] = get_args(SideEffect)

@@ -15,7 +15,8 @@ follows them), never one in ``.git``, ``.zero``, ``.husky``, ``.vscode``, ``.git
 (``PROTECTED``: what git, Zero, an editor, direnv or CI runs by itself). An edit is shown as the write tool
 computes it (``plan_edit``), and the approval pins what was shown, so the tool writes nothing else. A request
 whose shown form hides shell syntax behind a mask, or whose change a mask hides, or whose change cannot be
-shown, is never covered by a session allow.
+shown, is never covered by a session allow. A file a tool saves whole (``CreateSpecialist``'s manifest, in
+``.zero``) is shown as the diff its tool computes, and asked about every time.
 """
 
 from __future__ import annotations
@@ -123,7 +124,7 @@ class Judgement:
 
 def judge(request: ApprovalRequest, workspace: Workspace, redact: Callable[[str], str]) -> Judgement:
     """How ``request`` is asked about, and what its answers cover."""
-    plan = plan_edit(workspace, request.shown.name, request.arguments)
+    plan = request.plan or plan_edit(workspace, request.shown.name, request.arguments)
     preview = None if plan is None else _preview(plan, workspace, redact)
     once = [HIDDEN_WARNING] if request.hidden else []
     if preview is not None and preview.hidden:

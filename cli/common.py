@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import gc
 import os
 import signal
@@ -23,7 +24,7 @@ from zero.cli._streams import Streams
 from zero.cli.config import Configs, Network, RunSettings, load_config, resolve_settings, user_config_dir
 from zero.cli.mcp_config import run_servers
 from zero.cli.options import Options, RunOptions
-from zero.cli.trust import load_specialists, specialist_warnings
+from zero.cli.trust import approve, load_specialists, specialist_warnings
 from zero.errors import ConfigError, UsageError
 from zero.sessions import AgentSession, FileSessionStore, RunTree, SessionStore, default_data_dir
 from zero.specialists import AgentContext, SpecialistRegistry
@@ -183,6 +184,7 @@ async def open_context(
                 tree=tree,
                 shell=shell_settings(settings.configs),
                 replay_of=run.replay_of or "",
+                trust=functools.partial(approve, "specialists", workspace),
             )
     finally:
         with anyio.CancelScope(shield=True):

@@ -21,7 +21,6 @@ from zero.errors import ConfigError, UsageError, ZeroError
 from zero.specialists import ManifestError, ManifestFile, Specialist, SpecialistRegistry, project_dir, user_dir
 from zero.specialists.importing import read_agents
 from zero.specialists.manifest import NAME_PATTERN
-from zero.specialists.registry import resolve
 
 __all__ = ["run_specialists"]
 
@@ -208,7 +207,7 @@ def _write(workspace: Path, path: Path, text: str, *, user: bool) -> None:
     """Write the manifest ``text`` at ``path``, checked first (so nothing invalid is left behind), whole or
     not at all; a project's is trusted as written (the user wrote it, until someone else's edit)."""
     loaded = ManifestFile.parse(text, path, "user" if user else "project")
-    _check_resolves(loaded, SpecialistRegistry.load(workspace), {})
+    SpecialistRegistry.load(workspace).resolve_draft(loaded)
     path.parent.mkdir(parents=True, exist_ok=True)
     if not user and not os.path.realpath(path.parent).startswith(os.path.realpath(workspace) + os.sep):
         raise UsageError(f"{path.parent} leads out of the workspace (a link): a project's manifests are written in it")
@@ -302,16 +301,6 @@ def _trust(workspace: Path, name: str, yes: bool, streams: Streams) -> int:
     return 0
 
 
-def _check_resolves(loaded: ManifestFile, registry: SpecialistRegistry, files: dict[str, ManifestFile]) -> None:
-    """Resolve ``loaded`` (its extends chain and tools) against the manifests on disk."""
-    on_disk: dict[str, ManifestFile] = {}
-    for spec in registry.specialists.values():
-        on_disk[spec.name] = ManifestFile.load(spec.path, spec.location)
-    on_disk.update(files)
-    on_disk[loaded.manifest.name] = loaded
-    resolve(loaded.manifest.name, on_disk)
-
-
 def _validate(workspace: Path, paths: list[Path], as_json: bool, out: TextIO) -> int:
     registry = SpecialistRegistry.load(workspace)
     results: list[dict[str, Any]] = []
@@ -325,7 +314,7 @@ def _validate(workspace: Path, paths: list[Path], as_json: bool, out: TextIO) ->
             problems[str(path)] = e
     for file in loaded.values():
         try:
-            _check_resolves(file, registry, loaded)
+            registry.resolve_draft(file, loaded)
         except ManifestError as e:
             problems[str(file.path)] = e
     for path in paths:

@@ -56,6 +56,9 @@ class AgentContext:
     governors: RateGovernors = field(default_factory=RateGovernors)  # one per (provider, model): its rate limits
     instructions: dict[str, str] = field(default_factory=dict)  # each workspace's AGENTS.md section, once a run
     replay_of: str = ""  # the recorded run this one replays (``zero replay``): its top session links to it
+    # Remembers that the user trusts a project's specialist as it is (name, fingerprint): one they approved
+    # as CreateSpecialist drafted it (None: trusted for this run only).
+    trust: Callable[[str, str], None] | None = None
 
     def instructions_of(self, cwd: str) -> str:
         """The project instructions of the workspace at ``cwd`` as a system prompt's section (see

@@ -1,8 +1,9 @@
 """Running specialists as child agents: the Task machinery of one agent.
 
 A ``Delegator`` belongs to one agent session (its depth and permission mode) and gives it
-the Task, TaskOutput and TaskStop tools. Every child is an ``AgentSession`` of its own,
-a node of the run tree below its parent's, run in-process on the same event loop. The parent's
+the Task, TaskOutput and TaskStop tools, and CreateSpecialist (``zero.specialists.creating``).
+Every child is an ``AgentSession`` of its own, a node of the run tree below its parent's, run
+in-process on the same event loop. The parent's
 log records ``child_start`` and ``child_end`` between the tool call that started the child and
 its result; the child's events reach whoever listens to the parent through the tree.
 """
@@ -24,6 +25,7 @@ from zero.agent.output_schema import ANY_JSON, OutputSchema, schema_problem
 from zero.errors import ToolError, UsageError, ZeroError
 from zero.sessions import AgentSession, SessionMetadata, lineage, new_session_id, same_folder, validate_session_id
 from zero.specialists.context import AgentContext
+from zero.specialists.creating import CreateSpecialist
 from zero.specialists.envelope import envelope
 from zero.specialists.isolation import ChildWorktree, HandedBack, bring_back, open_worktree, reopen_worktree
 from zero.specialists.registry import Specialist
@@ -149,7 +151,8 @@ class Delegator:
         async with anyio.create_task_group() as tg:
             self._tg = tg
             try:
-                yield [Task(self, self.ctx.registry.names()), TaskOutput(self), TaskStop(self)]
+                create = CreateSpecialist(self.ctx, caller_tools=self.caller_tools)
+                yield [Task(self, self.ctx.registry.names), TaskOutput(self), TaskStop(self), create]
             finally:
                 for child in self.children.values():
                     if child.background and not child.done.is_set():

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from importlib import resources
 from pathlib import Path
@@ -48,6 +49,9 @@ class SpecialistRegistry:
     specialists: dict[str, Specialist] = field(default_factory=dict)
     errors: list[ManifestError] = field(default_factory=list)
     overridden: dict[str, list[Path]] = field(default_factory=dict)
+    workspace: Path | None = None  # where it was read from (its project folder's workspace), to read it again
+    user: Path | None = None
+    limits: ProjectLimits = field(default_factory=ProjectLimits)
 
     @classmethod
     def load(
@@ -58,7 +62,7 @@ class SpecialistRegistry:
         folders: list[tuple[Path, Location]] = [(builtin_dir(), "builtin"), (user or user_dir(), "user")]
         if workspace is not None:
             folders.append((project_dir(workspace), "project"))
-        registry = cls()
+        registry = cls(workspace=workspace, user=user, limits=limits or ProjectLimits())
         files: dict[str, ManifestFile] = {}
         mine: dict[str, ManifestFile] = {}  # the built-in and user manifests: what the project's are held to
         for folder, location in folders:
@@ -90,6 +94,21 @@ class SpecialistRegistry:
             except ManifestError as e:
                 registry.errors.append(e)
         return registry
+
+    def reload(self, trusting: Mapping[str, str] | None = None) -> None:
+        """Read the folders again, in place (every agent of a run holds the same registry: a specialist saved
+        is one they can all start), trusting ``trusting`` too (name: fingerprint)."""
+        limits = replace(self.limits, trusted={**self.limits.trusted, **(trusting or {})})
+        fresh = SpecialistRegistry.load(self.workspace, user=self.user, limits=limits)
+        self.specialists, self.errors, self.overridden = fresh.specialists, fresh.errors, fresh.overridden
+        self.limits = limits
+
+    def resolve_draft(self, draft: ManifestFile, drafts: Mapping[str, ManifestFile] | None = None) -> Specialist:
+        """``draft`` resolved (its ``extends`` chain, its tools) against the manifests on disk and ``drafts``
+        (others not written yet), as it would be once written: a ``ManifestError`` says why it would not load."""
+        on_disk = {spec.name: ManifestFile.load(spec.path, spec.location) for spec in self.specialists.values()}
+        files = {**on_disk, **(drafts or {}), draft.manifest.name: draft}
+        return resolve(draft.manifest.name, files)
 
     def get(self, name: str) -> Specialist:
         try:

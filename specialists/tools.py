@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import copy
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Literal, Protocol
 
 from pydantic import Field
@@ -72,23 +72,23 @@ class Task(BuiltinTool[TaskArgs]):
     side_effect = "read"
     args = TaskArgs
 
-    def __init__(self, delegator: TaskRunner, names: Sequence[str]):
+    def __init__(self, delegator: TaskRunner, names: Callable[[], Sequence[str]]):
         self.delegator = delegator
+        self.names = names  # the specialists there are now (CreateSpecialist may add one during a session)
+
+    @property
+    def parameters(self) -> dict[str, Any]:
         # The schema says which specialists there are, as an enum, and that a name is needed, so a
         # model whose output a grammar constrains (llama.cpp, vLLM) can only make a valid call.
         # (A call that resumes a session without a name is still taken.)
         schema = copy.deepcopy(super().parameters)
         schema["properties"]["name"] = {
             "type": "string",
-            "enum": list(names),
+            "enum": list(self.names()),
             "description": "The specialist to run (with resume: the session's specialist).",
         }
         schema["required"] = ["name", "prompt"]
-        self._parameters = schema
-
-    @property
-    def parameters(self) -> dict[str, Any]:
-        return self._parameters
+        return schema
 
     async def run(self, args: TaskArgs, ctx: ToolContext) -> ToolOutput:
         return await self.delegator.task(

@@ -6,7 +6,17 @@ from __future__ import annotations
 from zero.tools._sandbox import hide_own_secrets
 from zero.tools.base import ArgsModel, BuiltinTool, ShellSettings, SideEffect, Tool, ToolContext, ToolOutput
 from zero.tools.budget import budget_output
-from zero.tools.builtin import PREVIEW_BYTES, EditPlan, Pin, builtin_tools, pinned, plan_edit, unowned_call
+from zero.tools.builtin import (
+    PREVIEW_BYTES,
+    EditPlan,
+    Pin,
+    builtin_tools,
+    pinned,
+    plan_edit,
+    plan_replace,
+    replace_file,
+    unowned_call,
+)
 from zero.tools.git import GitError, NotARepository, PlantedGitFolder
 from zero.tools.owns import Owns, overlaps
 from zero.tools.permissions import PERMISSION_MODES, Decision, PermissionMode, decide, narrower, within
@@ -56,8 +66,10 @@ __all__ = [
     "overlaps",
     "pinned",
     "plan_edit",
+    "plan_replace",
     "redact",
     "redact_values",
+    "replace_file",
     "secret_name",
     "take_snapshot",
     "unowned_call",

@@ -28,7 +28,9 @@ __all__ = [
     "side_effect_of",
 ]
 
-SideEffect = Literal["read", "write", "shell", "network"]
+SideEffect = Literal["read", "write", "shell", "network", "config"]
+"""What a call may do; ``config``: write what Zero itself runs later (a specialist's manifest), asked about
+in every mode that asks, and made unasked only in ``unsafe``."""
 
 current_call_id: ContextVar[str] = ContextVar("current_call_id", default="")
 """The id of the tool call being run, for tools that record it (e.g. Task)."""

@@ -1,13 +1,16 @@
 """Permission modes: which side effects run, which need approval, which are refused.
 
-========== ====== ====== ====== =======
-mode       read   write  shell  network
-========== ====== ====== ====== =======
-read-only  allow  deny   deny   deny
-ask        allow  prompt prompt prompt
-auto       allow  allow  allow  prompt
-unsafe     allow  allow  allow  allow
-========== ====== ====== ====== =======
+========== ====== ====== ====== ======= =======
+mode       read   write  shell  network config
+========== ====== ====== ====== ======= =======
+read-only  allow  deny   deny   deny    deny
+ask        allow  prompt prompt prompt  prompt
+auto       allow  allow  allow  prompt  prompt
+unsafe     allow  allow  allow  allow   allow
+========== ====== ====== ====== ======= =======
+
+``config`` is a write of what Zero itself runs later (a specialist's manifest: an agent's prompt and
+tools): as a network call, it is asked about even in ``auto``.
 
 File tools are confined to the workspace in every mode. A headless run has no one to
 ask, so ``prompt`` is answered "denied" and the model is told so.
@@ -27,10 +30,10 @@ Decision = Literal["allow", "prompt", "deny"]
 PERMISSION_MODES: tuple[PermissionMode, ...] = get_args(PermissionMode)
 
 _TABLE: dict[PermissionMode, dict[SideEffect, Decision]] = {
-    "read-only": {"read": "allow", "write": "deny", "shell": "deny", "network": "deny"},
-    "ask": {"read": "allow", "write": "prompt", "shell": "prompt", "network": "prompt"},
-    "auto": {"read": "allow", "write": "allow", "shell": "allow", "network": "prompt"},
-    "unsafe": {"read": "allow", "write": "allow", "shell": "allow", "network": "allow"},
+    "read-only": {"read": "allow", "write": "deny", "shell": "deny", "network": "deny", "config": "deny"},
+    "ask": {"read": "allow", "write": "prompt", "shell": "prompt", "network": "prompt", "config": "prompt"},
+    "auto": {"read": "allow", "write": "allow", "shell": "allow", "network": "prompt", "config": "prompt"},
+    "unsafe": {"read": "allow", "write": "allow", "shell": "allow", "network": "allow", "config": "allow"},
 }
 
 REASONS: dict[SideEffect, str] = {
@@ -38,6 +41,7 @@ REASONS: dict[SideEffect, str] = {
     "write": "Creates or overwrites files.",
     "shell": "Runs a shell command.",
     "network": "Reaches the network.",
+    "config": "Saves a specialist: an agent's prompt and tools, which later runs use.",
 }
 
 

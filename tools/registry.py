@@ -15,7 +15,7 @@ CATEGORIES: dict[str, tuple[str, ...]] = {
     "edit": (*_READ_ONLY, "write_file", "edit_file"),
     "execute": (*_READ_ONLY, "bash"),
     "plan": ("update_plan",),
-    "delegate": ("Task", "TaskOutput", "TaskStop"),
+    "delegate": ("Task", "TaskOutput", "TaskStop", "CreateSpecialist"),
 }
 
 

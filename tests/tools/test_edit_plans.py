@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from zero.errors import ToolError
-from zero.tools import ToolContext, Workspace, builtin_tools, pinned, plan_edit
+from zero.tools import ToolContext, Workspace, builtin_tools, pinned, plan_edit, plan_replace, replace_file
 
 pytestmark = pytest.mark.anyio
 TOOLS = {t.name: t for t in builtin_tools()}
@@ -140,3 +140,42 @@ async def test_without_a_pin_the_tools_write_as_before(workspace: Path) -> None:
         "Edited README.md: replaced 1 occurrence"
     )
     assert (workspace / "README.md").read_text() == "newer\n"
+
+
+def test_a_file_replaced_whole_is_written_as_planned_and_only_as_approved(workspace: Path) -> None:
+    """``replace_file`` (a specialist's manifest): what ``plan_replace`` shows is what lands, through a spare file
+    renamed over it; a file changed since the approval is kept."""
+    ws = Workspace([workspace])
+    plan = plan_replace(ws, "a/b/m.toml", b"one\n")
+    assert plan.error == "" and plan.before is None and plan.after == b"one\n" and plan.pin is not None
+    assert replace_file(ws, "a/b/m.toml", b"one\n", plan.pin) is False
+    plan = plan_replace(ws, "a/b/m.toml", b"two\n")
+    assert plan.before == b"one\n" and plan.after == b"two\n"
+    (workspace / "a" / "b" / "m.toml").write_bytes(b"changed\n")  # after the question, before the write
+    with pytest.raises(ToolError, match=r"^a/b/m.toml changed since it was approved; nothing was written"):
+        replace_file(ws, "a/b/m.toml", b"two\n", plan.pin)
+    assert (workspace / "a" / "b" / "m.toml").read_bytes() == b"changed\n"
+    assert replace_file(ws, "a/b/m.toml", b"two\n", plan_replace(ws, "a/b/m.toml", b"two\n").pin) is True
+    assert (workspace / "a" / "b" / "m.toml").read_bytes() == b"two\n"
+    assert sorted(os.listdir(workspace / "a" / "b")) == ["m.toml"]  # no spare file left
+
+
+def test_a_file_replaced_whole_is_never_a_link_nor_outside(workspace: Path, tmp_path: Path) -> None:
+    ws = Workspace([workspace])
+    (tmp_path / "bashrc").write_text("mine\n")
+    (workspace / "m.toml").symlink_to(tmp_path / "bashrc")
+    (workspace / "inside.toml").symlink_to("README.md")
+    (workspace / "out").symlink_to(tmp_path)
+    os.link(workspace / "README.md", workspace / "twice.toml")
+    for path, error in (
+        ("m.toml", "m.toml is a link: it is not written through; remove it first"),
+        ("inside.toml", "inside.toml is a link: it is not written through; remove it first"),
+        ("src", "src is not a regular file: it is not replaced; remove it first"),
+        ("twice.toml", "twice.toml has 2 hard links: the same file may live elsewhere"),
+        ("out/m.toml", f"'out' is outside the workspace ({workspace})"),
+    ):
+        assert plan_replace(ws, path, b"x").error.startswith(error), path
+        with pytest.raises(ToolError) as refused:
+            replace_file(ws, path, b"x", None)
+        assert str(refused.value).startswith(error)
+    assert (tmp_path / "bashrc").read_text() == "mine\n" and not (tmp_path / "m.toml").exists()

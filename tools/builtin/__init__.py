@@ -3,7 +3,18 @@
 from __future__ import annotations
 
 from zero.tools.base import Tool
-from zero.tools.builtin.edits import PREVIEW_BYTES, EditFile, EditPlan, Pin, WriteFile, pinned, plan_edit, unowned_call
+from zero.tools.builtin.edits import (
+    PREVIEW_BYTES,
+    EditFile,
+    EditPlan,
+    Pin,
+    WriteFile,
+    pinned,
+    plan_edit,
+    plan_replace,
+    replace_file,
+    unowned_call,
+)
 from zero.tools.builtin.files import ListDirectory, ReadFile
 from zero.tools.builtin.plan import UpdatePlan
 from zero.tools.builtin.search import Glob, Grep
@@ -24,6 +35,8 @@ __all__ = [
     "builtin_tools",
     "pinned",
     "plan_edit",
+    "plan_replace",
+    "replace_file",
     "unowned_call",
 ]
 

@@ -11,9 +11,11 @@ other bytes (the file changed).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import posixpath
+import secrets
 import stat
 from collections.abc import Callable
 from contextvars import ContextVar
@@ -28,7 +30,18 @@ from zero.tools.base import ArgsModel, BuiltinTool, ToolContext, ToolOutput
 from zero.tools.builtin.files import refuse_linked
 from zero.tools.workspace import NotFound, Workspace
 
-__all__ = ["PREVIEW_BYTES", "EditFile", "EditPlan", "Pin", "WriteFile", "pinned", "plan_edit", "unowned_call"]
+__all__ = [
+    "PREVIEW_BYTES",
+    "EditFile",
+    "EditPlan",
+    "Pin",
+    "WriteFile",
+    "pinned",
+    "plan_edit",
+    "plan_replace",
+    "replace_file",
+    "unowned_call",
+]
 
 PREVIEW_BYTES = 1_000_000  # of a file an approval shows; past it, the change is not shown
 _BINARY = 8192  # a NUL in a file's first bytes makes it binary, as read_file says
@@ -222,6 +235,84 @@ def _check(pin: Pin, path: str, real: str, existed: bool, before: bytes | None) 
         raise ToolError(f"{path} now leads to {real}, not to {pin.real} as when it was approved; nothing was written")
     if existed != pin.existed or (pin.digest is not None and (before is None or _digest(before) != pin.digest)):
         raise ToolError(f"{path} changed since it was approved; nothing was written: read it again")
+
+
+def plan_replace(workspace: Workspace, path: str, data: bytes) -> EditPlan:
+    """What ``replace_file`` would do now: the file at ``path`` (none, or a regular one) becoming ``data``."""
+    try:
+        fd, _ = _plain_file(workspace, path)
+    except ToolError as e:
+        return EditPlan(path=path, real=None, error=str(e))
+    if fd is not None:
+        os.close(fd)
+    return _plan(workspace, path, lambda before: data)
+
+
+def replace_file(workspace: Workspace, path: str, data: bytes, pin: Pin | None) -> bool:
+    """Make ``data`` the whole of ``path`` in one step (a new spare file beside it, renamed over it: a reader
+    sees the old file or the new one, never half of one), its folders made; refused where a link or anything
+    but a regular file is there, or the file is not ``pin``'s (what its approval showed); whether a file was
+    there."""
+    fd, name = _plain_file(workspace, path, make_dirs=True)
+    assert fd is not None  # (made, or an error said why not)
+    try:
+        try:
+            before_stat: os.stat_result | None = os.stat(name, dir_fd=fd, follow_symlinks=False)
+        except FileNotFoundError:
+            before_stat = None
+        existed = before_stat is not None
+        if pin is not None:
+            before = None
+            if existed:
+                held = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=fd)
+                try:
+                    before = _read(held)
+                finally:
+                    os.close(held)
+            _check(pin, path, posixpath.join(_real(fd), name), existed, before)
+        mode = stat.S_IMODE(before_stat.st_mode) if before_stat is not None else 0o644
+        spare = f".{name}.{secrets.token_hex(4)}.tmp"
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+        out = os.open(spare, flags, mode, dir_fd=fd)
+        try:
+            with os.fdopen(out, "wb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(spare, name, src_dir_fd=fd, dst_dir_fd=fd)  # (a rename never follows a link at its target)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(spare, dir_fd=fd)
+            raise
+        return existed
+    finally:
+        os.close(fd)
+
+
+def _plain_file(workspace: Workspace, path: str, *, make_dirs: bool = False) -> tuple[int | None, str]:
+    """The folder of ``path`` opened beneath the workspace (None: it is not there, and ``make_dirs`` is not
+    set) and the file's name in it; refused where a link, a file of several hard links or anything but a
+    regular file has that name."""
+    folder, name = posixpath.split(path)
+    if name in ("", ".", ".."):
+        raise ToolError(f"{path} names a folder, not a file")
+    try:
+        fd = workspace.open(folder or ".", os.O_RDONLY | os.O_DIRECTORY, make_dirs=make_dirs)
+    except NotFound:
+        return None, name
+    try:
+        found = os.stat(name, dir_fd=fd, follow_symlinks=False)
+    except FileNotFoundError:
+        return fd, name
+    kind = found.st_mode
+    if stat.S_ISREG(kind) and found.st_nlink == 1:
+        return fd, name
+    os.close(fd)
+    if stat.S_ISREG(kind):  # as the write tools refuse it (what the plan says, too)
+        raise ToolError(f"{path} has {found.st_nlink} hard links: the same file may live elsewhere; remove it first")
+    if stat.S_ISLNK(kind):
+        raise ToolError(f"{path} is a link: it is not written through; remove it first")
+    raise ToolError(f"{path} is not a regular file: it is not replaced; remove it first")
 
 
 class _PathArgs(ArgsModel):
