@@ -846,7 +846,10 @@ class AgentRun:
             return "denied", ToolOutput(text=f"Permission denied: {unowned}.")
         plan = None
         if decision == "prompt" and callable(planned := getattr(tool, "planned", None)):
-            plan = await anyio.to_thread.run_sync(planned, call.arguments)
+            try:
+                plan = await anyio.to_thread.run_sync(planned, call.arguments)
+            except Exception as e:  # a broken tool must not end the run (as its call's failure, below)
+                return "error", ToolOutput(text=f"Error: {call.name} failed unexpectedly: {type(e).__name__}: {e}")
             if plan.error:  # a call that cannot succeed is not asked about: the model hears why, and may retry
                 return "error", ToolOutput(text=f"Error: {plan.error}")
         if decision == "prompt":

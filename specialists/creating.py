@@ -20,6 +20,7 @@ import copy
 import functools
 import posixpath
 import re
+import unicodedata
 from collections.abc import Set
 from dataclasses import dataclass
 from typing import Any
@@ -27,6 +28,7 @@ from typing import Any
 import anyio.to_thread
 import tomli_w
 
+from zero.agent.output_schema import ANY_JSON
 from zero.errors import ToolError
 from zero.specialists.context import DELEGATE_TOOLS, AgentContext
 from zero.specialists.manifest import NAME_PATTERN, Manifest, ManifestError, ManifestFile, Specialist
@@ -49,6 +51,8 @@ _NOT_MANIFEST = {  # what a draft cannot set, and why
     "permission_mode": "a specialist runs in its caller's permission mode",
     "max_depth": "a specialist delegates no deeper than the run's max_depth",
     "depth": "a specialist delegates no deeper than the run's max_depth",
+    # What the user approves is all the specialist is: a base's tools, model and prompt would not be shown.
+    "extends": "a drafted specialist is whole (what the user approves is all it is): write its own prompt and tools",
 }
 _DESCRIPTIONS = {
     "name": "The specialist's name: lowercase letters, digits and dashes, starting with a letter (at most 64).",
@@ -56,7 +60,6 @@ _DESCRIPTIONS = {
     "prompt": "Its system prompt: how it works and what its report must contain.",
     "tools": 'Categories ("read-only", "edit", "execute", "plan", "delegate") or tool names; at most your own '
     'tools. Default: ["read-only"].',
-    "extends": "A specialist whose prompt and keys this one builds on.",
 }
 
 
@@ -122,15 +125,31 @@ class CreateSpecialist:
         """The manifest ``arguments`` make, checked: a ``ToolError`` says what to change."""
         for key, why in _NOT_MANIFEST.items():
             if key in arguments:
-                raise ToolError(f"{key}: {why}, so a manifest cannot set it; drop {key} and call again")
+                raise ToolError(f"{key}: {why}, so a draft cannot set it; drop {key} and call again")
         name = arguments.get("name")
         if not isinstance(name, str) or not re.fullmatch(NAME_PATTERN, name):
             raise ToolError(
                 f"name: {name!r} is not a specialist's name; use lowercase letters, digits and dashes, starting "
                 "with a letter (at most 64)"
             )
+        if name in self.ctx.registry.specialists and self.ctx.registry.get(name).location == "builtin":
+            raise ToolError(
+                f"name: {name!r} is a built-in specialist, which a project's file of that name would replace for "
+                "every Task and team here; choose another name"
+            )
+        schema = arguments.get("output_schema")
+        if isinstance(schema, str) and schema != ANY_JSON:
+            raise ToolError(
+                'output_schema: give the schema itself (an object), or "json": a file it names would not be shown '
+                "to the user who approves this one"
+            )
         path = posixpath.join(FOLDER, f"{name}.toml")
         text = _toml(arguments)
+        if hidden := sorted({f"U+{ord(c):04X}" for c in _strings(arguments) if _unshown(c)}):
+            raise ToolError(
+                f"the manifest holds characters a terminal does not show as they are ({', '.join(hidden[:5])}): "
+                "the user would not see what is saved; take them out"
+            )
         if len(text.encode()) > MAX_FILE:
             raise ToolError(f"the manifest is larger than {MAX_FILE // 1024} KiB; make its prompt shorter")
         if self.ctx.redactor(text) != text:
@@ -180,6 +199,22 @@ def _toml(arguments: dict[str, Any]) -> str:
         return tomli_w.dumps({k: arguments[k] for k in keys}, multiline_strings=True)
     except (TypeError, ValueError) as e:
         raise ToolError(f"the draft cannot be written as TOML ({e}): give strings, numbers, lists, objects") from None
+    except RecursionError:
+        raise ToolError("the draft is nested too deeply to be written; flatten it") from None
+
+
+def _strings(value: Any) -> str:
+    """Every string in ``value`` (keys too), run together."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, dict):
+        return "".join(_strings(k) + _strings(v) for k, v in value.items())
+    return "".join(_strings(v) for v in value) if isinstance(value, list) else ""
+
+
+def _unshown(c: str) -> bool:
+    """A control character (an escape, a carriage return) or a format one (bidi, zero-width): not what it is."""
+    return c not in "\n\t" and unicodedata.category(c) in ("Cc", "Cf")
 
 
 def _problem(key: str | None, message: str) -> str:

@@ -122,7 +122,7 @@ def test_what_a_draft_cannot_be(workspace: Path, tmp_path: Path) -> None:
             "starting with a letter (at most 64)"
         ),
         '{ name = "x", description = "d", prompt = "p", permission_mode = "unsafe" }': (
-            "Error: permission_mode: a specialist runs in its caller's permission mode, so a manifest cannot set "
+            "Error: permission_mode: a specialist runs in its caller's permission mode, so a draft cannot set "
             "it; drop permission_mode and call again"
         ),
         '{ name = "x", description = "d", prompt = "Use the key sk-proj-abcdefghijklmnopqrstuvwxyz0123456789" }': (
@@ -130,8 +130,23 @@ def test_what_a_draft_cannot_be(workspace: Path, tmp_path: Path) -> None:
             "would be shown masked, so not what is saved; a manifest holds no secrets: take it out"
         ),
         '{ name = "x", description = "d", prompt = "p", extends = "nobody" }': (
-            "Error: the draft is not a valid manifest: extends: extends 'nobody', which is not a known specialist. "
-            "Fix it and call again"
+            "Error: extends: a drafted specialist is whole (what the user approves is all it is): write its own "
+            "prompt and tools, so a draft cannot set it; drop extends and call again"
+        ),
+        '{ name = "x", description = "d", prompt = "p", tools = [1] }': (
+            "Error: the draft is not a valid manifest: tools.0: Input should be a valid string. Fix it and call again"
+        ),
+        '{ name = "explorer", description = "d", prompt = "p" }': (
+            "Error: name: 'explorer' is a built-in specialist, which a project's file of that name would replace "
+            "for every Task and team here; choose another name"
+        ),
+        '{ name = "x", description = "d", prompt = "p", output_schema = "s.json" }': (
+            'Error: output_schema: give the schema itself (an object), or "json": a file it names would not be '
+            "shown to the user who approves this one"
+        ),
+        '{ name = "x", description = "d", prompt = "p \\u202e txt.exe \\u001b[8m" }': (
+            "Error: the manifest holds characters a terminal does not show as they are (U+001B, U+202E): the user "
+            "would not see what is saved; take them out"
         ),
     }
     for mode in ("auto", "unsafe"):
@@ -196,8 +211,8 @@ def test_a_draft_wider_than_its_caller_is_refused(workspace: Path, tmp_path: Pat
         "gets at most your tools; drop them and call again"
     )
     assert extends == (
-        "Error: tools: write_file, edit_file, bash, update_plan (some from worker, which it extends) would be more "
-        f"than you have yourself {own}: a specialist you create gets at most your tools; drop them and call again"
+        "Error: extends: a drafted specialist is whole (what the user approves is all it is): write its own prompt "
+        "and tools, so a draft cannot set it; drop extends and call again"
     )
     assert grep.startswith("Created .zero/specialists/g.toml")
     # saved unasked (unsafe), so not trusted: a project's specialist only the project has reads, until trusted
