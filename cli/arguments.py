@@ -207,6 +207,7 @@ def _swarm(swarm: argparse.ArgumentParser) -> None:
         help="run even when the estimate's expected tokens, calls or cost exceed the team budget",
     )
     sw_validate.add_argument("--json", action="store_true", help="print JSON")
+    _swarm_plan(sw)
     sw_watch = sw.add_parser("watch", help="follow a team run in progress (from another terminal)")
     sw_watch.add_argument("session_id", metavar="TEAM_ID", help="the team session (an id, a prefix, or last)")
     sw_watch.add_argument("--here", action="store_true", help="'last' means the newest team of this folder")
@@ -229,6 +230,25 @@ def _swarm(swarm: argparse.ArgumentParser) -> None:
         sub.add_argument("--cwd", help="the folder --here means (default: the current folder)")
     sw_diff.add_argument("member", nargs="?", metavar="MEMBER", help="only this member")
     _swarm_control(sw)
+
+
+def _swarm_plan(sw: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """``zero swarm plan GOAL``: a team file the planner specialist designs for a goal."""
+    sw_plan = sw.add_parser(
+        "plan",
+        help="have the planner specialist write a team file for a goal (checked as validate checks it)",
+        description="The planner specialist reads the workspace and designs a team for GOAL. The team is checked "
+        "as zero swarm validate checks a file (an invalid one goes back to the planner once, with what is wrong), "
+        "printed with its estimate, and written for you to edit: to -o FILE, else to <team name>.toml in the "
+        "workspace. --run runs it after you say yes.",
+    )
+    sw_plan.add_argument("goal", metavar="GOAL", help="what the team is to do")
+    sw_plan.add_argument("--output", "-o", metavar="FILE", help="where to write the team (default: NAME.toml)")
+    sw_plan.add_argument("--force", action="store_true", help="overwrite FILE if it exists")
+    sw_plan.add_argument("--run", dest="then_run", action="store_true", help="then run the team (asks first)")
+    sw_plan.add_argument("--yes", "-y", action="store_true", help="run without asking (needed without a terminal)")
+    sw_plan.add_argument("--no-live", action="store_true", help="plain progress lines instead of the live view")
+    common(sw_plan)
 
 
 def _swarm_control(sw: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -134,6 +134,10 @@ def _dispatch(options: Command, streams: Streams) -> int:
             from zero.cli.specialists_cmd import run_specialists
 
             return run_specialists(options, streams)
+        case kinds.SwarmOptions() if options.action == "plan":
+            from zero.cli.swarm_plan import run_plan
+
+            return run_plan(options, streams)
         case kinds.SwarmOptions() if options.replay:
             from zero.cli.replay_cmd import replay_team_file
 

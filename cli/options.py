@@ -133,7 +133,7 @@ class SwarmOptions(Options):
     """``zero swarm ACTION``: a team file run, checked, resumed or watched; a budget flag's ``"none"`` lifts
     the team file's limit."""
 
-    action: Literal["run", "validate", "resume", "watch", "diff", "land", "stop", "send", "pause", "continue"]
+    action: Literal["run", "validate", "resume", "watch", "diff", "land", "stop", "send", "pause", "continue", "plan"]
     team: str | None = None
     member: str | None = None
     text: str | None = None  # send's message
@@ -153,6 +153,10 @@ class SwarmOptions(Options):
     json: bool = False
     executor: Literal["local", "ray"] | None = None  # None: the team file's [scheduler] executor
     ray_address: str = "auto"
+    output: str | None = None  # plan's -o FILE (None: the team's name, in the workspace)
+    force: bool = False  # plan: overwrite FILE
+    then_run: bool = False  # plan --run
+    yes: bool = False  # plan --run without asking
 
 
 @dataclass(frozen=True, kw_only=True)

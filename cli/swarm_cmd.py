@@ -60,7 +60,7 @@ from zero.specialists import AgentContext, SpecialistRegistry
 from zero.tools import Redactor, Workspace, redact_values, within
 from zero.tools.describe import printable
 
-__all__ = ["run_swarm"]
+__all__ = ["run_swarm", "validate_team"]
 
 
 def run_swarm(args: SwarmOptions, streams: Streams) -> int:
@@ -114,6 +114,15 @@ def run_swarm(args: SwarmOptions, streams: Streams) -> int:
     except ZeroError as e:
         print_error(str(e), streams.stderr)
         return e.exit_code
+
+
+def validate_team(args: SwarmOptions, workspace: Path, streams: Streams) -> TeamPlan:
+    """``zero swarm validate`` of ``args.team``: its plan, printed with its estimate as validate prints it; a
+    ``TeamError`` lists every problem (``zero swarm plan`` checks the planner's team with it)."""
+    plan, settings, registry = _plan(args, workspace, streams, need_provider=False)
+    estimate = estimate_of(plan, registry, workspace, _prices(settings))
+    _print_plan(plan, settings, streams.stdout, False, estimate)
+    return plan
 
 
 def _start(body: Callable[..., Awaitable[int]], args: SwarmOptions, streams: Streams, run_id: str) -> int:
