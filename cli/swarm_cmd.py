@@ -118,8 +118,9 @@ def run_swarm(args: SwarmOptions, streams: Streams) -> int:
 
 def validate_team(args: SwarmOptions, workspace: Path, streams: Streams) -> TeamPlan:
     """``zero swarm validate`` of ``args.team``: its plan, printed with its estimate as validate prints it; a
-    ``TeamError`` lists every problem (``zero swarm plan`` checks the planner's team with it)."""
-    plan, settings, registry = _plan(args, workspace, streams, need_provider=False)
+    ``TeamError`` lists every problem (``zero swarm plan`` checks the planner's team with it, having said the
+    warnings of the configs and specialists once; a member's narrowed mode shows in its line)."""
+    plan, settings, registry = _plan(args, workspace, streams, need_provider=False, warn=False)
     estimate = estimate_of(plan, registry, workspace, _prices(settings))
     _print_plan(plan, settings, streams.stdout, False, estimate)
     return plan
@@ -193,7 +194,10 @@ def _plan(
     *,
     need_provider: bool,
     recorded: RecordedTeam | None = None,
+    warn: bool = True,
 ) -> tuple[TeamPlan, RunSettings | None, SpecialistRegistry]:
+    """The plan of the team file (or of the run ``recorded``), its members' settings and the specialists;
+    ``warn``: say the warnings of the configs, the specialists and the members' modes."""
     from_file = recorded is None or bool(args.team)
     if recorded is not None and not args.team:
         path, team = Path(recorded.file or "(recorded team)"), recorded.team
@@ -238,7 +242,8 @@ def _plan(
         *(m.narrowed for m in plan.members.values() if m.narrowed),
         *specialist_warnings(registry),
     ]
-    print_warnings(tuple(w for w in warnings if w), streams.stderr)
+    if warn:
+        print_warnings(tuple(w for w in warnings if w), streams.stderr)
     return plan, settings, registry
 
 

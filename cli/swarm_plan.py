@@ -16,7 +16,7 @@ from pathlib import Path
 import anyio
 from rich.console import Console
 
-from zero.agent import exit_code, format_cost
+from zero.agent import exit_code, format_cost, incomplete_message
 from zero.agent.output_schema import OutputSchema
 from zero.cli.common import (
     Streams,
@@ -33,7 +33,7 @@ from zero.cli.config import RunSettings
 from zero.cli.options import SwarmOptions
 from zero.cli.progress import TextProgress
 from zero.cli.swarm_cmd import run_swarm, validate_team
-from zero.cli.trust import load_specialists
+from zero.cli.trust import load_specialists, specialist_warnings
 from zero.errors import UsageError, ZeroError
 from zero.orchestrator import TeamError, TeamPlan, TeamProblem
 from zero.orchestrator.planning import feedback, plan_prompt, team_schema, team_text
@@ -69,7 +69,7 @@ def run_plan(args: SwarmOptions, streams: Streams) -> int:
     except ZeroError as e:
         print_error(str(e), streams.stderr)
         return e.exit_code
-    print_warnings(settings.warnings, streams.stderr)
+    print_warnings((*settings.warnings, *specialist_warnings(registry)), streams.stderr)
     with streams.unblocked() as out:
         try:
             planned = anyio.run(_plan, args, workspace, settings, registry, goal, target, out)
@@ -168,8 +168,8 @@ async def _attempts(
         result = await interruptible(functools.partial(session.send, prompt), lambda: session.cancel("interrupted"))
         turns += result.turns
         if result.status != "completed":
-            why = printable(result.error or result.status)
-            print_error(f"the planner ended {result.status}: {why}; no team was written", streams.stderr)
+            why = printable(result.error or incomplete_message(result.status, result.turns))
+            print_error(f"the planner ended {result.status} ({why}); no team was written", streams.stderr)
             return exit_code(result.status, result.error_code)
         note = f"Planned by zero swarm plan (planner session {session.session_id}): edit it as you like."
         text = team_text(result.structured_output, goal, note)

@@ -20,7 +20,7 @@ from zero.sessions import FileSessionStore, SessionMetadata
 GOAL = "Review the code for bugs"
 PLANNER = "You are the planner"
 
-VALID = {
+VALID: dict[str, Any] = {
     "name": "review",
     "budget": {"tokens": 200_000},
     "members": [
@@ -33,7 +33,7 @@ VALID = {
         },
     ],
 }
-CYCLIC = {
+CYCLIC: dict[str, Any] = {
     "name": "review",
     "members": [
         {"name": "mapper", "specialist": "explorer", "depends_on": ["reviewer"], "prompt": "Map the modules."},
@@ -252,3 +252,22 @@ def test_an_empty_goal_is_refused(workspace: Path) -> None:
         2,
         'zero: error: the goal is empty: say what the team is to do, as zero swarm plan "GOAL"\n',
     )
+
+
+def test_a_planner_that_never_submits_a_team_ends_invalid_output_exit_4(workspace: Path, tmp_path: Path) -> None:
+    prose = {"match": {"system": PLANNER}, "text": "1. Map the code. 2. Review it.", "times": 0}
+    done = plan(tmp_path, workspace, prose)
+    assert done.returncode == 4, done.stderr
+    assert done.stderr.endswith(
+        "zero: error: the planner ended invalid_output (the result did not match its output schema in 3 attempts "
+        "(2 retries); the last: it answered in text without calling submit_result); no team was written\n"
+    )
+    assert len(planner_messages("assistant")) == 3 and files(workspace) == ["README.md", "src"]
+
+
+def test_a_warning_of_the_configs_is_said_once_however_many_attempts(workspace: Path, tmp_path: Path) -> None:
+    (workspace / ".zero").mkdir()
+    (workspace / ".zero" / "config.toml").write_text('base_url = "http://example.invalid"\n')
+    done = plan(tmp_path, workspace, submit(CYCLIC, turn=1), submit(VALID, last=FEEDBACK))
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.count("'base_url' ignored: a project may not choose where requests") == 1

@@ -9,12 +9,13 @@ from typing import Any
 
 import jsonschema
 import pytest
+from pydantic import BaseModel
 
 from zero.orchestrator.planning import PLANNED, team_schema, team_text
 from zero.orchestrator.team import MemberBudget, MemberSpec, Scheduler, TeamBudget, TeamFile, load_team
 from zero.strictfile import NAME_PATTERN
 
-MODELS = {"TeamFile": TeamFile, "TeamBudget": TeamBudget, "Scheduler": Scheduler}
+MODELS: dict[str, type[BaseModel]] = {"TeamFile": TeamFile, "TeamBudget": TeamBudget, "Scheduler": Scheduler}
 MODELS |= {"MemberSpec": MemberSpec, "MemberBudget": MemberBudget}
 
 FULL: dict[str, Any] = {
