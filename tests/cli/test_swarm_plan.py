@@ -271,3 +271,21 @@ def test_a_warning_of_the_configs_is_said_once_however_many_attempts(workspace: 
     done = plan(tmp_path, workspace, submit(CYCLIC, turn=1), submit(VALID, last=FEEDBACK))
     assert done.returncode == 0, done.stderr
     assert done.stderr.count("'base_url' ignored: a project may not choose where requests") == 1
+
+
+def test_an_o_the_team_cannot_be_written_to_is_refused_before_the_planner_is_asked(
+    workspace: Path, tmp_path: Path
+) -> None:
+    folder, missing = tmp_path / "teams", tmp_path / "nowhere" / "team.toml"
+    folder.mkdir()
+    done = plan(tmp_path, workspace, submit(VALID, turn=1), flags=("-o", str(folder)))
+    assert (done.returncode, done.stderr) == (
+        2,
+        f"zero: error: -o {folder} is a folder: name the team file to write (say {folder / 'team.toml'})\n",
+    )
+    done = plan(tmp_path, workspace, submit(VALID, turn=1), flags=("-o", str(missing)))
+    assert (done.returncode, done.stderr) == (
+        2,
+        f"zero: error: -o {missing}: the folder {missing.parent} does not exist; create it first\n",
+    )
+    assert sessions() == []
