@@ -173,6 +173,7 @@ async def _attempts(
             return exit_code(result.status, result.error_code)
         note = f"Planned by zero swarm plan (planner session {session.session_id}): edit it as you like."
         text = team_text(result.structured_output, goal, note)
+        # (submit_result held the name to the team file's pattern, so it is a plain file name)
         path = target or _default(workspace, result.structured_output["name"])
         try:
             plan = await anyio.to_thread.run_sync(functools.partial(_write, args, workspace, streams, path, text))

@@ -62,6 +62,7 @@ def test_the_schema_holds_the_team_files_own_limits() -> None:
     ("change", "message"),
     [
         ({"name": "Fix Login"}, f"'Fix Login' does not match '{NAME_PATTERN}'"),
+        ({"name": "../../.bashrc"}, "'../../.bashrc' does not match"),  # (the name is the default file's)
         ({"budget": {"tokens": None}}, "None is not of type 'integer'"),
         ({"budget": {"tokens": 0}}, "0 is less than the minimum of 1"),
         ({"scheduler": {"executor": "ray"}}, "Additional properties are not allowed ('executor' was unexpected)"),
