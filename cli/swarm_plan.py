@@ -101,7 +101,20 @@ def _target(args: SwarmOptions) -> Path | None:
         raise UsageError(f"-o {args.output}: the folder {path.parent} does not exist; create it first")
     if (path.exists() or path.is_symlink()) and not args.force:
         raise UsageError(f"{args.output} already exists; pass --force to overwrite it, or -o another file")
+    _regular_or_none(path, args.output)
     return path
+
+
+def _regular_or_none(path: Path, named: str) -> None:
+    """Refuse a ``path`` that is there and is not a regular file: ``--force`` replaces a file, never a link, a
+    device or a FIFO (as root, ``-o /dev/null --force`` would have replaced the system's device)."""
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        return
+    if not stat.S_ISREG(mode):
+        kind = "a link" if stat.S_ISLNK(mode) else "not a regular file (a device, a FIFO, a socket)"
+        raise UsageError(f"-o {named} is {kind}; name a regular file to write")
 
 
 def _default(workspace: Path, name: str) -> Path:
@@ -131,7 +144,10 @@ async def _plan(
         options = SpecialistOptions(
             node=ctx.tree.add(session_id, title=f"plan: {goal}"),
             permission_mode=settings.permission_mode,
-            output_schema=OutputSchema.of(team_schema(registry.names()), spec.output_retries),
+            output_schema=OutputSchema.of(
+                team_schema(registry.names(), max_turns=settings.max_turns, max_concurrency=settings.max_concurrency),
+                spec.output_retries,
+            ),
             role=ROLE,
         )
         session = await open_specialist(ctx, spec, options)
@@ -201,6 +217,7 @@ def _write(args: SwarmOptions, workspace: Path, streams: Streams, path: Path, te
     with _spare(path, text) as spare:
         plan = validate_team(replace(args, action="validate", team=str(spare), goal=None), workspace, streams)
         if args.force:
+            _regular_or_none(path, str(path))  # (again: it may have changed while the planner worked)
             if path.is_file() and not path.is_symlink():  # a file overwritten keeps its mode
                 os.chmod(spare, stat.S_IMODE(path.stat().st_mode))
             os.replace(spare, path)

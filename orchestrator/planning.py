@@ -38,18 +38,25 @@ _SAID = {
 }
 
 
-def team_schema(specialists: Sequence[str]) -> dict[str, Any]:
+def team_schema(specialists: Sequence[str], *, max_turns: int, max_concurrency: int) -> dict[str, Any]:
     """The JSON Schema of a planned team: the ``PLANNED`` keys of the team file's models with their own
     limits (an optional key is one the result may leave out, never ``null``), a member's specialist one of
-    ``specialists``."""
+    ``specialists``. A model's plan never raises the user's limits: a member's ``max_turns`` is at most
+    ``max_turns`` and the team's ``max_concurrency`` at most ``max_concurrency`` (the run's own)."""
     models = TeamFile.model_json_schema(ref_template="{model}")
     tables = models.pop("$defs")
     schema = _plain(models, "TeamFile", tables)
-    schema["properties"]["members"]["items"]["properties"]["specialist"] = {
-        "enum": list(specialists),
-        "description": "the specialist the member runs as",
-    }
+    member = schema["properties"]["members"]["items"]["properties"]
+    member["specialist"] = {"enum": list(specialists), "description": "the specialist the member runs as"}
+    _at_most(member["max_turns"], max_turns)
+    _at_most(schema["properties"]["scheduler"]["properties"]["max_concurrency"], max_concurrency)
     return schema
+
+
+def _at_most(prop: dict[str, Any], most: int) -> None:
+    if most < prop.get("maximum", most + 1):
+        prop["maximum"] = most
+        prop["description"] = f"at most {most}: the user's limit"
 
 
 def _plain(node: dict[str, Any], table: str | None, tables: dict[str, Any]) -> dict[str, Any]:

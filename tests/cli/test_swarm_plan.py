@@ -7,6 +7,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -185,6 +186,19 @@ def test_an_existing_file_is_kept_unless_force(workspace: Path, tmp_path: Path) 
     done = plan(tmp_path, workspace, submit(VALID, turn=1), flags=("-o", str(target), "--force"))
     assert done.returncode == 0, done.stderr
     assert body(target) == WRITTEN and target.stat().st_mode & 0o777 == 0o600
+
+
+def test_force_replaces_a_file_never_a_link_a_device_or_a_fifo(workspace: Path, tmp_path: Path) -> None:
+    # As root, -o /dev/null --force renamed the team file over the system's device.
+    fifo, device, link = tmp_path / "fifo", tmp_path / "null", tmp_path / "out"
+    os.mkfifo(fifo)
+    os.mknod(device, 0o666 | stat.S_IFCHR, os.makedev(1, 3))
+    link.symlink_to("/proc/self/fd/1")
+    for target, kind in ((fifo, "not a regular file"), (device, "not a regular file"), (link, "a link")):
+        done = plan(tmp_path, workspace, submit(VALID, turn=1), flags=("-o", str(target), "--force"))
+        assert done.returncode == 2 and done.stderr.startswith(f"zero: error: -o {target} is {kind}"), done.stderr
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode) and stat.S_ISCHR(os.lstat(device).st_mode) and link.is_symlink()
+    assert sessions() == []  # refused before the planner was asked
 
 
 def test_without_o_a_team_never_overwrites_a_file_of_its_name(workspace: Path, tmp_path: Path) -> None:

@@ -38,7 +38,7 @@ FULL: dict[str, Any] = {
 
 
 def errors(value: Any) -> list[str]:
-    schema = team_schema(["explorer", "worker"])
+    schema = team_schema(["explorer", "worker"], max_turns=50, max_concurrency=4)
     return [e.message for e in jsonschema.Draft202012Validator(schema).iter_errors(value)]
 
 
@@ -48,11 +48,13 @@ def test_every_planned_key_is_a_key_of_the_team_file() -> None:
 
 
 def test_the_schema_holds_the_team_files_own_limits() -> None:
-    schema = team_schema(["explorer", "worker"])
+    schema = team_schema(["explorer", "worker"], max_turns=20_000, max_concurrency=4)
     jsonschema.Draft202012Validator.check_schema(schema)
     member = schema["properties"]["members"]["items"]
     assert member["properties"]["name"]["pattern"] == NAME_PATTERN
-    assert member["properties"]["max_turns"] == {"maximum": 10_000, "minimum": 1, "type": "integer"}
+    assert member["properties"]["max_turns"] == {"maximum": 10_000, "minimum": 1, "type": "integer"}  # (not 20,000)
+    limited = team_schema(["worker"], max_turns=5, max_concurrency=4)["properties"]["members"]["items"]
+    assert limited["properties"]["max_turns"]["description"] == "at most 5: the user's limit"
     assert member["properties"]["specialist"]["enum"] == ["explorer", "worker"]
     assert member["required"] == ["name", "specialist", "prompt"] and member["additionalProperties"] is False
     assert list(schema["properties"]) == ["name", "budget", "scheduler", "members"]
@@ -70,6 +72,12 @@ def test_the_schema_holds_the_team_files_own_limits() -> None:
         ({"members": []}, "[] should be non-empty"),
         ({"members": [{"name": "a", "specialist": "wizard", "prompt": "x"}]}, "'wizard' is not one of"),
         ({"members": [{"name": "a", "specialist": "worker", "prompt": ""}]}, "'' should be non-empty"),
+        # a model's plan never raises the user's limits (their max_turns 50, max_concurrency 4 here)
+        (
+            {"members": [{"name": "a", "specialist": "worker", "prompt": "x", "max_turns": 10_000}]},
+            "10000 is greater than the maximum of 50",
+        ),  # fmt: skip
+        ({"scheduler": {"max_concurrency": 1_000_000}}, "1000000 is greater than the maximum of 4"),
     ],
 )
 def test_the_schema_refuses_what_the_team_file_refuses(change: dict[str, Any], message: str) -> None:
