@@ -44,11 +44,11 @@ def run_replay(args: ReplayOptions, streams: Streams) -> int:
             if recording.kind == "team":  # the team file as it ran, beside the script (never in the workspace)
                 team = folder / "team.json"
                 team.write_text(json.dumps(recording.team), encoding="utf-8")
-                what = SwarmOptions(action="run", team=str(team), cwd=_workspace(args, recording))
+                what = SwarmOptions(action="run", team=str(team), cwd=_workspace(args))
                 return _replay(script, path, what, args.run, args.output_format, streams)
             return _replay(script, path, _agent(args, recording), args.run, args.output_format, streams)
-    except ZeroError as e:
-        print_error(str(e), streams.stderr)
+    except ZeroError as e:  # (which may quote the script: its session id, a kind)
+        print_error(printable(str(e)), streams.stderr)
         return e.exit_code
 
 
@@ -71,8 +71,8 @@ def replay_team_file(args: SwarmOptions, streams: Streams) -> int:
             what = replace(args, replay=None)  # in this folder (or --cwd), as swarm run runs
             fmt = "json" if args.output_format == "json" else "text"
             return _replay(script, path, what, args.run, fmt, streams)
-    except ZeroError as e:
-        print_error(str(e), streams.stderr)
+    except ZeroError as e:  # (which may quote the script: its session id, a kind)
+        print_error(printable(str(e)), streams.stderr)
         return e.exit_code
 
 
@@ -110,7 +110,7 @@ def _script(source: str) -> Iterator[tuple[Script, Path, Path]]:
 
     with tempfile.TemporaryDirectory(prefix="zero-replay-") as name:
         folder, given = Path(name), Path(source)
-        if given.suffix in (".toml", ".json") or given.is_file():
+        if is_script_file(source):
             try:
                 script = load_script(given)
             except FileError as e:
@@ -122,6 +122,13 @@ def _script(source: str) -> Iterator[tuple[Script, Path, Path]]:
         path = folder / "script.json"
         write_script(script, path, io.StringIO())
         yield script, path, folder
+
+
+def is_script_file(source: str) -> bool:
+    """Whether ``source`` names a script file (it ends in ``.toml`` or ``.json``, or holds a ``/``) rather than
+    a session (an id, a prefix or ``last``): by its form alone, so a file named ``last`` that a cloned
+    repository ships never stands for your newest session."""
+    return source.endswith((".toml", ".json")) or "/" in source or os.sep in source
 
 
 def _recording(script: Script, source: str) -> ScriptRecording:
@@ -138,12 +145,13 @@ def _recording(script: Script, source: str) -> ScriptRecording:
     return recording
 
 
-def _workspace(args: ReplayOptions, recording: ScriptRecording) -> str:
-    workspace = args.cwd or recording.workspace
+def _workspace(args: ReplayOptions) -> str:
+    """Where the replay runs: ``--workspace``, else the current folder. Never the recorded workspace: a script
+    is a file anyone can edit or ship (a cloned repository's), and its ``workspace`` could name your home."""
+    workspace = args.cwd or os.getcwd()
     if not Path(workspace).is_dir():
-        how = "--workspace" if args.cwd else "the recorded workspace"
-        raise UsageError(f"{how} {workspace} is not a folder: run it elsewhere with --workspace DIR")
-    return workspace
+        raise UsageError(f"--workspace {workspace} is not a folder: give the folder to replay in")
+    return str(Path(workspace).resolve())
 
 
 def _agent(args: ReplayOptions, recording: ScriptRecording) -> ExecOptions:
@@ -154,7 +162,7 @@ def _agent(args: ReplayOptions, recording: ScriptRecording) -> ExecOptions:
             f"{recording.session_id} is a {recording.session_kind} session: a replay starts a run from its top, so "
             f"replay {top} (zero sessions lineage {recording.session_id} names it)"
         )
-    return ExecOptions(prompt=recording.prompts[0], cwd=_workspace(args, recording), debug=args.debug)
+    return ExecOptions(prompt=recording.prompts[0], cwd=_workspace(args), debug=args.debug)
 
 
 def _replay(
@@ -185,19 +193,28 @@ def _replay(
             print_error(str(error.get("message", "")), streams.stderr)
         return code
     replay_id = str(result["sessionId"])
+    stopped = _error(result)
     if isinstance(what, ExecOptions):  # the recorded session's later runs, each on its own prompt
         for prompt in recording.prompts[1:]:
             later = ResumeOptions(session_id=replay_id, prompt=prompt, cwd=what.cwd, run=run, debug=what.debug)
             result = _run(later, streams)
             if int(result.get("exitCode", 0)) == 130:
                 return 130
+            stopped = stopped or _error(result)
     if int(result.get("exitCode", 0)) == 130:
         return 130
     store = session_store()
     found = divergences(script, recorded_sessions(store, replay_id))
     status = store.metadata(replay_id).status
-    _report(found, recording, replay_id, status, script, fmt, streams.stdout)
+    workspace = what.cwd or os.getcwd()  # (swarm run --replay runs in this folder, or --cwd)
+    _report(found, recording, replay_id, status, workspace, stopped, script, fmt, streams.stdout)
     return 1 if found else 0
+
+
+def _error(result: dict[str, Any]) -> str:
+    """The message of the error a run's JSON result says it ended on ("" if none)."""
+    error = result.get("error")
+    return str(error.get("message") or "") if isinstance(error, dict) else ""
 
 
 def _run(what: ExecOptions | SwarmOptions, streams: Streams) -> dict[str, Any]:
@@ -227,10 +244,16 @@ def _report(
     recording: ScriptRecording,
     replay_id: str,
     status: str,
+    workspace: str,
+    stopped: str,
     script: Script,
     fmt: str,
     out: TextIO,
 ) -> None:
+    """The report, as text or one JSON object. Everything in it that comes from the script (its session ids,
+    labels, recorded outputs) is printed with its control characters escaped: an escape sequence there could
+    clear the lines above it, the divergences. ``stopped``: the error the replayed run ended on, said first (what
+    a "never made" below follows from)."""
     calls = answered(script.turns)
     tools = sum(len(t.results) for t in calls)
     if fmt == "json":
@@ -239,6 +262,8 @@ def _report(
             "recorded": recording.session_id,
             "sessionId": replay_id,
             "status": status,
+            "workspace": workspace,
+            "error": stopped or None,
             "diverged": bool(found),
             "exitCode": 1 if found else 0,
             "modelCalls": len(calls),
@@ -247,7 +272,9 @@ def _report(
         }
         out.write(json.dumps(report, ensure_ascii=False) + "\n")
         return
-    out.write(f"replayed {recording.session_id} as {replay_id} ({status})\n")
+    out.write(f"replayed {printable(recording.session_id)} as {replay_id} ({status}) in {printable(workspace)}\n")
+    if stopped:
+        out.write(f"the replayed run stopped on an error: {printable(stopped)}\n")
     if not found:
         out.write(
             f"no divergence: {counted(len(calls), 'model call')} and {counted(tools, 'tool result')} as "
@@ -256,6 +283,6 @@ def _report(
         return
     out.write(f"{counted(len(found), 'divergence')} from the recording:\n")
     for d in found:
-        out.write(f"- {printable(d.message)} [session {d.session_id}]\n")
+        out.write(f"- {printable(d.message)} [session {printable(d.session_id)}]\n")
         for line in d.diff.splitlines():
             out.write(f"    {printable(line)}\n")
