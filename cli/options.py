@@ -103,6 +103,7 @@ class SessionsOptions(Options):
     format: Literal["md", "jsonl"] = "md"
     as_script: bool = False
     out: str | None = None
+    force: bool = False
     yes: bool = False
     older_than: str = ""
     dry_run: bool = False

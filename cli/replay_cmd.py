@@ -26,7 +26,7 @@ from zero.cli.options import ExecOptions, ReplayOptions, ResumeOptions, RunOptio
 from zero.cli.session_ids import resolve_session_id
 from zero.errors import UsageError, ZeroError
 from zero.sessions.script import Divergence, answered, counted, divergences, export_script, recorded_sessions
-from zero.strictfile import FileError
+from zero.strictfile import FileError, write_file
 from zero.tools.describe import printable
 
 TYPE_CHECKING = False
@@ -76,8 +76,9 @@ def replay_team_file(args: SwarmOptions, streams: Streams) -> int:
         return e.exit_code
 
 
-def write_script(script: Script, path: Path | None, out: TextIO) -> None:
-    """``script`` as TOML (JSON for a ``.json`` path) to ``path``, whole or not at all; None: to ``out``."""
+def write_script(script: Script, path: Path | None, out: TextIO, *, force: bool = False) -> None:
+    """``script`` as TOML (JSON for a ``.json`` path) to ``path`` (a new file, or with ``force`` an existing one;
+    see ``write_file``), whole or not at all; None: to ``out``."""
     data = script.model_dump(mode="json", exclude_defaults=True)
     try:
         text = json.dumps(data, indent=2) + "\n" if path and path.suffix == ".json" else tomli_w.dumps(data)
@@ -88,18 +89,10 @@ def write_script(script: Script, path: Path | None, out: TextIO) -> None:
     if path is None:
         out.write(text)
         return
-    folder = path.parent if str(path.parent) else Path(".")
     try:
-        fd, spare = tempfile.mkstemp(dir=folder, prefix=f".{path.name}.", suffix=".tmp")
+        write_file(path, text.encode(), force=force)
     except OSError as e:
-        raise UsageError(f"-o {path}: cannot write in {folder}: {e.strerror}") from None
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.replace(spare, path)
-    except OSError as e:
-        os.unlink(spare)
-        raise UsageError(f"-o {path}: {e.strerror}") from None
+        raise UsageError(f"-o {path}: {e.strerror or e}") from None
 
 
 @contextmanager

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import stat
 import tomllib
 from pathlib import Path
 
@@ -631,3 +632,52 @@ def test_a_replay_that_stops_on_an_error_says_that_error_first(workspace: Path) 
         f"- zero: recorded model calls 1-2 never made [session {replayed.stdout.split()[3]}]",
     ]
     assert json.loads(zero("replay", str(script), "--output", "json").stdout)["error"] == "the key was revoked"
+
+
+def test_export_o_writes_a_new_regular_file_and_replaces_nothing_else(workspace: Path, tmp_path: Path) -> None:
+    """As root: a link (to what /dev/stdout is), a device (what /dev/null is) and a FIFO at -o stay as they
+    are; an existing file needs --force; the file gets the user's usual mode."""
+    script = write_script(tmp_path / "s.toml", "[[turns]]\ntext = 'hi'\n")
+    sid = json.loads(zero("exec", "hi", *scripted(script, workspace), "--output-format", "json").stdout)["sessionId"]
+    out = tmp_path / "out"
+    out.mkdir()
+    victim = write_script(tmp_path / "victim.txt", "mine\n")
+    (out / "link.toml").symlink_to(victim)
+    (out / "stdout.toml").symlink_to("/proc/self/fd/1")
+    os.mknod(out / "null.toml", 0o666 | stat.S_IFCHR, os.makedev(1, 3))
+    os.mkfifo(out / "fifo.toml")
+    refused = {
+        "link.toml": "is a link: give the file itself, or a new name",
+        "stdout.toml": "is a link: give the file itself, or a new name",
+        "null.toml": "is a FIFO, a device or a socket, not a file",
+        "fifo.toml": "is a FIFO, a device or a socket, not a file",
+    }
+    for name, why in refused.items():
+        done = zero("sessions", "export", sid, "--as-script", "-o", str(out / name), "--force")
+        assert (done.returncode, done.stderr) == (2, f"zero: error: -o {out / name}: {why}\n")
+    assert victim.read_text() == "mine\n"
+    assert [stat.S_IFMT(os.lstat(out / n).st_mode) for n in refused] == [
+        stat.S_IFLNK,
+        stat.S_IFLNK,
+        stat.S_IFCHR,
+        stat.S_IFIFO,
+    ]
+    new = out / "new.toml"
+    umask = os.umask(0o022)
+    try:
+        assert zero("sessions", "export", sid, "--as-script", "-o", str(new)).returncode == 0
+    finally:
+        os.umask(umask)
+    assert stat.S_IMODE(new.stat().st_mode) == 0o644
+    assert load_script(new).recording is not None
+    new.write_text("kept\n")
+    new.chmod(0o600)
+    again = zero("sessions", "export", sid, "--as-script", "-o", str(new))
+    assert (again.returncode, again.stderr) == (
+        2,
+        f"zero: error: -o {new}: already exists; pass --force to overwrite it\n",
+    )
+    assert new.read_text() == "kept\n"
+    assert zero("sessions", "export", sid, "--as-script", "-o", str(new), "--force").returncode == 0
+    assert load_script(new).recording is not None and stat.S_IMODE(new.stat().st_mode) == 0o600
+    assert sorted(p.name for p in out.iterdir()) == sorted([*refused, "new.toml"])  # no spare left behind
