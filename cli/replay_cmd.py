@@ -25,7 +25,15 @@ from zero.cli.common import Streams, print_error, session_store
 from zero.cli.options import ExecOptions, ReplayOptions, ResumeOptions, RunOptions, SwarmOptions
 from zero.cli.session_ids import resolve_session_id
 from zero.errors import UsageError, ZeroError
-from zero.sessions.script import Divergence, answered, counted, divergences, export_script, recorded_sessions
+from zero.sessions.script import (
+    Divergence,
+    answered,
+    counted,
+    divergences,
+    export_script,
+    moved,
+    recorded_sessions,
+)
 from zero.strictfile import FileError, write_file
 from zero.tools.describe import printable
 
@@ -39,14 +47,14 @@ __all__ = ["replay_team_file", "run_replay", "write_script"]
 def run_replay(args: ReplayOptions, streams: Streams) -> int:
     """``zero replay``: the recorded run (an agent's or a team's) again, and the report."""
     try:
-        with _script(args.source) as (script, path, folder):
+        with _script(args.source) as (script, folder):
             recording = _recording(script, args.source)
             if recording.kind == "team":  # the team file as it ran, beside the script (never in the workspace)
                 team = folder / "team.json"
                 team.write_text(json.dumps(recording.team), encoding="utf-8")
                 what = SwarmOptions(action="run", team=str(team), cwd=_workspace(args))
-                return _replay(script, path, what, args.run, args.output_format, streams)
-            return _replay(script, path, _agent(args, recording), args.run, args.output_format, streams)
+                return _replay(script, folder, what, args.run, args.output_format, streams)
+            return _replay(script, folder, _agent(args, recording), args.run, args.output_format, streams)
     except ZeroError as e:  # (which may quote the script: its session id, a kind)
         print_error(printable(str(e)), streams.stderr)
         return e.exit_code
@@ -61,7 +69,7 @@ def replay_team_file(args: SwarmOptions, streams: Streams) -> int:
         if args.dry_run or args.reuse:
             flag = "--dry-run" if args.dry_run else "--reuse"
             raise UsageError(f"--replay runs every member on the recorded calls: leave out {flag}")
-        with _script(args.replay) as (script, path, _):
+        with _script(args.replay) as (script, folder):
             recording = _recording(script, args.replay)
             if recording.kind != "team":
                 raise UsageError(
@@ -70,7 +78,7 @@ def replay_team_file(args: SwarmOptions, streams: Streams) -> int:
                 )
             what = replace(args, replay=None)  # in this folder (or --cwd), as swarm run runs
             fmt = "json" if args.output_format == "json" else "text"
-            return _replay(script, path, what, args.run, fmt, streams)
+            return _replay(script, folder, what, args.run, fmt, streams)
     except ZeroError as e:  # (which may quote the script: its session id, a kind)
         print_error(printable(str(e)), streams.stderr)
         return e.exit_code
@@ -79,7 +87,10 @@ def replay_team_file(args: SwarmOptions, streams: Streams) -> int:
 def write_script(script: Script, path: Path | None, out: TextIO, *, force: bool = False) -> None:
     """``script`` as TOML (JSON for a ``.json`` path) to ``path`` (a new file, or with ``force`` an existing one;
     see ``write_file``), whole or not at all; None: to ``out``."""
-    data = script.model_dump(mode="json", exclude_defaults=True)
+    try:
+        data = script.model_dump(mode="json", exclude_defaults=True)
+    except ValueError as e:  # (pydantic's depth limit: no session's log can hold such a call either)
+        raise UsageError(f"the script's tool calls nest too deeply to run or record ({e})") from None
     try:
         text = json.dumps(data, indent=2) + "\n" if path and path.suffix == ".json" else tomli_w.dumps(data)
     except TypeError:  # a value TOML has no form for (a null in a tool call's arguments)
@@ -96,9 +107,9 @@ def write_script(script: Script, path: Path | None, out: TextIO, *, force: bool 
 
 
 @contextmanager
-def _script(source: str) -> Iterator[tuple[Script, Path, Path]]:
-    """The script ``source`` names (a script file, else a session, exported), a file of it to run on, and a
-    temporary folder for the run's other files."""
+def _script(source: str) -> Iterator[tuple[Script, Path]]:
+    """The script ``source`` names (a script file, else a session, exported) and a temporary folder for the
+    run's files (the script it runs on, a team's file)."""
     from zero.agent.providers.scripted import load_script
 
     with tempfile.TemporaryDirectory(prefix="zero-replay-") as name:
@@ -108,13 +119,10 @@ def _script(source: str) -> Iterator[tuple[Script, Path, Path]]:
                 script = load_script(given)
             except FileError as e:
                 raise UsageError(f"{source} is not a script of a recorded run:\n  {e}") from None
-            yield script, given.resolve(), folder
+            yield script, folder
             return
         store = session_store(writable=True)  # (a run found dead is marked interrupted: it can be replayed)
-        script = export_script(store, resolve_session_id(store, source))
-        path = folder / "script.json"
-        write_script(script, path, io.StringIO())
-        yield script, path, folder
+        yield export_script(store, resolve_session_id(store, source)), folder
 
 
 def is_script_file(source: str) -> bool:
@@ -160,17 +168,20 @@ def _agent(args: ReplayOptions, recording: ScriptRecording) -> ExecOptions:
 
 def _replay(
     script: Script,
-    path: Path,
+    folder: Path,
     what: ExecOptions | SwarmOptions,
     flags: RunOptions,
     fmt: str,
     streams: Streams,
 ) -> int:
-    """Run ``what`` on the script at ``path`` with the user's ``flags``, then compare and report."""
+    """Run ``what`` on ``script`` (written in ``folder``) with the user's ``flags``, then compare and report."""
     recording = script.recording
     assert recording is not None
     if flags.provider not in (None, "scripted") or flags.base_url or flags.script:
         raise UsageError("a replay's model is its recording: leave out --provider, --base-url and --script")
+    workspace = what.cwd or os.getcwd()  # (swarm run --replay runs in this folder, or --cwd)
+    path = folder / "script.json"
+    write_script(moved(script, workspace), path, io.StringIO())
     run = replace(
         flags,
         provider="scripted",
@@ -199,7 +210,6 @@ def _replay(
     store = session_store()
     found = divergences(script, recorded_sessions(store, replay_id))
     status = store.metadata(replay_id).status
-    workspace = what.cwd or os.getcwd()  # (swarm run --replay runs in this folder, or --cwd)
     _report(found, recording, replay_id, status, workspace, stopped, script, fmt, streams.stdout)
     return 1 if found else 0
 

@@ -681,3 +681,40 @@ def test_export_o_writes_a_new_regular_file_and_replaces_nothing_else(workspace:
     assert zero("sessions", "export", sid, "--as-script", "-o", str(new), "--force").returncode == 0
     assert load_script(new).recording is not None and stat.S_IMODE(new.stat().st_mode) == 0o600
     assert sorted(p.name for p in out.iterdir()) == sorted([*refused, "new.toml"])  # no spare left behind
+
+
+def test_a_replay_elsewhere_works_on_its_own_folder_where_the_recording_named_paths(
+    workspace: Path, tmp_path: Path
+) -> None:
+    readme = workspace / "README.md"
+    script = write_script(
+        tmp_path / "s.toml",
+        "[[turns]]\nmatch = { turn = 1 }\n"
+        f"tool_calls = [{{ name = 'read_file', arguments = {{ path = '{readme}' }} }}]\n"
+        "[[turns]]\nmatch = { turn = 2 }\ntext = 'read'\n",
+    )
+    done = zero("exec", "Read the README", *scripted(script, workspace), "--output-format", "json")
+    copy = tmp_path / "checkout"
+    copy.mkdir()
+    (copy / "README.md").write_text(readme.read_text())
+    readme.write_text("# Changed since\n")  # (the recorded folder's file: a replay in the copy never reads it)
+    replayed = zero("replay", json.loads(done.stdout)["sessionId"], "--workspace", str(copy))
+    assert (replayed.returncode, replayed.stdout.splitlines()[1]) == (
+        0,
+        "no divergence: 2 model calls and 1 tool result as recorded, in 1 session",
+    )
+
+
+def test_a_call_nested_deeper_than_a_log_holds_is_refused_before_it_runs(workspace: Path) -> None:
+    data = json.loads(hostile(str(workspace)))
+    deep: dict[str, object] = {}
+    for _ in range(400):
+        deep = {"a": deep}
+    data["turns"][0]["tool_calls"][0]["arguments"]["extra"] = deep
+    script = write_script(workspace / "deep.json", json.dumps(data))
+    replayed = zero("replay", str(script))
+    assert (replayed.returncode, replayed.stderr) == (
+        2,
+        "zero: error: the script's tool calls nest too deeply to run or record (Maximum serialization depth "
+        "exceeded)\n",
+    )
