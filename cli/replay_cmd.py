@@ -26,6 +26,7 @@ from zero.cli.options import ExecOptions, ReplayOptions, ResumeOptions, RunOptio
 from zero.cli.session_ids import resolve_session_id
 from zero.errors import UsageError, ZeroError
 from zero.sessions.script import (
+    NO_TURN,
     Divergence,
     answered,
     counted,
@@ -215,9 +216,11 @@ def _replay(
 
 
 def _error(result: dict[str, Any]) -> str:
-    """The message of the error a run's JSON result says it ended on ("" if none)."""
+    """The message of the error a run's JSON result says it ended on ("" if none, or if it is the scripted
+    provider's for a call the script lacks: the report's ``extra_call`` says that one)."""
     error = result.get("error")
-    return str(error.get("message") or "") if isinstance(error, dict) else ""
+    message = str(error.get("message") or "") if isinstance(error, dict) else ""
+    return "" if message.startswith(NO_TURN) else message
 
 
 def _run(what: ExecOptions | SwarmOptions, streams: Streams) -> dict[str, Any]:

@@ -49,6 +49,7 @@ from zero.sessions.lineage import SessionNode, session_tree
 from zero.sessions.store import SessionStore
 
 __all__ = [
+    "NO_TURN",
     "Divergence",
     "RecordedSession",
     "answered",

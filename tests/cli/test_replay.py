@@ -632,6 +632,13 @@ def test_a_replay_that_stops_on_an_error_says_that_error_first(workspace: Path) 
         f"- zero: recorded model calls 1-2 never made [session {replayed.stdout.split()[3]}]",
     ]
     assert json.loads(zero("replay", str(script), "--output", "json").stdout)["error"] == "the key was revoked"
+    # A call the script lacks is said once, as the divergence it is (not also as the provider's error).
+    del data["turns"][:1], data["turns"][-1]
+    short = zero("replay", str(write_script(workspace / "short.json", json.dumps(data))))
+    assert short.stdout.splitlines()[1:] == [
+        "1 divergence from the recording:",
+        f"- zero: model call 2 is not in the recording [session {short.stdout.split()[3]}]",
+    ]
 
 
 def test_export_o_writes_a_new_regular_file_and_replaces_nothing_else(workspace: Path, tmp_path: Path) -> None:
