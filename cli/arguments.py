@@ -198,8 +198,8 @@ def _swarm(swarm: argparse.ArgumentParser) -> None:
     sw_run.add_argument(
         "--replay",
         metavar="TEAM_ID|SCRIPT",
-        help="run the team offline on the model calls of that run (or of its exported script) and report where it "
-        "diverges from it (exit 1)",
+        help="run the team offline on the model calls of that run (or of its exported script: a file ending in "
+        ".toml or .json, or holding a /) and report where it diverges from it (exit 1)",
     )
     sw_run.add_argument(
         "--accept-estimate",
@@ -322,6 +322,7 @@ def _sessions(sessions: argparse.ArgumentParser) -> None:
         help="the whole run under ID as a script of the scripted provider, which zero replay runs again offline",
     )
     ss_export.add_argument("-o", "--out", metavar="FILE", help="write it to FILE (.json: as JSON), not to stdout")
+    ss_export.add_argument("--force", action="store_true", help="overwrite FILE if it exists")
     ss_rm = ss.add_parser("rm", help="remove a session and its subtree (asks first in a terminal)")
     ss_rm.add_argument("session_id", metavar="ID")
     ss_rm.add_argument("--yes", "-y", action="store_true", help="do not ask")
@@ -383,10 +384,14 @@ def _replay(replay: argparse.ArgumentParser) -> None:
         "each model call the recording does not have and each it has that was never made. Exit 0: no divergence; "
         "1: it diverged."
     )
-    replay.add_argument("source", metavar="ID|SCRIPT", help="a session (an id, a prefix, or last) or a script file")
+    replay.add_argument(
+        "source",
+        metavar="ID|SCRIPT",
+        help="a script file (it ends in .toml or .json, or holds a /) or else a session (an id, a prefix, or last)",
+    )
     replay.add_argument("--output-format", "--output", choices=("text", "json"), default="text")
     replay.add_argument(
-        "--workspace", "--cwd", dest="cwd", metavar="DIR", help="run it in this folder (default: the recorded one)"
+        "--workspace", "--cwd", dest="cwd", metavar="DIR", help="run it in this folder (default: the current one)"
     )
     replay.add_argument(
         "--permission-mode", choices=PERMISSION_MODES, help="what tools may do without approval (default: auto)"

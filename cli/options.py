@@ -103,6 +103,7 @@ class SessionsOptions(Options):
     format: Literal["md", "jsonl"] = "md"
     as_script: bool = False
     out: str | None = None
+    force: bool = False
     yes: bool = False
     older_than: str = ""
     dry_run: bool = False
@@ -183,7 +184,7 @@ class AcpOptions(Options):
 @dataclass(frozen=True, kw_only=True)
 class ReplayOptions(Options):
     """``zero replay ID|SCRIPT``: a recorded run again, offline, on the script of its model calls; ``cwd`` is
-    ``--workspace`` (None: the recorded workspace)."""
+    ``--workspace`` (None: the current folder, never the recorded one)."""
 
     source: str
     output_format: Literal["text", "json"] = "text"

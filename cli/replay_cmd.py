@@ -25,8 +25,17 @@ from zero.cli.common import Streams, print_error, session_store
 from zero.cli.options import ExecOptions, ReplayOptions, ResumeOptions, RunOptions, SwarmOptions
 from zero.cli.session_ids import resolve_session_id
 from zero.errors import UsageError, ZeroError
-from zero.sessions.script import Divergence, answered, counted, divergences, export_script, recorded_sessions
-from zero.strictfile import FileError
+from zero.sessions.script import (
+    NO_TURN,
+    Divergence,
+    answered,
+    counted,
+    divergences,
+    export_script,
+    moved,
+    recorded_sessions,
+)
+from zero.strictfile import FileError, write_file
 from zero.tools.describe import printable
 
 TYPE_CHECKING = False
@@ -39,16 +48,16 @@ __all__ = ["replay_team_file", "run_replay", "write_script"]
 def run_replay(args: ReplayOptions, streams: Streams) -> int:
     """``zero replay``: the recorded run (an agent's or a team's) again, and the report."""
     try:
-        with _script(args.source) as (script, path, folder):
+        with _script(args.source) as (script, folder):
             recording = _recording(script, args.source)
             if recording.kind == "team":  # the team file as it ran, beside the script (never in the workspace)
                 team = folder / "team.json"
                 team.write_text(json.dumps(recording.team), encoding="utf-8")
-                what = SwarmOptions(action="run", team=str(team), cwd=_workspace(args, recording))
-                return _replay(script, path, what, args.run, args.output_format, streams)
-            return _replay(script, path, _agent(args, recording), args.run, args.output_format, streams)
-    except ZeroError as e:
-        print_error(str(e), streams.stderr)
+                what = SwarmOptions(action="run", team=str(team), cwd=_workspace(args))
+                return _replay(script, folder, what, args.run, args.output_format, streams)
+            return _replay(script, folder, _agent(args, recording), args.run, args.output_format, streams)
+    except ZeroError as e:  # (which may quote the script: its session id, a kind)
+        print_error(printable(str(e)), streams.stderr)
         return e.exit_code
 
 
@@ -61,7 +70,7 @@ def replay_team_file(args: SwarmOptions, streams: Streams) -> int:
         if args.dry_run or args.reuse:
             flag = "--dry-run" if args.dry_run else "--reuse"
             raise UsageError(f"--replay runs every member on the recorded calls: leave out {flag}")
-        with _script(args.replay) as (script, path, _):
+        with _script(args.replay) as (script, folder):
             recording = _recording(script, args.replay)
             if recording.kind != "team":
                 raise UsageError(
@@ -70,15 +79,19 @@ def replay_team_file(args: SwarmOptions, streams: Streams) -> int:
                 )
             what = replace(args, replay=None)  # in this folder (or --cwd), as swarm run runs
             fmt = "json" if args.output_format == "json" else "text"
-            return _replay(script, path, what, args.run, fmt, streams)
-    except ZeroError as e:
-        print_error(str(e), streams.stderr)
+            return _replay(script, folder, what, args.run, fmt, streams)
+    except ZeroError as e:  # (which may quote the script: its session id, a kind)
+        print_error(printable(str(e)), streams.stderr)
         return e.exit_code
 
 
-def write_script(script: Script, path: Path | None, out: TextIO) -> None:
-    """``script`` as TOML (JSON for a ``.json`` path) to ``path``, whole or not at all; None: to ``out``."""
-    data = script.model_dump(mode="json", exclude_defaults=True)
+def write_script(script: Script, path: Path | None, out: TextIO, *, force: bool = False) -> None:
+    """``script`` as TOML (JSON for a ``.json`` path) to ``path`` (a new file, or with ``force`` an existing one;
+    see ``write_file``), whole or not at all; None: to ``out``."""
+    try:
+        data = script.model_dump(mode="json", exclude_defaults=True)
+    except ValueError as e:  # (pydantic's depth limit: no session's log can hold such a call either)
+        raise UsageError(f"the script's tool calls nest too deeply to run or record ({e})") from None
     try:
         text = json.dumps(data, indent=2) + "\n" if path and path.suffix == ".json" else tomli_w.dumps(data)
     except TypeError:  # a value TOML has no form for (a null in a tool call's arguments)
@@ -88,40 +101,36 @@ def write_script(script: Script, path: Path | None, out: TextIO) -> None:
     if path is None:
         out.write(text)
         return
-    folder = path.parent if str(path.parent) else Path(".")
     try:
-        fd, spare = tempfile.mkstemp(dir=folder, prefix=f".{path.name}.", suffix=".tmp")
+        write_file(path, text.encode(), force=force)
     except OSError as e:
-        raise UsageError(f"-o {path}: cannot write in {folder}: {e.strerror}") from None
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.replace(spare, path)
-    except OSError as e:
-        os.unlink(spare)
-        raise UsageError(f"-o {path}: {e.strerror}") from None
+        raise UsageError(f"-o {path}: {e.strerror or e}") from None
 
 
 @contextmanager
-def _script(source: str) -> Iterator[tuple[Script, Path, Path]]:
-    """The script ``source`` names (a script file, else a session, exported), a file of it to run on, and a
-    temporary folder for the run's other files."""
+def _script(source: str) -> Iterator[tuple[Script, Path]]:
+    """The script ``source`` names (a script file, else a session, exported) and a temporary folder for the
+    run's files (the script it runs on, a team's file)."""
     from zero.agent.providers.scripted import load_script
 
     with tempfile.TemporaryDirectory(prefix="zero-replay-") as name:
         folder, given = Path(name), Path(source)
-        if given.suffix in (".toml", ".json") or given.is_file():
+        if is_script_file(source):
             try:
                 script = load_script(given)
             except FileError as e:
                 raise UsageError(f"{source} is not a script of a recorded run:\n  {e}") from None
-            yield script, given.resolve(), folder
+            yield script, folder
             return
         store = session_store(writable=True)  # (a run found dead is marked interrupted: it can be replayed)
-        script = export_script(store, resolve_session_id(store, source))
-        path = folder / "script.json"
-        write_script(script, path, io.StringIO())
-        yield script, path, folder
+        yield export_script(store, resolve_session_id(store, source)), folder
+
+
+def is_script_file(source: str) -> bool:
+    """Whether ``source`` names a script file (it ends in ``.toml`` or ``.json``, or holds a ``/``) rather than
+    a session (an id, a prefix or ``last``): by its form alone, so a file named ``last`` that a cloned
+    repository ships never stands for your newest session."""
+    return source.endswith((".toml", ".json")) or "/" in source or os.sep in source
 
 
 def _recording(script: Script, source: str) -> ScriptRecording:
@@ -138,12 +147,13 @@ def _recording(script: Script, source: str) -> ScriptRecording:
     return recording
 
 
-def _workspace(args: ReplayOptions, recording: ScriptRecording) -> str:
-    workspace = args.cwd or recording.workspace
+def _workspace(args: ReplayOptions) -> str:
+    """Where the replay runs: ``--workspace``, else the current folder. Never the recorded workspace: a script
+    is a file anyone can edit or ship (a cloned repository's), and its ``workspace`` could name your home."""
+    workspace = args.cwd or os.getcwd()
     if not Path(workspace).is_dir():
-        how = "--workspace" if args.cwd else "the recorded workspace"
-        raise UsageError(f"{how} {workspace} is not a folder: run it elsewhere with --workspace DIR")
-    return workspace
+        raise UsageError(f"--workspace {workspace} is not a folder: give the folder to replay in")
+    return str(Path(workspace).resolve())
 
 
 def _agent(args: ReplayOptions, recording: ScriptRecording) -> ExecOptions:
@@ -154,22 +164,25 @@ def _agent(args: ReplayOptions, recording: ScriptRecording) -> ExecOptions:
             f"{recording.session_id} is a {recording.session_kind} session: a replay starts a run from its top, so "
             f"replay {top} (zero sessions lineage {recording.session_id} names it)"
         )
-    return ExecOptions(prompt=recording.prompts[0], cwd=_workspace(args, recording), debug=args.debug)
+    return ExecOptions(prompt=recording.prompts[0], cwd=_workspace(args), debug=args.debug)
 
 
 def _replay(
     script: Script,
-    path: Path,
+    folder: Path,
     what: ExecOptions | SwarmOptions,
     flags: RunOptions,
     fmt: str,
     streams: Streams,
 ) -> int:
-    """Run ``what`` on the script at ``path`` with the user's ``flags``, then compare and report."""
+    """Run ``what`` on ``script`` (written in ``folder``) with the user's ``flags``, then compare and report."""
     recording = script.recording
     assert recording is not None
     if flags.provider not in (None, "scripted") or flags.base_url or flags.script:
         raise UsageError("a replay's model is its recording: leave out --provider, --base-url and --script")
+    workspace = what.cwd or os.getcwd()  # (swarm run --replay runs in this folder, or --cwd)
+    path = folder / "script.json"
+    write_script(moved(script, workspace), path, io.StringIO())
     run = replace(
         flags,
         provider="scripted",
@@ -185,19 +198,29 @@ def _replay(
             print_error(str(error.get("message", "")), streams.stderr)
         return code
     replay_id = str(result["sessionId"])
+    stopped = _error(result)
     if isinstance(what, ExecOptions):  # the recorded session's later runs, each on its own prompt
         for prompt in recording.prompts[1:]:
             later = ResumeOptions(session_id=replay_id, prompt=prompt, cwd=what.cwd, run=run, debug=what.debug)
             result = _run(later, streams)
             if int(result.get("exitCode", 0)) == 130:
                 return 130
+            stopped = stopped or _error(result)
     if int(result.get("exitCode", 0)) == 130:
         return 130
     store = session_store()
     found = divergences(script, recorded_sessions(store, replay_id))
     status = store.metadata(replay_id).status
-    _report(found, recording, replay_id, status, script, fmt, streams.stdout)
+    _report(found, recording, replay_id, status, workspace, stopped, script, fmt, streams.stdout)
     return 1 if found else 0
+
+
+def _error(result: dict[str, Any]) -> str:
+    """The message of the error a run's JSON result says it ended on ("" if none, or if it is the scripted
+    provider's for a call the script lacks: the report's ``extra_call`` says that one)."""
+    error = result.get("error")
+    message = str(error.get("message") or "") if isinstance(error, dict) else ""
+    return "" if message.startswith(NO_TURN) else message
 
 
 def _run(what: ExecOptions | SwarmOptions, streams: Streams) -> dict[str, Any]:
@@ -227,10 +250,16 @@ def _report(
     recording: ScriptRecording,
     replay_id: str,
     status: str,
+    workspace: str,
+    stopped: str,
     script: Script,
     fmt: str,
     out: TextIO,
 ) -> None:
+    """The report, as text or one JSON object. Everything in it that comes from the script (its session ids,
+    labels, recorded outputs) is printed with its control characters escaped: an escape sequence there could
+    clear the lines above it, the divergences. ``stopped``: the error the replayed run ended on, said first (what
+    a "never made" below follows from)."""
     calls = answered(script.turns)
     tools = sum(len(t.results) for t in calls)
     if fmt == "json":
@@ -239,6 +268,8 @@ def _report(
             "recorded": recording.session_id,
             "sessionId": replay_id,
             "status": status,
+            "workspace": workspace,
+            "error": stopped or None,
             "diverged": bool(found),
             "exitCode": 1 if found else 0,
             "modelCalls": len(calls),
@@ -247,7 +278,9 @@ def _report(
         }
         out.write(json.dumps(report, ensure_ascii=False) + "\n")
         return
-    out.write(f"replayed {recording.session_id} as {replay_id} ({status})\n")
+    out.write(f"replayed {printable(recording.session_id)} as {replay_id} ({status}) in {printable(workspace)}\n")
+    if stopped:
+        out.write(f"the replayed run stopped on an error: {printable(stopped)}\n")
     if not found:
         out.write(
             f"no divergence: {counted(len(calls), 'model call')} and {counted(tools, 'tool result')} as "
@@ -256,6 +289,6 @@ def _report(
         return
     out.write(f"{counted(len(found), 'divergence')} from the recording:\n")
     for d in found:
-        out.write(f"- {printable(d.message)} [session {d.session_id}]\n")
+        out.write(f"- {printable(d.message)} [session {printable(d.session_id)}]\n")
         for line in d.diff.splitlines():
             out.write(f"    {printable(line)}\n")

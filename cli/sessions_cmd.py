@@ -246,7 +246,7 @@ def _export(store: SessionStore, session_id: str, args: SessionsOptions, out: Te
         from zero.cli.replay_cmd import write_script
 
         script = export_script(store, session_id)
-        write_script(script, Path(args.out) if args.out else None, out)
+        write_script(script, Path(args.out) if args.out else None, out, force=args.force)
         if args.out:
             assert script.recording is not None
             out.write(

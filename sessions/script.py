@@ -48,7 +48,17 @@ from zero.errors import UsageError
 from zero.sessions.lineage import SessionNode, session_tree
 from zero.sessions.store import SessionStore
 
-__all__ = ["Divergence", "RecordedSession", "answered", "counted", "divergences", "export_script", "recorded_sessions"]
+__all__ = [
+    "NO_TURN",
+    "Divergence",
+    "RecordedSession",
+    "answered",
+    "counted",
+    "divergences",
+    "export_script",
+    "moved",
+    "recorded_sessions",
+]
 
 SESSION_ID = re.compile(r"\b[A-Za-z0-9-]+_\d{14}_[0-9a-f]{12}\b")
 """A session id as Zero makes them: it differs in every run, so a placeholder stands for it."""
@@ -239,6 +249,32 @@ def _latest(key: str, messages: Sequence[Message]) -> str | None:
         if m.role == "tool" and (found := line.search(m.content)):
             return found.group(1)
     return None
+
+
+def moved(script: Script, workspace: str) -> Script:
+    """``script`` with the recorded workspace's path in its tool calls' arguments (``read_file /home/me/app/x``,
+    ``cd /home/me/app``) as ``workspace``'s: a replay elsewhere works on its own folder's files, never on the
+    recorded folder's. The recorded workspace only rewrites; where the replay runs is ``workspace``."""
+    assert script.recording is not None
+    old = script.recording.workspace.rstrip("/")
+    if not old or old == workspace.rstrip("/"):
+        return script
+    at = re.compile(re.escape(old) + r"(?![\w.-])")  # the path itself, not /home/me/app2
+
+    def rewrite(value: Any) -> Any:
+        if isinstance(value, dict):
+            return {k: rewrite(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [rewrite(v) for v in value]
+        return at.sub(lambda _: workspace, value) if isinstance(value, str) else value
+
+    turns = [
+        t.model_copy(
+            update={"tool_calls": [c.model_copy(update={"arguments": rewrite(c.arguments)}) for c in t.tool_calls]}
+        )
+        for t in script.turns
+    ]
+    return script.model_copy(update={"turns": turns})
 
 
 def export_script(store: SessionStore, session_id: str) -> Script:

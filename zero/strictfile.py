@@ -11,6 +11,7 @@ import errno
 import json
 import os
 import re
+import secrets
 import stat
 import tomllib
 import types
@@ -38,6 +39,7 @@ __all__ = [
     "read_data",
     "read_file",
     "validate_model",
+    "write_file",
 ]
 
 NAME_PATTERN = r"^[a-z][a-z0-9-]{0,63}$"
@@ -120,6 +122,42 @@ def read_file(path: Path, limit: int | None = None) -> bytes:
             chunks.append(chunk)
             size += len(chunk)
         return b"".join(chunks)
+
+
+def write_file(path: Path, data: bytes, *, force: bool = False) -> None:
+    """Make ``path`` a regular file holding ``data``, whole or not at all (a spare file beside it, renamed into
+    place). Refused (an ``OSError`` whose ``strerror`` says why): a link at ``path`` (never followed: it may
+    lead to /dev/stdout or your ~/.bashrc), a folder, FIFO, device or socket (as root a rename would replace
+    /dev/null), and an existing file unless ``force``. A new file gets the usual mode (0644 less the umask),
+    an overwritten one keeps its own."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        st = None
+    if st is not None:
+        if stat.S_ISLNK(st.st_mode):
+            raise NotAFile(errno.ELOOP, "is a link: give the file itself, or a new name", str(path))
+        if not stat.S_ISREG(st.st_mode):
+            kind = "a folder" if stat.S_ISDIR(st.st_mode) else "a FIFO, a device or a socket"
+            raise NotAFile(errno.EINVAL, f"is {kind}, not a file", str(path))
+        if not force:
+            raise FileExistsError(errno.EEXIST, "already exists; pass --force to overwrite it", str(path))
+    # A new spare, never one that is there (a link by that name could lead anywhere).
+    spare = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
+    fd = os.open(spare, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            if st is not None:
+                os.fchmod(f.fileno(), stat.S_IMODE(st.st_mode))
+        if st is None:
+            os.link(spare, path)  # (fails if a file came there meanwhile: a new file never replaces one)
+            os.unlink(spare)
+        else:
+            os.replace(spare, path)
+    except BaseException:
+        spare.unlink(missing_ok=True)
+        raise
 
 
 def _read_file(path: Path) -> bytes:
