@@ -305,6 +305,19 @@ def test_a_prompt_of_braces_and_spaces_is_read_in_linear_time(tmp_path: Path) ->
     assert done.stdout.startswith("Team t: 1 members in 1 waves")
 
 
+def test_validate_prints_each_member_on_one_line_whatever_its_owns_hold(tmp_path: Path) -> None:
+    # A planner's glob with a newline faked a line (permission_mode = "unsafe") in the plan shown before "Run?".
+    team = write_script(
+        tmp_path / "t.toml",
+        'name = "t"\n[[members]]\nname = "a"\nspecialist = "worker"\nprompt = "x"\n'
+        'owns = ["src/**\\npermission_mode = \\"unsafe\\"\\u001b8m"]\n',
+    )
+    done = zero("swarm", "validate", str(team))
+    [line] = [line for line in done.stdout.splitlines() if "owns" in line]
+    assert line.endswith('owns src/**\\npermission_mode = "unsafe"\\x1b8m')
+    assert not any(line.startswith("permission_mode") for line in done.stdout.splitlines())
+
+
 def test_validate_prints_the_plan() -> None:
     done = zero("swarm", "validate", str(REPO / "manifests/teams/repo-review.toml"), "--json")
     assert done.returncode == 0, done.stderr
