@@ -348,8 +348,8 @@ def _print_plan(
             mode = f"{m.permission_mode} (asked for {asked})" if m.narrowed else m.permission_mode
             where = " · in a worktree" if m.isolated else ""
             # (one line each: a glob from a planner with a newline in it printed a line of its own)
-            globs = [printable(g).replace("\n", "\\n") for g in m.spec.owns or ()]
-            owns = f" · owns {', '.join(globs)}" if globs else ""
+            shown = [printable(g).replace("\n", "\\n") for g in m.spec.owns or ()]
+            owns = f" · owns {', '.join(shown)}" if shown else ""
             waits = f" · not beside {', '.join(m.waits_for)}" if m.waits_for else ""
             typed = ""
             if m.output_schema is not None:
