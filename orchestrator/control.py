@@ -11,7 +11,7 @@ message, recorded in the member's session. The actions arrive through the run's 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 
 import anyio
@@ -36,8 +36,9 @@ def user_message(texts: Iterable[str]) -> str:
     return f"A message from the user who runs this team, sent while you work (zero swarm send):\n\n{body}"
 
 
-Mirror = Callable[[str, list[str], str], None]
-"""Told each change of a ``Controls``: ``("pause" | "resume" | "post", member names, text)``."""
+Mirror = Callable[[str, list[str], str], list[Awaitable[object]]]
+"""Told each change of a ``Controls``: ``("pause" | "resume" | "post", member names, text)``; what to await until
+the change has reached where the members run (``Controls.settled``)."""
 
 
 @dataclass(kw_only=True)
@@ -49,26 +50,36 @@ class Controls:
     inbox: dict[str, list[str]] = field(default_factory=dict)
     mirror: Mirror | None = None
     _changed: anyio.Event = field(default_factory=anyio.Event)
+    _sent: list[Awaitable[object]] = field(default_factory=list)  # mirrored changes not known to have arrived
 
     def pause(self, names: Iterable[str]) -> None:
         names = list(names)
         self.paused.update(names)
-        if self.mirror is not None:
-            self.mirror("pause", names, "")
+        self._mirrored("pause", names, "")
 
     def resume(self, names: Iterable[str]) -> None:
         names = list(names)
         self.paused.difference_update(names)
         self._changed.set()  # the waiting guards look again
         self._changed = anyio.Event()
-        if self.mirror is not None:
-            self.mirror("resume", names, "")
+        self._mirrored("resume", names, "")
 
     def post(self, member: str, text: str) -> None:
         if self.mirror is not None:
-            self.mirror("post", [member], text)
+            self._mirrored("post", [member], text)
             return
         self.inbox.setdefault(member, []).append(text)
+
+    def _mirrored(self, action: str, names: list[str], text: str) -> None:
+        if self.mirror is not None:
+            self._sent += self.mirror(action, names, text)
+
+    async def settled(self) -> None:
+        """Return once every change so far has reached where its members run (at once in one process): the
+        user is told "it reads it before its next model call" only when that is so."""
+        sent, self._sent = self._sent, []
+        for arrival in sent:
+            await arrival
 
     def take(self, member: str) -> list[str]:
         return self.inbox.pop(member, [])

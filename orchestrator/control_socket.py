@@ -151,6 +151,7 @@ async def _answer(runner: TeamRunner, line: bytes) -> dict[str, Any]:
                 return {"ok": False, "error": f"not a request: {json.dumps(asked)[:200]}"}
     except ControlRefused as e:
         return {"ok": False, "error": str(e)}
+    await runner.controls.settled()  # (members on other nodes: told before the user is)
     return {"ok": True, "message": message}
 
 

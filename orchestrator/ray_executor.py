@@ -26,7 +26,7 @@ import logging
 import pickle
 import socket
 import threading
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, AsyncExitStack
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -640,8 +640,12 @@ class _Host:
         with self.early_lock:
             if self.loop is None:  # (no member has begun here: the first to begin applies it)
                 self.early.append((action, names, text))
-            else:
-                self.loop.call_soon_threadsafe(self._apply, action, names, text)
+                return
+            applied = asyncio.run_coroutine_threadsafe(self._applied(action, names, text), self.loop)
+        await asyncio.wrap_future(applied)  # answered once its members' guards see it
+
+    async def _applied(self, action: str, names: list[str], text: str) -> None:
+        self._apply(action, names, text)
 
     def _apply(self, action: str, names: list[str], text: str) -> None:
         controls = self._controls()
@@ -755,15 +759,17 @@ class RayExecutor:
             self.controls.mirror = self._mirror
         return True
 
-    def _mirror(self, action: str, names: list[str], text: str) -> None:
+    def _mirror(self, action: str, names: list[str], text: str) -> list[Awaitable[object]]:
+        sent: list[Awaitable[object]] = []
         for name in names:
             if (host := self.placed.get(name)) is not None:
-                host.control.remote(action, [name], text)
+                sent.append(host.control.remote(action, [name], text))  # (its answer: the host has applied it)
                 continue
             paused, inbox = self.held.get(name, (False, []))
             if action == "post":
                 inbox.append(text)
             self.held[name] = (action == "pause" or (paused and action != "resume"), inbox)
+        return sent
 
     async def _pump(self, name: str, host: Any) -> None:
         """A host's events into the driver's tree (a Task child's node added as it starts), until the host ends."""
