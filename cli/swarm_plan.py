@@ -4,12 +4,9 @@ wrong), printed with its estimate, written for the user to edit, and with ``--ru
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import os
-import secrets
 import stat
-from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 
@@ -39,6 +36,7 @@ from zero.orchestrator import TeamError, TeamPlan, TeamProblem
 from zero.orchestrator.planning import feedback, plan_prompt, team_schema, team_text
 from zero.sessions import AgentSession, new_session_id
 from zero.specialists import SpecialistOptions, SpecialistRegistry, open_specialist
+from zero.strictfile import place, spare_file
 from zero.tools.describe import printable
 
 __all__ = ["ATTEMPTS", "PLANNER", "run_plan"]
@@ -214,31 +212,12 @@ def _write(args: SwarmOptions, workspace: Path, streams: Streams, path: Path, te
     """Check ``text`` as ``zero swarm validate`` checks a file, print its plan, and put it at ``path``, whole or
     not at all: it is checked in a new spare file beside ``path`` (relative schema paths resolve as they will),
     which then becomes ``path`` (``--force``: over a file there; else only where none is)."""
-    with _spare(path, text) as spare:
+    with spare_file(path, text.encode()) as spare:
         plan = validate_team(replace(args, action="validate", team=str(spare), goal=None), workspace, streams)
         if args.force:
             _regular_or_none(path, str(path))  # (again: it may have changed while the planner worked)
-            if path.is_file() and not path.is_symlink():  # a file overwritten keeps its mode
-                os.chmod(spare, stat.S_IMODE(path.stat().st_mode))
-            os.replace(spare, path)
-        else:
-            try:
-                os.link(spare, path)  # fails where a file is: one appeared while the planner worked
-            except FileExistsError:
-                raise UsageError(f"{path} appeared while the planner worked; pass --force to overwrite it") from None
+        try:
+            place(spare, path, force=args.force)
+        except FileExistsError:  # one appeared while the planner worked
+            raise UsageError(f"{path} appeared while the planner worked; pass --force to overwrite it") from None
     return plan
-
-
-@contextlib.contextmanager
-def _spare(path: Path, text: str) -> Iterator[Path]:
-    """A new file beside ``path`` holding ``text`` (never one that is there: a repository may ship a link by
-    that name), removed on the way out unless it became ``path``."""
-    spare = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
-    fd = os.open(spare, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
-    with os.fdopen(fd, "w", encoding="utf-8") as file:
-        file.write(text)
-    try:
-        yield spare
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(spare)

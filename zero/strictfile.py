@@ -7,6 +7,7 @@ line of the key, and a "did you mean" for a misspelt key; nothing is ever half-l
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import os
@@ -16,7 +17,7 @@ import stat
 import tomllib
 import types
 import typing
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -34,6 +35,8 @@ __all__ = [
     "NotAFile",
     "Problem",
     "load_model",
+    "place",
+    "spare_file",
     "open_file",
     "parse_data",
     "read_data",
@@ -130,34 +133,50 @@ def write_file(path: Path, data: bytes, *, force: bool = False) -> None:
     lead to /dev/stdout or your ~/.bashrc), a folder, FIFO, device or socket (as root a rename would replace
     /dev/null), and an existing file unless ``force``. A new file gets the usual mode (0644 less the umask),
     an overwritten one keeps its own."""
-    try:
-        st = os.lstat(path)
-    except FileNotFoundError:
-        st = None
-    if st is not None:
-        if stat.S_ISLNK(st.st_mode):
-            raise NotAFile(errno.ELOOP, "is a link: give the file itself, or a new name", str(path))
-        if not stat.S_ISREG(st.st_mode):
-            kind = "a folder" if stat.S_ISDIR(st.st_mode) else "a FIFO, a device or a socket"
-            raise NotAFile(errno.EINVAL, f"is {kind}, not a file", str(path))
-        if not force:
-            raise FileExistsError(errno.EEXIST, "already exists; pass --force to overwrite it", str(path))
-    # A new spare, never one that is there (a link by that name could lead anywhere).
+    _replaceable(path, force=force)
+    with spare_file(path, data) as spare:
+        place(spare, path, force=force)
+
+
+@contextlib.contextmanager
+def spare_file(path: Path, data: bytes) -> Iterator[Path]:
+    """A new file beside ``path`` holding ``data`` (never one that is there: a link by that name could lead
+    anywhere), removed on the way out unless ``place`` made it ``path``."""
     spare = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
     fd = os.open(spare, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
-            if st is not None:
-                os.fchmod(f.fileno(), stat.S_IMODE(st.st_mode))
-        if st is None:
-            os.link(spare, path)  # (fails if a file came there meanwhile: a new file never replaces one)
-            os.unlink(spare)
-        else:
-            os.replace(spare, path)
-    except BaseException:
+        yield spare
+    finally:
         spare.unlink(missing_ok=True)
-        raise
+
+
+def place(spare: Path, path: Path, *, force: bool = False) -> None:
+    """Make the ``spare_file`` ``path``, refused as ``write_file`` refuses (checked again now: what is at ``path``
+    may have changed since)."""
+    st = _replaceable(path, force=force)
+    if st is None:
+        os.link(spare, path)  # (fails if a file came there meanwhile: a new file never replaces one)
+    else:
+        os.chmod(spare, stat.S_IMODE(st.st_mode))  # an overwritten file keeps its mode
+        os.replace(spare, path)
+
+
+def _replaceable(path: Path, *, force: bool) -> os.stat_result | None:
+    """What is at ``path``, if it is a regular file ``write_file`` may replace (None: nothing is there)."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return None
+    if stat.S_ISLNK(st.st_mode):
+        raise NotAFile(errno.ELOOP, "is a link: give the file itself, or a new name", str(path))
+    if not stat.S_ISREG(st.st_mode):
+        kind = "a folder" if stat.S_ISDIR(st.st_mode) else "a FIFO, a device or a socket"
+        raise NotAFile(errno.EINVAL, f"is {kind}, not a file", str(path))
+    if not force:
+        raise FileExistsError(errno.EEXIST, "already exists; pass --force to overwrite it", str(path))
+    return st
 
 
 def _read_file(path: Path) -> bytes:
