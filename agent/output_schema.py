@@ -174,6 +174,7 @@ async def _receive(stream: anyio.abc.ByteReceiveStream) -> bytes:
 def schema_problem(schema: object) -> str | None:
     """Why ``schema`` is not a JSON Schema a result can be checked against (None: it is one)."""
     import jsonschema
+    import referencing.exceptions
 
     if not isinstance(schema, dict):
         return f"a JSON Schema is a table (an object), not {type(schema).__name__}"
@@ -185,7 +186,11 @@ def schema_problem(schema: object) -> str | None:
     except RecursionError:
         return "it is nested too deeply to be checked; flatten it (a $defs entry and $ref for what repeats)"
     # null meets no pattern (those apply to strings and keys), so this probe runs no regular expression.
-    if problems_of(schema, None) == [ENDLESS]:
+    try:
+        probed = problems_of(schema, None)
+    except referencing.exceptions.Unresolvable as e:  # (a $ref to a file or a URL, which is not fetched)
+        return f"it cannot be checked: {str(e).splitlines()[0]}; put what it refers to in the schema ($defs)"
+    if probed == [ENDLESS]:
         return 'it refers to itself without end (a $ref cycle such as {"$ref": "#"}): no value can be checked'
     return None
 

@@ -32,6 +32,7 @@ from zero.agent.output_schema import ANY_JSON
 from zero.errors import ToolError
 from zero.specialists.context import DELEGATE_TOOLS, AgentContext
 from zero.specialists.manifest import NAME_PATTERN, Manifest, ManifestError, ManifestFile, Specialist
+from zero.specialists.registry import builtin_dir
 from zero.strictfile import MAX_FILE
 from zero.tools import (
     EditPlan,
@@ -132,7 +133,7 @@ class CreateSpecialist:
                 f"name: {name!r} is not a specialist's name; use lowercase letters, digits and dashes, starting "
                 "with a letter (at most 64)"
             )
-        if name in self.ctx.registry.specialists and self.ctx.registry.get(name).location == "builtin":
+        if (builtin_dir() / f"{name}.toml").is_file():  # (one the user's own file replaces is built in too)
             raise ToolError(
                 f"name: {name!r} is a built-in specialist, which a project's file of that name would replace for "
                 "every Task and team here; choose another name"
@@ -212,9 +213,22 @@ def _strings(value: Any) -> str:
     return "".join(_strings(v) for v in value) if isinstance(value, list) else ""
 
 
+_BLANKS = frozenset("\u115f\u1160\u2800\u3164\uffa0")  # fillers and blanks that print as nothing
+
+
 def _unshown(c: str) -> bool:
-    """A control character (an escape, a carriage return) or a format one (bidi, zero-width): not what it is."""
-    return c not in "\n\t" and unicodedata.category(c) in ("Cc", "Cf")
+    """A character a terminal does not show as it is: a control one (an escape, a carriage return), a format one
+    (bidi, zero-width), a line or paragraph separator, a private, unassigned or surrogate code point, a
+    variation selector, or a blank filler."""
+    if c in "\n\t":
+        return False
+    code = ord(c)
+    return (
+        unicodedata.category(c) in ("Cc", "Cf", "Zl", "Zp", "Co", "Cn", "Cs")
+        or 0xFE00 <= code <= 0xFE0F
+        or 0xE0100 <= code <= 0xE01EF
+        or c in _BLANKS
+    )
 
 
 def _problem(key: str | None, message: str) -> str:

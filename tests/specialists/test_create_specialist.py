@@ -144,6 +144,14 @@ def test_what_a_draft_cannot_be(workspace: Path, tmp_path: Path) -> None:
             'Error: output_schema: give the schema itself (an object), or "json": a file it names would not be '
             "shown to the user who approves this one"
         ),
+        '{ name = "x", description = "d \\u3164", prompt = "p \\u2028 \\ufe0f" }': (
+            "Error: the manifest holds characters a terminal does not show as they are (U+2028, U+3164, U+FE0F): "
+            "the user would not see what is saved; take them out"
+        ),
+        '{ name = "x", description = "d", prompt = "p", output_schema = { "$ref" = "x.json" } }': (
+            "Error: the draft is not a valid manifest: output_schema: it cannot be checked: Unresolvable: x.json; "
+            "put what it refers to in the schema ($defs). Fix it and call again"
+        ),
         '{ name = "x", description = "d", prompt = "p \\u202e txt.exe \\u001b[8m" }': (
             "Error: the manifest holds characters a terminal does not show as they are (U+001B, U+202E): the user "
             "would not see what is saved; take them out"

@@ -26,6 +26,7 @@ from support.package import ROOT, pyproject
 from support.sandbox import bash, in_a_container, needs_root, needs_sandbox, running
 
 from zero.agent.providers import PROVIDER_INFO
+from zero.errors import ToolError
 from zero.tools import ShellSettings, ToolContext, Workspace, _sandbox
 from zero.tools.builtin import Bash
 
@@ -990,6 +991,20 @@ def test_a_command_writes_nothing_in_the_projects_zero_folder(workspace: Path, t
     assert not (workspace / ".zero" / "specialists" / "base.toml").exists()
     assert not (workspace / ".zero" / "config.toml").exists()
     assert "Read-only file system" in out, out
+
+
+@pytest.mark.parametrize("link", [".zero", ".zero/specialists"])
+def test_no_command_runs_where_the_projects_zero_folder_holds_a_link(workspace: Path, link: str) -> None:
+    """A repository's .zero (or a folder in it) that is a link to a folder of the workspace: the read-only view
+    covers the link, not where it leads, so a command could write Zero's specialists there."""
+    (workspace / "elsewhere").mkdir()
+    (workspace / ".zero").mkdir(exist_ok=link != ".zero")
+    if link == ".zero":
+        (workspace / ".zero").rmdir()
+    (workspace / link).symlink_to(workspace / "elsewhere")
+    with pytest.raises(ToolError, match=rf"^the project's .zero folder holds a link \({link}\): a command could write"):
+        bash(workspace, "echo planted > elsewhere/planted.toml")
+    assert not (workspace / "elsewhere" / "planted.toml").exists()
 
 
 def test_a_command_cannot_name_a_program_in_the_repositorys_config(workspace: Path) -> None:

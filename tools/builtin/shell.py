@@ -182,6 +182,12 @@ def _protected(ctx: ToolContext, roots: list[str]) -> list[str]:
         if not any(os.path.realpath(root).startswith(f"{zero}/") for zero in zeros):
             if not os.path.lexists(project):
                 os.makedirs(project, 0o755, exist_ok=True)
+            if link := _link_in(project):  # its read-only view would not cover where a link leads
+                raise ToolError(
+                    f"the project's .zero folder holds a link ({os.path.relpath(link, root)}): a command could write "
+                    "Zero's config or specialists where it leads, so none runs here; replace the link with the file "
+                    "or folder itself"
+                )
             folders.append(project)
         # What git runs by itself: a hook, or a program the config names (a filter's clean command, a merge
         # driver), would run unconfined, at your next commit or Zero's next snapshot.
@@ -194,6 +200,17 @@ def _protected(ctx: ToolContext, roots: list[str]) -> list[str]:
             if os.path.isfile(os.path.join(git, "config")):
                 folders.append(os.path.join(git, "config"))
     return folders
+
+
+def _link_in(folder: str) -> str | None:
+    """The first symbolic link at or beneath ``folder`` (not followed), if any."""
+    if os.path.islink(folder):
+        return folder
+    for top, dirs, files in os.walk(folder):
+        for name in dirs + files:
+            if os.path.islink(path := os.path.join(top, name)):
+                return path
+    return None
 
 
 def _parse(status: bytes) -> tuple[int, bool]:
