@@ -19,6 +19,7 @@ from zero.orchestrator.plan import MemberPlan
 from zero.sessions import AgentSession, RunNode
 from zero.specialists import AgentContext, Specialist, SpecialistOptions, open_specialist
 from zero.tools import Owns, Tool, Workspace
+from zero.tools.clones import NodeTree
 
 __all__ = ["InProcessExecutor", "MemberExecutor", "MemberOutcome", "MemberRun", "MemberTask", "open_member"]
 
@@ -36,6 +37,7 @@ class MemberTask:
     tools: Sequence[Tool] = ()  # the team's own tools for it (messaging)
     resume: bool = False  # continue the member's recorded conversation (a resumed team run)
     workspace: Workspace | None = None  # where it works, if not the run's workspace (its git worktree)
+    tree: NodeTree | None = None  # the worktree its node makes from the team's repository ([workspace] repo)
     guards: tuple[CallGuard, ...] = ()  # checked before its budget's, its Task children's calls too (pause)
 
 
@@ -45,6 +47,7 @@ class MemberOutcome:
 
     result: RunResult
     usage: Usage
+    bundle: bytes | None = None  # what its branch gained on the node that made its worktree (a git bundle)
 
 
 class MemberRun(Protocol):
@@ -63,6 +66,8 @@ class MemberRun(Protocol):
 
 
 class MemberExecutor(Protocol):
+    remote: bool  # its members run on other machines: their worktrees are made there ([workspace] repo)
+
     def start(self, task: MemberTask) -> MemberRun: ...
 
 
@@ -98,6 +103,8 @@ async def open_member(
 class InProcessExecutor:
     """Members as agent sessions on this event loop, nodes of the context's run tree; ``guard``: the budget guard
     of a member (default: its task's ledger's)."""
+
+    remote = False
 
     def __init__(self, ctx: AgentContext, *, guard: Callable[[MemberTask], CallGuard] | None = None):
         self.ctx = ctx

@@ -8,6 +8,10 @@ changes are committed on its branch. Its branch lands as it ends (``[land] mode 
 member depending on it is about to start, or at the end of the run (``mode = "end"``), in dependency
 order, the check run after each. At the end every worktree is removed: with its branch when the branch
 landed or holds nothing, else the branch stays for ``zero swarm diff`` and ``zero swarm land``.
+
+On a Ray cluster whose team names ``[workspace] repo``, a member's worktree is made on its node instead
+(``zero.tools.clones``): the member's branch is made here, travels to the node as a bundle of what the
+repository lacks, and comes back as a bundle of what the member added; landing is the same.
 """
 
 from __future__ import annotations
@@ -42,6 +46,7 @@ from zero.orchestrator.team import TeamFile
 from zero.sessions import AgentSession, ToolSet, default_data_dir, short_id
 from zero.tools import ShellSettings, Tool, ToolContext, Workspace
 from zero.tools.builtin import Bash
+from zero.tools.clones import NodeTree, bundle_of, fetch_bundle, tips_of
 from zero.tools.snapshot import take_snapshot
 from zero.tools.worktrees import DiffStat, MemberWorktree, Worktrees
 
@@ -154,7 +159,9 @@ class TeamWorktrees:
     worktrees: Worktrees
     queue: LandQueue
     emit: Callable[[Event], None]
+    repo: str | None = None  # [workspace] repo: the members' worktrees are made on their nodes, from it
     checked: dict[str, str] = field(default_factory=dict)  # a landed member's: the tail of its passing check
+    _tips: list[str] | None = None  # what the repository's branches and tags point at (not sent in a bundle)
     _lock: anyio.Lock = field(default_factory=anyio.Lock)
     _stats: dict[str, DiffStat] = field(default_factory=dict)  # each landed member's, as landing found it
     _checks: dict[Path, CheckResult] = field(default_factory=dict)  # the last check of each tree landed
@@ -169,9 +176,11 @@ class TeamWorktrees:
         shell: ShellSettings,
         emit: Callable[[Event], None],
         resume: bool = False,
+        repo: str | None = None,
     ) -> TeamWorktrees | None:
         """The run's set (None: no member is isolated): a new one from a snapshot of ``folder``, or, for a
-        resumed run, the one it recorded (blocking: run it in a worker thread)."""
+        resumed run, the one it recorded (blocking: run it in a worker thread); ``repo``: the members'
+        worktrees are made on their nodes, from that repository."""
         isolated = [name for wave in plan.waves for name in wave if plan.members[name].isolated]
         if not isolated:
             return None
@@ -184,7 +193,8 @@ class TeamWorktrees:
                 worktrees = None
         if worktrees is None:
             worktrees = Worktrees.create(take_snapshot(folder), root=root, home=home)
-        return cls.of(plan.team, isolated, worktrees=worktrees, session_id=session_id, shell=shell, emit=emit)
+        made = cls.of(plan.team, isolated, worktrees=worktrees, session_id=session_id, shell=shell, emit=emit)
+        return replace(made, repo=repo)
 
     @classmethod
     def of(
@@ -224,14 +234,36 @@ class TeamWorktrees:
 
     async def enter(self, name: str) -> MemberWorktree:
         """``name``'s worktree, once what it depends on has landed (``NotLanded`` if some did not)."""
+        base = await self._base(name)
+        return await anyio.to_thread.run_sync(self.worktrees.open, name, base)
+
+    async def enter_node(self, name: str) -> NodeTree:
+        """What ``name``'s node needs to make its worktree from ``repo``, once what it depends on has landed
+        (``NotLanded`` if some did not): its branch, made here (or as a resumed run left it)."""
+        base = await self._base(name)
+        return await anyio.to_thread.run_sync(self._node_tree, name, base)
+
+    async def _base(self, name: str) -> str | None:
+        """What ``name`` branches from, once what it depends on has landed: the integration branch if some of
+        it did, else the snapshot (None)."""
         ancestors = _isolated_ancestors(self.team, self.isolated, name)
         for dependency in (n for n in self.isolated if n in ancestors):
             outcome = await self.land(dependency)
             if not isinstance(outcome, Landed | NothingToLand):
                 raise NotLanded(f"dependency {dependency!r} did not land ({_why(outcome)})")
         landed = any(isinstance(self.queue.outcomes.get(n), Landed) for n in ancestors)
-        base = self.worktrees.land_branch if landed else None
-        return await anyio.to_thread.run_sync(self.worktrees.open, name, base)
+        return self.worktrees.land_branch if landed else None
+
+    def _node_tree(self, name: str, base: str | None) -> NodeTree:
+        assert self.repo is not None
+        wt = self.worktrees
+        start = wt.branch(name, base)
+        if self._tips is None:
+            self._tips = tips_of(self.repo, cwd=wt.snapshot.repo)
+        bundle = bundle_of(wt.snapshot.repo, wt.branch_of(name), since=self._tips)
+        return NodeTree(
+            repo=self.repo, branch=wt.branch_of(name), start=start, prefix=wt.snapshot.prefix, bundle=bundle
+        )
 
     async def settle(self, kept: dict[str, str]) -> None:
         """Commit what the ``kept`` members (name: session id) of a resumed run left uncommitted when the
@@ -244,19 +276,27 @@ class TeamWorktrees:
 
         await anyio.to_thread.run_sync(commit)
 
-    async def leave(self, name: str, member_session_id: str, status: str) -> None:
-        """Commit what ``name`` changed on its branch (any status); land it now in ``eager`` mode."""
+    async def leave(self, name: str, member_session_id: str, status: str, *, bundle: bytes | None = None) -> None:
+        """Commit what ``name`` changed on its branch (any status; a member whose node made its worktree:
+        fetch the ``bundle`` of what it committed there); land it now in ``eager`` mode."""
+        wt = self.worktrees
         with anyio.CancelScope(shield=True):  # an interrupted member's edits are work too
-            finished = await anyio.to_thread.run_sync(self.worktrees.finish, name, member_session_id, status)
+            if self.repo is None:
+                stat = (await anyio.to_thread.run_sync(wt.finish, name, member_session_id, status)).stat
+            else:
+                if bundle is not None:
+                    branch = wt.branch_of(name)
+                    await anyio.to_thread.run_sync(lambda: fetch_bundle(wt.snapshot.repo, bundle, branch, force=False))
+                stat = await anyio.to_thread.run_sync(wt.diff_stat, name)
         self.emit(
             LandChanged(
                 session_id=self.session_id,
                 member=name,
                 state="committed",
-                branch=self.worktrees.branch_of(name),
-                files=finished.stat.files,
-                added=finished.stat.added,
-                removed=finished.stat.removed,
+                branch=wt.branch_of(name),
+                files=stat.files,
+                added=stat.added,
+                removed=stat.removed,
             )
         )
         if self.team.land.mode == "eager" and status == "completed":

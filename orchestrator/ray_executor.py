@@ -56,10 +56,11 @@ from zero.orchestrator.executor import InProcessExecutor, MemberOutcome, MemberT
 from zero.orchestrator.ledger import BudgetGuard, Ledger, Trip, _Account
 from zero.orchestrator.plan import MemberPlan, TeamPlan
 from zero.orchestrator.team import MemberBudget, TeamBudget, TeamError, TeamProblem
-from zero.sessions import FileSessionStore, SessionMetadata, SessionStore, StoredEvent
+from zero.sessions import FileSessionStore, SessionMetadata, SessionStore, StoredEvent, default_data_dir
 from zero.sessions.index import Row
 from zero.specialists import AgentContext
 from zero.tools import SideEffect, Tool, ToolContext, ToolOutput, Workspace
+from zero.tools.clones import NodeClones, NodeTree
 
 __all__ = ["ContextOpener", "RayExecutor", "RayStore", "check_placement", "connect", "start_writer"]
 
@@ -530,6 +531,7 @@ class _Work:
     role: str
     resume: bool
     workspace: tuple[str, ...] | None  # its worktree's roots, if not the run's workspace
+    tree: NodeTree | None  # the worktree the host makes for it from the team's repository ([workspace] repo)
     ledger: Any  # the ledger actor
     guard: str  # the ledger key its calls spend from
     tools: tuple[_ToolSpec, ...] = ()  # the team's tools for it, which run on the driver (messaging)
@@ -557,6 +559,7 @@ class _Host:
         self.controls: Controls | None = None  # its members' pauses and the user's messages (made on its loop)
         self.early: list[tuple[str, list[str], str]] = []  # control that came before its loop ran
         self.early_lock = threading.Lock()  # (control comes on a thread of its own)
+        self.clones: NodeClones | None = None  # this node's clones of team repositories, made at the first use
 
     async def _context(self) -> AgentContext:
         async with self.opening:
@@ -593,6 +596,9 @@ class _Host:
             for text in work.inbox:
                 controls.post(work.plan.name, text)
             guards = (ControlGuard(controls, work.plan.name, work.session_id, ctx.tree.emit),)
+        workspace = Workspace([Path(p) for p in work.workspace]) if work.workspace is not None else None
+        if work.tree is not None:
+            workspace = Workspace([await anyio.to_thread.run_sync(self._clones().open, work.tree)])
         task = MemberTask(
             plan=work.plan,
             node=node,
@@ -601,7 +607,7 @@ class _Host:
             ledger=None,
             tools=[_Relayed(spec, work.relay, work.session_id) for spec in work.tools],
             resume=work.resume,
-            workspace=Workspace([Path(p) for p in work.workspace]) if work.workspace is not None else None,
+            workspace=workspace,
             guards=guards,
         )
         run = executor.start(task)
@@ -609,7 +615,19 @@ class _Host:
             outcome = await run.outcome()
         finally:
             ctx.tree.close(node)
+        if work.tree is not None:  # what it did goes back to the driver (any status: its edits are work too)
+            status = outcome.result.status
+            with anyio.CancelScope(shield=True):
+                bundle = await anyio.to_thread.run_sync(self._clones().finish, work.tree, work.session_id, status)
+            outcome = replace(outcome, bundle=bundle)
         return outcome, self.queued
+
+    def _clones(self) -> NodeClones:
+        """This node's clones and member worktrees: ``$ZERO_HOME/ray/<node>`` (nodes on one machine apart)."""
+        if self.clones is None:
+            node = ray.get_runtime_context().get_node_id()
+            self.clones = NodeClones(default_data_dir() / "ray" / node[:12])
+        return self.clones
 
     async def events(self) -> AsyncIterator[bytes]:
         """Every member's events (and their Task children's), as long as the host lives: each batch what the
@@ -679,6 +697,8 @@ _HOST = _actor(_Host, max_concurrency=100_000, concurrency_groups={"control": 16
 class RayExecutor:
     """Members on the cluster ``connect`` joined, their sessions through ``store`` (the run's session writer);
     ``node_retries``: how often a member whose node died is resumed on another."""
+
+    remote = True
 
     def __init__(self, ctx: AgentContext, opener: ContextOpener, store: RayStore, *, node_retries: int = 1):
         self.ctx = ctx
@@ -902,6 +922,7 @@ class _RayRun:
             role=task.role,
             resume=task.resume,
             workspace=tuple(str(r) for r in task.workspace.roots) if task.workspace is not None else None,
+            tree=task.tree,
             ledger=ledger,
             guard=key,
             controlled=executor._control(task.guards),

@@ -257,6 +257,7 @@ class TeamRunner:
             shell=self.ctx.shell,
             emit=self.tree.emit,
             resume=self.resume is not None,
+            repo=self.plan.team.workspace.repo if self.executor.remote else None,
         )
         self.isolation = await anyio.to_thread.run_sync(opening)  # the snapshot, before anything runs
         if self.isolation is not None and self.resume is not None:
@@ -459,23 +460,27 @@ class TeamRunner:
         except LookupError as e:  # a dependency's result lacks a field the prompt names: nothing to run it on
             self._end_unstarted(state, "skipped", str(e))
             return
-        workspace = None
+        workspace = node_tree = None
         if plan.isolated and self.isolation is not None:
             try:
-                tree = await self.isolation.enter(plan.name)
+                if self.isolation.repo is not None:  # its node makes it
+                    node_tree = await self.isolation.enter_node(plan.name)
+                    state.branch = node_tree.branch
+                else:
+                    tree = await self.isolation.enter(plan.name)
+                    state.branch, workspace = tree.branch, Workspace([tree.workspace])
             except NotLanded as e:
                 self._end_unstarted(state, "skipped", str(e))
                 return
             except ZeroError as e:  # git could not make its worktree: this member fails, not the team
                 self._end_unstarted(state, "failed", f"its worktree could not be made: {e}")
                 return
-            state.branch, workspace = tree.branch, Workspace([tree.workspace])
         if state.stopped:  # while its worktree was made
             self._end_unstarted(state, "cancelled", STOPPED)
             return
         task = self._task(state, member_ledger, prompt)
         guard = ControlGuard(self.controls, plan.name, state.session_id, self.tree.emit)
-        state.run = self.executor.start(replace(task, workspace=workspace, guards=(guard,)))
+        state.run = self.executor.start(replace(task, workspace=workspace, tree=node_tree, guards=(guard,)))
         state.status, state.started = "running", time.monotonic()
         self.tree.emit(
             ChildStarted(
@@ -499,10 +504,12 @@ class TeamRunner:
                 final=True,
             )
         finally:
-            self._end_member(state, state.run.current(), member_ledger)
-            if workspace is not None and self.isolation is not None:
+            outcome = state.run.current()
+            self._end_member(state, outcome, member_ledger)
+            if (workspace is not None or node_tree is not None) and self.isolation is not None:
                 try:
-                    await self.isolation.leave(plan.name, state.session_id, state.status)
+                    bundle = outcome.bundle if outcome is not None else None
+                    await self.isolation.leave(plan.name, state.session_id, state.status, bundle=bundle)
                 except ZeroError as e:  # (its worktree was removed meanwhile, say): the others go on
                     self._warn("worktree", f"{plan.name}'s work could not be committed or landed: {e}")
 

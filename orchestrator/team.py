@@ -6,11 +6,12 @@ import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from zero.errors import ConfigError
 from zero.strictfile import NAME_PATTERN, FileError, KeyLines, Problem, read_data, validate_model
 from zero.tools import PermissionMode
+from zero.tools.clones import repository_problem
 
 __all__ = [
     "NO_LIMIT",
@@ -136,6 +137,19 @@ class MemberSpec(_Strict):
     node_labels: dict[str, str] | None = None
 
 
+class WorkspaceSection(_Strict):
+    """Where the isolated members' worktrees come from on the nodes of a Ray cluster (docs/TEAMS.md)."""
+
+    repo: str | None = Field(None, min_length=1)  # a URL or absolute path every node can read
+
+    @field_validator("repo")
+    @classmethod
+    def _readable(cls, repo: str | None) -> str | None:
+        if repo is not None and (why := repository_problem(repo)) is not None:
+            raise ValueError(f'{why} (e.g. repo = "https://github.com/you/project.git" or "/srv/git/project.git")')
+        return repo
+
+
 class TeamFile(_Strict):
     name: str = Field(pattern=NAME_PATTERN)
     goal: str = ""
@@ -143,6 +157,7 @@ class TeamFile(_Strict):
     budget: TeamBudget = Field(default_factory=TeamBudget)
     scheduler: Scheduler = Field(default_factory=Scheduler)
     land: Land = Field(default_factory=Land)
+    workspace: WorkspaceSection = Field(default_factory=WorkspaceSection)
     members: list[MemberSpec] = Field(min_length=1)
 
 

@@ -97,7 +97,7 @@ def _tree_of_working_tree(top: Path) -> str:
     scratch = index.with_name(f"zero-snapshot-{os.getpid()}-{secrets.token_hex(4)}.index")
     try:
         if index.is_file():
-            shutil.copyfile(index, scratch)
+            shutil.copy2(index, scratch)  # its time too: git reads again a file changed in its second
         env = {"GIT_INDEX_FILE": str(scratch)}
         git("add", "-A", "--", ".", cwd=top, env=env)
         return git("write-tree", cwd=top, env=env)

@@ -35,7 +35,7 @@ from zero.strictfile import NAME_PATTERN
 from zero.tools.git import GitError, git, git_ok, identity_env
 from zero.tools.snapshot import Snapshot
 
-__all__ = ["LAND", "DiffStat", "Finished", "MemberWorktree", "Worktrees"]
+__all__ = ["LAND", "DiffStat", "Finished", "MemberWorktree", "Worktrees", "commit_all"]
 
 LAND = "land"  # the integration branch's last part, so no member may be called that
 _ROOT_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
@@ -171,6 +171,21 @@ class Worktrees:
             reopened=reopened,
         )
 
+    def branch(self, member: str, base: str | None = None) -> str:
+        """Make ``member``'s branch from ``base`` (a commit or branch; by default the snapshot), without a
+        worktree here, unless it is there (a resumed member goes on from it); the commit it is at. For a
+        member whose worktree another machine makes (``zero.tools.clones``)."""
+        branch, repo = self.branch_of(member), self.snapshot.repo
+        with self._repository_lock():
+            tip = _resolve(repo, f"refs/heads/{branch}")
+            if tip is None:
+                tip = git("rev-parse", "-q", "--verify", f"{base or self.snapshot.commit}^{{commit}}", cwd=repo)
+                git("branch", "--no-track", branch, tip, cwd=repo)
+                self._note(member, {"base": tip, "landed": None})
+            elif member not in self._members:  # a branch left by a run whose record was lost: its base is unknown
+                self._note(member, {"base": self.snapshot.commit, "landed": None})
+        return tip
+
     def _register(self, member: str, branch: str, path: Path, base: str | None) -> bool:
         """Register ``member``'s worktree, its files not written yet, unless it is there; whether it was."""
         repo = self.snapshot.repo
@@ -203,12 +218,7 @@ class Worktrees:
             raise GitError(("add", "-A"), path, 128, f"the worktree {path} is gone")
         commit = None
         if not self._pending(member).exists():  # else its files were never all written: nothing is the member's
-            git("add", "-A", cwd=path)
-            if not git_ok("diff", "--cached", "--quiet", cwd=path):
-                subject = f"{member}: what session {session_id} changed (it ended {status})"
-                trailers = f"Zero-Member: {member}\nZero-Session: {session_id}"
-                git("commit", "-q", "--no-verify", "-m", subject, "-m", trailers, cwd=path, env=identity_env(path))
-                commit = git("rev-parse", "HEAD", cwd=path)
+            commit = commit_all(path, member, session_id, status)
         return Finished(commit=commit, stat=self.diff_stat(member))
 
     def release(self, member: str) -> bool:
@@ -413,6 +423,18 @@ class Worktrees:
             if "worktree" in fields:
                 found[fields["worktree"]] = _Entry(fields.get("branch"), "prunable" in fields)
         return found
+
+
+def commit_all(path: Path, member: str, session_id: str, status: str) -> str | None:
+    """Commit everything uncommitted in the worktree ``path`` as ``member``'s work in session ``session_id``
+    (which ended ``status``); the commit, or None when nothing was."""
+    git("add", "-A", cwd=path)
+    if git_ok("diff", "--cached", "--quiet", cwd=path):
+        return None
+    subject = f"{member}: what session {session_id} changed (it ended {status})"
+    trailers = f"Zero-Member: {member}\nZero-Session: {session_id}"
+    git("commit", "-q", "--no-verify", "-m", subject, "-m", trailers, cwd=path, env=identity_env(path))
+    return git("rev-parse", "HEAD", cwd=path)
 
 
 def _rebasing(path: Path) -> str | None:

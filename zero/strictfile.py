@@ -287,6 +287,8 @@ def _problem(
         )
     if kind == "missing":
         return Problem(path=str(path), message=f"{key} is required", line=line, key=key, subject=about)
+    if kind == "value_error":  # a validator's own words, without pydantic's "Value error, "
+        return Problem(path=str(path), message=f"{key}: {err['ctx']['error']}", line=line, key=key, subject=about)
     return Problem(path=str(path), message=f"{key}: {err['msg']}", line=line, key=key, subject=about)
 
 

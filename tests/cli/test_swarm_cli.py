@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
 from support.cli import ZERO, lines, scripted, write_script, zero
 from support.llm_server import LLMServer, Reply, error_reply, openai_reply
 from support.teams import CHAIN
@@ -288,6 +289,35 @@ prompt = "z"
     assert f"{team}:8: member 'a': prompt uses {{{{ c.output }}}} but 'c' is not in its depends_on" in done.stderr
     data = json.loads(zero("swarm", "validate", str(team), "--json").stdout)
     assert data["valid"] is False and len(data["problems"]) == 4
+
+
+@pytest.mark.parametrize(
+    ("repo", "why"),
+    [
+        ("src/project", "it is a relative path: give an absolute one (every node reads it) or a URL"),
+        ("ext::sh -c 'touch /tmp/owned'", "it names a git transport helper ('::'), which Zero does not run"),
+        ("--upload-pack=touch /tmp/owned", "it starts with '-' (git would read it as an option)"),
+        ("gopher://example.com/p.git", "its scheme is not one of https, http, ssh, git or file"),
+    ],
+)
+def test_a_workspace_repository_the_nodes_could_not_clone_safely_is_refused(
+    tmp_path: Path, repo: str, why: str
+) -> None:
+    team = write_script(
+        tmp_path / "t.toml",
+        f'name = "t"\n[workspace]\nrepo = {json.dumps(repo)}\n'
+        '[[members]]\nname = "a"\nspecialist = "worker"\nprompt = "x"\n',
+    )
+    done = zero("swarm", "validate", str(team))
+    assert done.returncode == 2
+    assert done.stderr == (
+        f"zero: error: {team}:3: workspace.repo: {why} "
+        '(e.g. repo = "https://github.com/you/project.git" or "/srv/git/project.git")\n'
+    )
+    for fine in ("https://github.com/you/p.git", "git@github.com:you/p.git", "/srv/git/p.git", "file:///srv/p"):
+        write_script(team, team.read_text().replace(json.dumps(repo), json.dumps(fine)))
+        assert zero("swarm", "validate", str(team)).returncode == 0, fine
+        repo = fine
 
 
 def test_a_prompt_of_braces_and_spaces_is_read_in_linear_time(tmp_path: Path) -> None:

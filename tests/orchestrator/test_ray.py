@@ -36,6 +36,7 @@ from zero.orchestrator.ray_executor import NODE_DIED  # noqa: E402
 pytestmark = pytest.mark.xdist_group("ray")
 
 LOCAL = "127.0.0.1"
+HOMES: dict[str, Path] = {}  # each worker node's $ZERO_HOME (as on machines of their own)
 
 TEAM = """
 name = "spread"
@@ -115,8 +116,10 @@ def cluster() -> Iterator[Cluster]:
         },
     )
     try:
-        made.add_node(**common, resources={"node_a": 1}, env_vars={"ZERO_NODE": "a"})
-        made.add_node(**common, resources={"node_b": 1}, env_vars={"ZERO_NODE": "b"})
+        for name in "ab":
+            HOMES[name] = Path(temp, f"home-{name}")
+            env = {"ZERO_NODE": name, "ZERO_HOME": str(HOMES[name])}
+            made.add_node(**common, resources={f"node_{name}": 1}, env_vars=env)
         made.wait_for_nodes()
         yield made
     finally:
@@ -554,3 +557,99 @@ def test_swarm_send_and_pause_reach_a_member_on_a_node(cluster: Cluster, tmp_pat
         "A message from the user who runs this team, sent while you work (zero swarm send):\n\nuse blue",
         "blue it is",  # its script's answer to the message, on node_b
     ]
+
+
+def git(repo: Path, *args: str) -> str:
+    done = subprocess.run(
+        ["git", "-c", "user.name=Test", "-c", "user.email=test@localhost", *args],
+        cwd=repo,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return done.stdout.strip()
+
+
+REPO_TEAM = """
+name = "cloned"
+[workspace]
+repo = "{origin}"
+[[members]]
+name = "top"
+specialist = "worker"
+prompt = "Raise the last one."
+resources = {{ node_a = 1 }}
+[[members]]
+name = "docs"
+specialist = "worker"
+prompt = "Write the docs."
+resources = {{ node_b = 1 }}
+[[members]]
+name = "after"
+specialist = "worker"
+prompt = "Look at what landed."
+depends_on = ["top", "docs"]
+resources = {{ node_b = 1 }}
+"""
+
+
+def worker_turns(name: str, tool: str, **arguments: str) -> list[dict[str, Any]]:
+    """A member's two calls: one tool call, then its report."""
+    who = f'You are "{name}"'
+    return [
+        {"match": {"system": who, "turn": 1}, "tool_calls": [{"name": tool, "arguments": arguments}]},
+        {"match": {"system": who, "turn": 2}, "text": f"{name} done"},
+    ]
+
+
+def test_members_on_other_machines_work_in_worktrees_their_nodes_clone_from_the_teams_repository(
+    cluster: Cluster, tmp_path: Path, node_names: None
+) -> None:
+    """``[workspace] repo``: each node clones the repository and makes its members' worktrees there (no folder
+    shared with the driver); each sees the caller's tree (its local commit and uncommitted edit, which the
+    repository lacks), what it did comes back through git and lands here, and nothing is pushed."""
+    seed = tmp_path / "seed"
+    seed.mkdir()
+    git(seed, "init", "-q", "-b", "main")
+    (seed / "app.py").write_text("def first():\n    return 1\n\n\ndef last():\n    return 2\n")
+    git(seed, "add", "-A")
+    git(seed, "commit", "-q", "-m", "start")
+    origin = tmp_path / "origin.git"
+    git(tmp_path, "clone", "-q", "--bare", str(seed), str(origin))
+    work = tmp_path / "work"
+    git(tmp_path, "clone", "-q", str(origin), str(work))
+    (work / "local.txt").write_text("committed, not pushed\n")
+    git(work, "add", "local.txt")
+    git(work, "commit", "-q", "-m", "local")
+    (work / "app.py").write_text((work / "app.py").read_text().replace("return 1", "return 50"))  # not committed
+    refs = git(origin, "for-each-ref")
+    team = write_script(tmp_path / "team.toml", REPO_TEAM.format(origin=origin))
+    turns = (
+        worker_turns("top", "edit_file", path="app.py", old_text="return 2", new_text="return 20")
+        + worker_turns("docs", "write_file", path="docs.md", content="# Docs\n")
+        + worker_turns("after", "bash", command="cat docs.md app.py local.txt; pwd")
+    )
+    script = write_script(tmp_path / "script.json", json.dumps({"turns": turns}))
+    flags = ("--output-format", "json", "--executor", "ray", "--ray-address", cluster.address)
+    result = run(team, *scripted(script, work), *flags)
+    assert result["status"] == "completed", result
+    land = result["land"]
+    assert {name: m["state"] for name, m in land["members"].items()} == {
+        "top": "landed",
+        "docs": "landed",
+        "after": "nothing_to_land",
+    }
+    store = sessions()
+    after = next(m for m in result["members"] if m["name"] == "after")
+    [seen] = [e.event.output for e in store.events(after["sessionId"]) if e.event.kind == "tool_result"]
+    assert "# Docs" in seen and "return 20" in seen and "return 50" in seen and "committed, not pushed" in seen
+    [where] = [Path(line) for line in seen.splitlines() if line.startswith("/")]
+    assert HOMES["b"] in where.parents, where  # made on its node, from its clone
+    landed = land["branch"]
+    assert git(work, "show", f"{landed}:docs.md") == "# Docs"
+    assert "return 20" in git(work, "show", f"{landed}:app.py") and "return 50" in git(work, "show", f"{landed}:app.py")
+    assert git(origin, "for-each-ref") == refs  # the nodes only read the repository
+    for name in "ab":
+        [clone] = (HOMES[name] / "ray").glob("*/clones/*.git")
+        assert not list(clone.parent.parent.glob("trees/zero/*/*")), "a node kept a member's worktree"
+        assert git(clone, "for-each-ref", "refs/heads/zero/") == ""  # its branches went back to the driver
