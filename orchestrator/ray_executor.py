@@ -283,6 +283,10 @@ class RayStore:
         result: SessionMetadata = self._call("create", meta)
         return result
 
+    def create_all(self, metas: Sequence[SessionMetadata]) -> list[SessionMetadata]:
+        result: list[SessionMetadata] = self._call("create_all", list(metas))
+        return result
+
     def append(self, session_id: str, events: Sequence[Event]) -> SessionMetadata:
         result: SessionMetadata = self._call("append", session_id, list(events))
         return result
@@ -527,6 +531,7 @@ class _Work:
 
     plan: MemberPlan
     session_id: str
+    place: SessionMetadata  # where its session sits in the run (the driver's node of it: no trip to ask the store)
     prompt: str
     role: str
     resume: bool
@@ -578,8 +583,7 @@ class _Host:
         """Run one member to its end (its events go to ``events``' stream meanwhile); its outcome, and how many
         events the host had queued once it had queued the member's last."""
         ctx = await self._context()
-        meta = await anyio.to_thread.run_sync(self.store.metadata, work.session_id)
-        node = ctx.tree.recorded(meta)
+        node = ctx.tree.recorded(work.place)
         ctx.tree.listen(self._forward, under=node)
         if (stop := self.stops.pop(work.session_id, None)) is not None:
             ctx.tree.stop(stop[0], under=node, cancel=stop[1])
@@ -915,9 +919,21 @@ class _RayRun:
     async def outcome(self) -> MemberOutcome:
         executor, task = self.executor, self.task
         ledger, key = await executor._ledger(task.ledger)
+        node = task.node
+        place = SessionMetadata(
+            session_id=node.session_id,
+            session_kind=node.kind,
+            parent_session_id=node.parent_session_id,
+            root_session_id=node.root_session_id,
+            depth=node.depth,
+            title=node.title,
+            team_name=node.team_name,
+            member_name=node.member_name,
+        )
         work = _Work(
             plan=task.plan,
             session_id=self.session_id,
+            place=place,
             prompt=task.prompt,
             role=task.role,
             resume=task.resume,

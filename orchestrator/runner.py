@@ -579,40 +579,39 @@ class TeamRunner:
     def _create_sessions(self) -> None:
         first = self._first()
         cwd = str(self.ctx.workspace.root)
-        self.store.create(
-            SessionMetadata(
-                session_id=self.session_id,
-                session_kind="team",
-                title=self.plan.name,
-                cwd=cwd,
-                provider=first.provider,
-                model_id=first.model,
-                root_session_id=self.session_id,
-                agent_name=self.plan.name,
-                team_name=self.plan.name,
-                replay_of=self.ctx.replay_of or None,
-            )
+        team = SessionMetadata(
+            session_id=self.session_id,
+            session_kind="team",
+            title=self.plan.name,
+            cwd=cwd,
+            provider=first.provider,
+            model_id=first.model,
+            root_session_id=self.session_id,
+            agent_name=self.plan.name,
+            team_name=self.plan.name,
+            replay_of=self.ctx.replay_of or None,
         )
-        for name, state in self.members.items():
-            self.store.create(
-                SessionMetadata(
-                    session_id=state.session_id,
-                    session_kind="member",
-                    title=f"{self.plan.name}: {name}",
-                    cwd=cwd,
-                    provider=state.plan.provider,
-                    model_id=state.plan.model,
-                    parent_session_id=self.session_id,
-                    root_session_id=self.session_id,
-                    agent_name=name,
-                    specialist=state.plan.specialist.name,
-                    team_name=self.plan.name,
-                    member_name=name,
-                    depth=1,
-                    usage=UsageTotals.nothing(priced=self.ctx.prices.price(state.plan.model) is not None),
-                    reused_from=state.reused_from or None,
-                )
+        members = [
+            SessionMetadata(
+                session_id=state.session_id,
+                session_kind="member",
+                title=f"{self.plan.name}: {name}",
+                cwd=cwd,
+                provider=state.plan.provider,
+                model_id=state.plan.model,
+                parent_session_id=self.session_id,
+                root_session_id=self.session_id,
+                agent_name=name,
+                specialist=state.plan.specialist.name,
+                team_name=self.plan.name,
+                member_name=name,
+                depth=1,
+                usage=UsageTotals.nothing(priced=self.ctx.prices.price(state.plan.model) is not None),
+                reused_from=state.reused_from or None,
             )
+            for name, state in self.members.items()
+        ]
+        self.store.create_all([team, *members])  # (one wait for them all: on Ray, one round trip)
 
     def _take_sessions(self) -> None:
         """A resumed run holds its team's sessions (repairing what a dead run left ``running``, and recording

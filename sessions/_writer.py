@@ -106,6 +106,19 @@ class Writer:
             self.check(request.session_id)
         return request.result
 
+    def call_all(self, requests: Sequence[Request]) -> list[SessionMetadata | None]:
+        """``call`` each of ``requests`` (creates, appends), queued together and waited for together; the first
+        error raised once all are done."""
+        for request in requests:
+            request.done = threading.Event()
+            self.put(request)
+        for request in requests:
+            assert request.done is not None
+            request.done.wait()
+        if (error := next((r.error for r in requests if r.error is not None), None)) is not None:
+            raise error
+        return [request.result for request in requests]
+
     def check(self, session_id: str | None) -> None:
         """Raise why the session's writes stopped, if they did (None: the first fault nobody was told of)."""
         with self.lock:

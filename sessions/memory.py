@@ -42,6 +42,9 @@ class MemorySessionStore:
         self._held.add(meta.session_id)
         return copy_metadata(meta)
 
+    def create_all(self, metas: Sequence[SessionMetadata]) -> list[SessionMetadata]:
+        return [self.create(meta) for meta in metas]
+
     def append(self, session_id: str, events: Sequence[Event]) -> SessionMetadata:
         session = self._get(session_id)
         created = now_iso()

@@ -68,6 +68,11 @@ class SessionStore(Protocol):
         """Create a session; fails with ``SessionError`` if it exists."""
         ...
 
+    def create_all(self, metas: Sequence[SessionMetadata]) -> list[SessionMetadata]:
+        """Create sessions together (a team's: one wait, not one each); ``SessionError`` for the first that
+        exists (the others are made)."""
+        ...
+
     def append(self, session_id: str, events: Sequence[Event]) -> SessionMetadata:
         """Append ``events`` as one batch and wait until it is durable; the new metadata."""
         ...
@@ -166,10 +171,18 @@ class FileSessionStore:
     # -- writing -----------------------------------------------------------------
 
     def create(self, meta: SessionMetadata) -> SessionMetadata:
-        self.path(meta.session_id)
-        made = copy_metadata(meta)
-        made.title = self._redact(made.title)  # (a prompt or a goal: a secret in it never reaches the list)
-        return self._result(Request(kind="create", session_id=meta.session_id, meta=made, write_meta=True))
+        return self.create_all([meta])[0]
+
+    def create_all(self, metas: Sequence[SessionMetadata]) -> list[SessionMetadata]:
+        requests = []
+        for meta in metas:
+            self.path(meta.session_id)
+            made = copy_metadata(meta)
+            made.title = self._redact(made.title)  # (a prompt or a goal: a secret in it never reaches the list)
+            requests.append(Request(kind="create", session_id=meta.session_id, meta=made, write_meta=True))
+        made_all = self._writer.call_all(requests)
+        assert all(meta is not None for meta in made_all)  # a create always answers with the metadata
+        return [meta for meta in made_all if meta is not None]
 
     def append(self, session_id: str, events: Sequence[Event]) -> SessionMetadata:
         self.path(session_id)
