@@ -41,7 +41,7 @@ class MemberTask:
     guards: tuple[CallGuard, ...] = ()  # checked before its budget's, its Task children's calls too (pause)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class MemberOutcome:
     """How a member's run ended; ``usage`` is what it and its Task children spent in it."""
 
@@ -149,9 +149,9 @@ class _InProcessRun:
         )
         async with session:
             result = await session.send(task.prompt)
-        return MemberOutcome(result, session.run_usage)
+        return MemberOutcome(result=result, usage=session.run_usage)
 
     def current(self) -> MemberOutcome | None:
         if self.session is None or self.session.result is None:
             return None
-        return MemberOutcome(self.session.result, self.session.run_usage)
+        return MemberOutcome(result=self.session.result, usage=self.session.run_usage)

@@ -211,16 +211,25 @@ class _Writer:
     def call(self, name: str, *args: Any) -> Any:
         return getattr(self.store, name)(*args)
 
-    def submit(self, packed: bytes) -> dict[str, Exception]:
-        """Queue batches, in order (the acknowledgement: why each session that cannot be written cannot be)."""
+    def submit(self, packed: bytes, written: str | None = None) -> dict[str, Exception]:
+        """Queue batches and releases, in order, then (``written``) wait until that session's are written; the
+        acknowledgement: why each session that cannot be written cannot be."""
         failed: dict[str, Exception] = {}
-        batches: list[tuple[str, list[Event], bool]] = pickle.loads(packed)
-        for session_id, events, final in batches:
+        batches: list[tuple[str, list[Event], bool, bool]] = pickle.loads(packed)
+        for session_id, events, final, release in batches:
             try:
-                self.store.submit(session_id, events, final=final)
-                self.store.check(session_id)
+                if events or final:
+                    self.store.submit(session_id, events, final=final)
+                    self.store.check(session_id)
+                if release:
+                    self.store.release(session_id)
             except Exception as e:  # noqa: BLE001 (that session's next check raises it)
                 failed.setdefault(session_id, e)
+        if written is not None and written not in failed:
+            try:
+                self.store.written(written)
+            except Exception as e:  # noqa: BLE001
+                failed[written] = e
         return failed
 
 
@@ -235,14 +244,14 @@ SEND_EVERY = 0.02
 
 
 class RayStore:
-    """A ``SessionStore`` whose every request goes to the run's session writer, in order. ``submit`` does not
-    wait: the batches an event loop submits within ``SEND_EVERY`` go together (one round trip; any other request
-    sends them first, ``written`` included), and their acknowledgement (or the failure it carries) is read by the
-    next ``check`` or ``flush``."""
+    """A ``SessionStore`` whose every request goes to the run's session writer, in order. ``submit`` and
+    ``release`` do not wait: what an event loop submits within ``SEND_EVERY`` goes together (one round trip; any
+    other request sends it first, and ``written`` goes with it), and its acknowledgement (or the failure it
+    carries) is read by the next ``check`` or ``flush``."""
 
     def __init__(self, writer: Any):
         self.writer = writer
-        self._queue: list[tuple[str, list[Event], bool]] = []  # submitted, not yet sent
+        self._queue: list[tuple[str, list[Event], bool, bool]] = []  # submitted (or released), not yet sent
         self._sending = False  # a send is scheduled on this thread's event loop
         self._acks: list[Any] = []  # sent, not yet acknowledged
         self._failed: dict[str, BaseException] = {}
@@ -251,11 +260,15 @@ class RayStore:
     def __reduce__(self) -> tuple[Any, ...]:
         return (RayStore, (self.writer,))
 
-    def _send(self) -> None:
+    def _send(self, written: str | None = None) -> Any:
+        """Send what is queued (and ``written``: ask for that session's to be written); the request, if one went."""
         with self._lock:
             batches, self._queue, self._sending = self._queue, [], False
-            if batches:
-                self._acks.append(self.writer.submit.remote(_packed(batches)))
+            if not batches and written is None:
+                return None
+            ref = self.writer.submit.remote(_packed(batches), written)
+            self._acks.append(ref)
+            return ref
 
     def _call(self, name: str, *args: Any) -> Any:
         self._send()  # (what was submitted before goes first)
@@ -293,8 +306,11 @@ class RayStore:
 
     def submit(self, session_id: str, events: Sequence[Event], *, final: bool = False) -> None:
         self._raise(session_id)
+        self._enqueue((session_id, list(events), final, False))
+
+    def _enqueue(self, entry: tuple[str, list[Event], bool, bool]) -> None:
         with self._lock:
-            self._queue.append((session_id, list(events), final))
+            self._queue.append(entry)
             if self._sending:
                 return
             try:
@@ -311,7 +327,7 @@ class RayStore:
 
     def written(self, session_id: str) -> None:
         self._raise(session_id)
-        self._call("written", session_id)  # after every batch this process submitted (one caller: in order)
+        ray.wait([self._send(written=session_id)], timeout=None)  # with every batch this process queued
         self._settle(wait=False)
         self._raise(session_id)
 
@@ -323,8 +339,7 @@ class RayStore:
         self._call("acquire", session_id)
 
     def release(self, session_id: str) -> None:
-        self._send()
-        self.writer.call.remote("release", session_id)
+        self._enqueue((session_id, [], False, True))
 
     def held(self, session_id: str) -> bool:
         result: bool = self._call("held", session_id)
@@ -909,6 +924,11 @@ class _Delivered:
             await self._moved.wait()
 
 
+def _conversed(store: SessionStore, session_id: str) -> bool:
+    """Whether the session's log holds a message (a resumed run goes on with its conversation)."""
+    return any(e.event.kind == "message" for e in store.events(session_id))
+
+
 class _RayRun:
     def __init__(self, executor: RayExecutor, task: MemberTask):
         self.executor = executor
@@ -970,9 +990,11 @@ class _RayRun:
             tree.emit(event)
             if last:
                 result = RunResult(status=status, output="", usage=Usage(), turns=0, duration_ms=0, error=NODE_DIED)
-                self.result = MemberOutcome(result, Usage())
+                self.result = MemberOutcome(result=result, usage=Usage())
                 break
-            work = replace(work, resume=True, prompt=RESUMED)
+            # (a member whose node died before its first message was written is given its task again)
+            conversed = await anyio.to_thread.run_sync(_conversed, executor.store, self.session_id)
+            work = replace(work, resume=True, prompt=RESUMED if conversed else task.prompt)
         await self._adopt(ledger, key)
         assert self.result is not None
         return self.result

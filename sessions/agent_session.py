@@ -134,8 +134,8 @@ class AgentSession:
         toolsets: Sequence[ToolSet] = (),
         system_prompt: str | None = None,
     ) -> AgentSession:
-        """The session at ``node``, continued with the history its log records; one that never ran (its log says
-        no more than that it was closed before it ran) starts from ``system_prompt``, as a new one would. This
+        """The session at ``node``, continued with the history its log records; one whose log holds no message (it
+        never ran, or its run ended before its first) starts from ``system_prompt``, as a new one would. This
         process holds the session while it runs; another process running it is an error (``SessionError``)."""
         session_id = node.session_id
         await anyio.to_thread.run_sync(store.acquire, session_id)
@@ -299,7 +299,8 @@ def _history(store: SessionStore, session_id: str, system_prompt: str | None) ->
     history = messages_from_events(e.event for e in events)
     if history:
         return history, len(history)
-    never_ran = all(isinstance(e.event, StatusChanged) and e.event.status == "pending" for e in events)
-    if system_prompt is None or not never_ran or len(events) < store.metadata(session_id).event_count:
+    # No conversation was ever recorded (it never ran, or its node died before its first message): it starts
+    # over from its system prompt, its first run recording it, unless the log lost events.
+    if system_prompt is None or len(events) < store.metadata(session_id).event_count:
         raise SessionError(f"session {session_id} has no conversation to resume")
-    return [Message(role="system", content=system_prompt)], 0  # its first run records the prompt
+    return [Message(role="system", content=system_prompt)], 0

@@ -33,7 +33,7 @@ from ray.cluster_utils import Cluster  # noqa: E402
 
 from zero.orchestrator.ray_executor import NODE_DIED  # noqa: E402
 
-pytestmark = pytest.mark.xdist_group("ray")
+# (one worker runs this whole file, `--dist loadfile`: one cluster, not one per worker)
 
 LOCAL = "127.0.0.1"
 HOMES: dict[str, Path] = {}  # each worker node's $ZERO_HOME (as on machines of their own)

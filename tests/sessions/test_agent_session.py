@@ -9,7 +9,15 @@ import anyio
 import pytest
 from support.mounts import fill, tmpfs
 
-from zero.agent import Event, ScriptedProvider, ScriptMatch, ScriptToolCall, ScriptTurn, WarningRaised
+from zero.agent import (
+    Event,
+    ScriptedProvider,
+    ScriptMatch,
+    ScriptToolCall,
+    ScriptTurn,
+    StatusChanged,
+    WarningRaised,
+)
 from zero.errors import SessionWriteError, UsageError
 from zero.sessions import (
     AgentSession,
@@ -88,6 +96,26 @@ async def test_a_session_in_memory_runs_delegates_and_resumes(workspace: Path) -
     history = [m.content for m in provider.calls[-1].messages if m.role in ("user", "assistant")]
     assert history == ["What is the answer?", "Asking.", "The answer is 42.", "And doubled?"]
     assert [e.event.kind for e in store.events(session.session_id)].count("run_start") == 2
+
+
+async def test_a_session_stopped_before_its_first_message_resumes_from_its_system_prompt(workspace: Path) -> None:
+    """Its node died before it wrote a message (the driver recorded it ``interrupted``): resumed, it starts as
+    a new one would, not "no conversation to resume"."""
+    store = MemorySessionStore()
+    ctx = context(workspace, store, [said("Do the task.", "Done.")])
+    session = await open_agent(ctx, title="t", system_prompt="You are Zero.", permission_mode="auto", max_turns=3)
+    async with session:
+        pass  # closed before it ran: pending
+    store.submit(session.session_id, [StatusChanged(session_id=session.session_id, status="interrupted")])
+    again = await resume_agent(ctx, session.session_id, permission_mode="auto", max_turns=3)
+    async with again:
+        assert (await again.send("Do the task.")).output == "Done."
+    history = messages_from_events(e.event for e in store.events(session.session_id))
+    assert [(m.role, m.content) for m in history] == [
+        ("system", history[0].content),  # (its agent's own prompt: the first run records it)
+        ("user", "Do the task."),
+        ("assistant", "Done."),
+    ]
 
 
 async def test_fork_at_an_event_keeps_the_history_up_to_it(workspace: Path) -> None:
