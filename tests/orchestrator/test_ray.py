@@ -653,3 +653,62 @@ def test_members_on_other_machines_work_in_worktrees_their_nodes_clone_from_the_
         [clone] = (HOMES[name] / "ray").glob("*/clones/*.git")
         assert not list(clone.parent.parent.glob("trees/zero/*/*")), "a node kept a member's worktree"
         assert git(clone, "for-each-ref", "refs/heads/zero/") == ""  # its branches went back to the driver
+
+
+ATTACK_TEAM = """
+name = "cloned"
+[workspace]
+repo = "{origin}"
+[[members]]
+name = "worker"
+specialist = "worker"
+prompt = "Do it."
+resources = {{ node_a = 1 }}
+"""
+
+
+def _attack_repo(tmp_path: Path) -> tuple[Path, Path]:
+    seed = tmp_path / "seed"
+    seed.mkdir()
+    git(seed, "init", "-q", "-b", "main")
+    (seed / "app.py").write_text("x = 1\n")
+    git(seed, "add", "-A")
+    git(seed, "commit", "-q", "-m", "start")
+    origin = tmp_path / "origin.git"
+    git(tmp_path, "clone", "-q", "--bare", str(seed), str(origin))
+    work = tmp_path / "work"
+    git(tmp_path, "clone", "-q", str(origin), str(work))
+    return origin, work
+
+
+def test_attack_a_member_cannot_plant_a_git_folder_whose_filter_runs_on_its_node(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    """Attack (F1): the member replaces its node worktree's ``.git`` file by a repository of its own whose config
+    names a clean filter; Zero's ``git add -A`` at the member's end must not run it (it would run unconfined)."""
+    origin, work = _attack_repo(tmp_path)
+    proof = tmp_path / "PWNED"
+    command = (
+        f"rm -f .git && git init -q . && git config filter.x.clean 'sh -c \"id > {proof}; cat\"' && "
+        "echo '* filter=x' > .gitattributes && echo 'x = 2' > app.py && echo planted"
+    )
+    team = write_script(tmp_path / "team.toml", ATTACK_TEAM.format(origin=origin))
+    script = write_script(tmp_path / "script.json", json.dumps({"turns": worker_turns("worker", "bash", command=command)}))
+    flags = ("--output-format", "json", "--executor", "ray", "--ray-address", cluster.address)
+    done = zero("swarm", "run", str(team), *scripted(script, work), *flags)
+    print(done.returncode, done.stdout[-3000:], done.stderr[-3000:])
+    assert not proof.exists(), f"the planted filter ran outside the sandbox: {proof.read_text()}"
+
+
+def test_attack_a_member_that_made_a_new_repository_keeps_its_other_work(cluster: Cluster, tmp_path: Path) -> None:
+    """Attack (F4): a member that ran ``git init`` in a subfolder (``cargo new``) and edited a file: its edit
+    must come back to the driver, and the run must end with a clear message, not a traceback."""
+    origin, work = _attack_repo(tmp_path)
+    team = write_script(tmp_path / "team.toml", ATTACK_TEAM.format(origin=origin))
+    command = "echo 'x = 3' > app.py && git init -q newcrate && echo 'fn main(){}' > newcrate/main.rs && echo ok"
+    script = write_script(tmp_path / "script.json", json.dumps({"turns": worker_turns("worker", "bash", command=command)}))
+    flags = ("--output-format", "json", "--executor", "ray", "--ray-address", cluster.address)
+    done = zero("swarm", "run", str(team), *scripted(script, work), *flags)
+    print(done.returncode, done.stdout[-3000:], done.stderr[-3000:])
+    assert "Traceback" not in done.stderr, done.stderr
+    assert done.returncode in (0, 4), done.stdout + done.stderr
