@@ -23,7 +23,7 @@ from pathlib import Path
 
 from zero.errors import ConfigError
 from zero.tools.git import GitError, git, git_ok
-from zero.tools.worktrees import commit_all
+from zero.tools.worktrees import commit_all, restore_git_file, workspace_in
 
 __all__ = ["NodeClones", "NodeTree", "bundle_of", "fetch_bundle", "repository_problem"]
 
@@ -145,7 +145,7 @@ class NodeClones:
                 raise ConfigError(f"the bundle of {tree.branch} does not hold its start {tree.start[:12]}")
             path.parent.mkdir(parents=True, exist_ok=True)
             git("-c", "checkout.workers=0", "worktree", "add", "-q", str(path), tree.branch, cwd=clone)
-        return path / tree.prefix
+        return workspace_in(path, tree.prefix, tree.branch)
 
     def finish(self, tree: NodeTree, session_id: str, status: str) -> bytes | None:
         """Commit what the member left uncommitted, remove its worktree and branch here, and give back the
@@ -153,7 +153,8 @@ class NodeClones:
         clone = self._clone_path(tree.repo)
         path = self.folder / "trees" / tree.branch
         member = tree.branch.rsplit("/", 1)[1]
-        if (path / ".git").exists():
+        if path.is_dir():
+            restore_git_file(clone, path)  # what the member left there is no git folder Zero's git may read
             commit_all(path, member, session_id, status)
         with _locked(clone):
             tip = git("rev-parse", f"refs/heads/{tree.branch}", cwd=clone)

@@ -35,7 +35,16 @@ from zero.strictfile import NAME_PATTERN
 from zero.tools.git import GitError, git, git_ok, identity_env
 from zero.tools.snapshot import Snapshot
 
-__all__ = ["LAND", "DiffStat", "Finished", "MemberWorktree", "Worktrees", "commit_all"]
+__all__ = [
+    "LAND",
+    "DiffStat",
+    "Finished",
+    "MemberWorktree",
+    "Worktrees",
+    "commit_all",
+    "restore_git_file",
+    "workspace_in",
+]
 
 LAND = "land"  # the integration branch's last part, so no member may be called that
 _ROOT_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
@@ -167,7 +176,7 @@ class Worktrees:
             path=path,
             branch=branch,
             base=self.base_of(member),
-            workspace=path / self.snapshot.prefix,
+            workspace=workspace_in(path, self.snapshot.prefix, branch),
             reopened=reopened,
         )
 
@@ -214,8 +223,9 @@ class Worktrees:
         """Commit on ``member``'s branch whatever it left uncommitted (any status: an interrupted
         member's edits are work too), with a message naming the member and the session."""
         path = self.path_of(member)
-        if not (path / ".git").exists():
+        if not path.is_dir():
             raise GitError(("add", "-A"), path, 128, f"the worktree {path} is gone")
+        restore_git_file(self._common, path)
         commit = None
         if not self._pending(member).exists():  # else its files were never all written: nothing is the member's
             commit = commit_all(path, member, session_id, status)
@@ -423,6 +433,45 @@ class Worktrees:
             if "worktree" in fields:
                 found[fields["worktree"]] = _Entry(fields.get("branch"), "prunable" in fields)
         return found
+
+
+def restore_git_file(common: Path, top: Path) -> None:
+    """Make the worktree ``top``'s ``.git`` the file git wrote, naming its entry in the git folder ``common``,
+    whatever a command in the worktree left there: a repository of its own (``git init`` at the top), a link,
+    a file naming another worktree's entry. Zero's git there would take that folder's config, whose filter
+    runs unconfined at ``git add``, or commit on that worktree's branch (another member's); its own branch
+    would get nothing. ``GitError`` if ``common`` has no entry for ``top``."""
+    dot = Path(os.path.realpath(top), ".git")
+    entries = common / "worktrees"
+    for named in sorted(entries.glob("*/gitdir")) if entries.is_dir() else ():
+        try:
+            if named.read_text().strip() == str(dot):
+                break
+        except OSError:
+            continue
+    else:
+        raise GitError(("worktree", "list"), top, 128, f"{top} is no worktree of {common}: its entry is gone")
+    want = f"gitdir: {named.parent}\n"
+    if not dot.is_symlink() and dot.is_file() and dot.read_text() == want:
+        return
+    if dot.is_dir() and not dot.is_symlink():
+        shutil.rmtree(dot)
+    elif os.path.lexists(dot):
+        dot.unlink()
+    dot.write_text(want)
+
+
+def workspace_in(top: Path, prefix: str, branch: str) -> Path:
+    """The caller's folder ``prefix`` in the worktree ``top`` of ``branch``; ``ConfigError`` if a link on its
+    way leads elsewhere (a member that landed ``ln -s /etc sub`` would make the next member's sandbox, and
+    the check's, write where it leads)."""
+    folder = top / prefix
+    if prefix and os.path.realpath(folder) != os.path.join(os.path.realpath(top), prefix.rstrip("/")):
+        raise ConfigError(
+            f"{prefix.rstrip('/')} is a link in {branch} (to {os.path.realpath(folder)}): a member there would write "
+            "where it leads; make it a folder again on that branch, or run from the repository's top"
+        )
+    return folder
 
 
 def commit_all(path: Path, member: str, session_id: str, status: str) -> str | None:

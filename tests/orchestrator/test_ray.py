@@ -693,22 +693,41 @@ def test_attack_a_member_cannot_plant_a_git_folder_whose_filter_runs_on_its_node
         "echo '* filter=x' > .gitattributes && echo 'x = 2' > app.py && echo planted"
     )
     team = write_script(tmp_path / "team.toml", ATTACK_TEAM.format(origin=origin))
-    script = write_script(tmp_path / "script.json", json.dumps({"turns": worker_turns("worker", "bash", command=command)}))
+    script = write_script(
+        tmp_path / "script.json", json.dumps({"turns": worker_turns("worker", "bash", command=command)})
+    )
     flags = ("--output-format", "json", "--executor", "ray", "--ray-address", cluster.address)
     done = zero("swarm", "run", str(team), *scripted(script, work), *flags)
-    print(done.returncode, done.stdout[-3000:], done.stderr[-3000:])
     assert not proof.exists(), f"the planted filter ran outside the sandbox: {proof.read_text()}"
+    land = json.loads(done.stdout)["land"]
+    assert land["members"]["worker"]["state"] == "landed", land  # on its own branch, not in the planted folder
+    assert git(work, "show", f"{land['branch']}:app.py") == "x = 2"
 
 
+@pytest.mark.xfail(strict=True, reason="F4: commit_all's git add -A fails on a repository with no commit yet")
 def test_attack_a_member_that_made_a_new_repository_keeps_its_other_work(cluster: Cluster, tmp_path: Path) -> None:
     """Attack (F4): a member that ran ``git init`` in a subfolder (``cargo new``) and edited a file: its edit
     must come back to the driver, and the run must end with a clear message, not a traceback."""
     origin, work = _attack_repo(tmp_path)
     team = write_script(tmp_path / "team.toml", ATTACK_TEAM.format(origin=origin))
     command = "echo 'x = 3' > app.py && git init -q newcrate && echo 'fn main(){}' > newcrate/main.rs && echo ok"
-    script = write_script(tmp_path / "script.json", json.dumps({"turns": worker_turns("worker", "bash", command=command)}))
+    script = write_script(
+        tmp_path / "script.json", json.dumps({"turns": worker_turns("worker", "bash", command=command)})
+    )
     flags = ("--output-format", "json", "--executor", "ray", "--ray-address", cluster.address)
     done = zero("swarm", "run", str(team), *scripted(script, work), *flags)
-    print(done.returncode, done.stdout[-3000:], done.stderr[-3000:])
     assert "Traceback" not in done.stderr, done.stderr
     assert done.returncode in (0, 4), done.stdout + done.stderr
+
+
+def test_attack_a_repository_the_nodes_cannot_clone_is_a_clear_problem(cluster: Cluster, tmp_path: Path) -> None:
+    """Attack (probe): ``repo`` names a path no node has: the member fails with the clone's message, once."""
+    _, work = _attack_repo(tmp_path)
+    team = write_script(tmp_path / "team.toml", ATTACK_TEAM.format(origin=tmp_path / "nowhere.git"))
+    script = write_script(
+        tmp_path / "script.json", json.dumps({"turns": worker_turns("worker", "bash", command="true")})
+    )
+    flags = ("--output-format", "json", "--executor", "ray", "--ray-address", cluster.address)
+    done = zero("swarm", "run", str(team), *scripted(script, work), *flags)
+    [member] = json.loads(done.stdout)["members"]
+    assert "Traceback" not in member["reason"] and "cannot be cloned on this node" in member["reason"], member

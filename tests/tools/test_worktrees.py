@@ -268,17 +268,44 @@ def test_a_worktree_with_modes_git_would_not_give_goes_to_the_trash_not_the_pool
     assert [p.name for p in (wt.folder / ".trash").iterdir()][0].startswith("worker-")
 
 
-def test_zeros_git_refuses_a_git_folder_a_command_in_the_workspace_made(repo: Path) -> None:
-    """A command in a worktree (or the checkout) that points git at a folder of its own, whose config names a
-    filter, would have it run unconfined by Zero's next git add: Zero's git refuses to run there."""
+def test_zeros_git_refuses_a_git_folder_a_command_in_the_workspace_made(repo: Path, tmp_path: Path) -> None:
+    """A command in a worktree that points git at a folder of its own (a ``.git`` file naming it, or a repository
+    made at the top), whose config names a filter, would have it run unconfined by Zero's next git add, and the
+    member's work committed there, not on its branch: Zero puts back the ``.git`` file git wrote first. In the
+    checkout itself, Zero's git refuses to run."""
     wt = worktrees(repo)
-    tree = wt.open("worker")
-    run_git(tree.path, "init", "-q", ".fk")
-    (tree.path / ".git").write_text("gitdir: .fk/.git\n")
-    with pytest.raises(
-        GitError, match=r"not run: .*/worker/\.git names (no worktree.s git folder|a git folder inside)"
-    ):
-        wt.finish("worker", "s1", "completed")
+    ran = tmp_path / "ran"
+    for case, member in (("file", "worker"), ("folder", "other")):
+        tree = wt.open(member)
+        own = tmp_path / f"own-{case}"
+        run_git(tmp_path, "init", "-q", str(own))
+        (tree.path / ".gitattributes").write_text("* filter=x\n")
+        (tree.path / "src" / "app.py").write_text(f"changed {case}\n")
+        if case == "file":
+            (tree.path / ".git").write_text(f"gitdir: {own}/.git\n")
+        else:
+            (tree.path / ".git").unlink()
+            shutil.copytree(own / ".git", tree.path / ".git")
+        config = own / ".git" / "config" if case == "file" else tree.path / ".git" / "config"
+        config.write_text(config.read_text() + f"[filter \"x\"]\n\tclean = sh -c 'echo ran >> {ran}; cat'\n")
+        assert wt.finish(member, "s1", "completed").stat.files == 2
+        assert not ran.exists()
+        assert run_git(repo, "show", f"{wt.branch_of(member)}:src/app.py") == f"changed {case}"
     (repo / ".git" / "commondir").write_text("evil\n")  # the checkout's own git folder, made to lead elsewhere
     with pytest.raises(GitError, match=r"not run: .*/repo/\.git/commondir exists"):
         take_snapshot(repo)
+
+
+def test_a_member_is_not_given_a_workspace_a_landed_link_leads_out_of_its_worktree(repo: Path, tmp_path: Path) -> None:
+    """The caller works in ``src``; a member that landed ``src`` as a link to a folder elsewhere would make the
+    next member's workspace (its sandbox's writable root, and the check's) that folder: it is a clear problem."""
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    wt = Worktrees.create(take_snapshot(repo / "src"), root="a1b2c3d4", home=home())
+    first = wt.open("first")
+    shutil.rmtree(first.path / "src")
+    (first.path / "src").symlink_to(elsewhere)
+    wt.finish("first", "s1", "completed")
+    run_git(repo, "branch", wt.land_branch, wt.branch_of("first"))
+    with pytest.raises(ConfigError, match=rf"^src is a link in zero/a1b2c3d4/second \(to {elsewhere}\): a member"):
+        wt.open("second", wt.land_branch)
