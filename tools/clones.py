@@ -28,6 +28,9 @@ from zero.tools.worktrees import commit_all, restore_git_file, workspace_in
 __all__ = ["NodeClones", "NodeTree", "bundle_of", "fetch_bundle", "repository_problem"]
 
 _BRANCH = re.compile(r"^zero/[A-Za-z0-9][A-Za-z0-9_-]{0,63}/[a-z][a-z0-9-]*$")
+# A URL's [user@]host[:port], ASCII only: what reaches ssh as a host name can be nothing it reads another way
+# (an option, a percent-escape its ProxyCommand would expand).
+_HOST = re.compile(r"^(?:[A-Za-z0-9._-]+@)?(?:[A-Za-z0-9][A-Za-z0-9.-]*|\[[0-9A-Fa-f:.]+\])(?::[0-9]{1,5})?$")
 
 
 def repository_problem(repo: str) -> str | None:
@@ -40,7 +43,15 @@ def repository_problem(repo: str) -> str | None:
         return "it starts with '-' (git would read it as an option)"
     if "::" in repo:
         return "it names a git transport helper ('::'), which Zero does not run"
-    if re.match(r"^(https?|ssh|git|file)://.", repo) or re.match(r"^[\w.@-]+:(?!//)", repo):
+    if (url := re.match(r"^(https?|ssh|git|file)://([^/]*)(/.*)?$", repo)) is not None:
+        if url.group(1) != "file" and not _HOST.fullmatch(url.group(2)):
+            return "its host is not a plain name (letters, digits, '.', '-'; a user before '@', a port after ':')"
+        return None
+    if (scp := re.match(r"^([^/:]+):(?!//)(.?)", repo)) is not None:
+        if not _HOST.fullmatch(scp.group(1)):
+            return "its host is not a plain name (letters, digits, '.', '-'; a user before '@')"
+        if scp.group(2) == "-":
+            return "its path starts with '-' (git would read it as an option)"
         return None
     if "://" in repo:
         return "its scheme is not one of https, http, ssh, git or file"
@@ -173,7 +184,8 @@ class NodeClones:
         clone = self._clone_path(repo)
         if clone.is_dir():
             return clone
-        clone.parent.mkdir(parents=True, exist_ok=True)
+        self.folder.mkdir(mode=0o700, parents=True, exist_ok=True)  # (what members did: only this user reads it)
+        clone.parent.mkdir(exist_ok=True)
         with _locked(clone):
             if not clone.is_dir():
                 spare = clone.with_name(f"{clone.name}.{os.getpid()}.partial")

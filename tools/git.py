@@ -79,6 +79,10 @@ class GitError(RunError):
         super().__init__(f"git {' '.join(args)} (in {cwd}) failed: {said}")
         self.returncode = returncode
         self.stderr = stderr
+        self._made = (tuple(args), cwd, returncode, stderr)
+
+    def __reduce__(self) -> tuple[type[GitError], tuple[Sequence[str], Path, int, str]]:
+        return type(self), self._made  # (it crosses processes: a Ray node's member host raises it to the driver)
 
 
 class PlantedGitFolder(GitError):

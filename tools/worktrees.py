@@ -476,13 +476,25 @@ def workspace_in(top: Path, prefix: str, branch: str) -> Path:
 
 def commit_all(path: Path, member: str, session_id: str, status: str) -> str | None:
     """Commit everything uncommitted in the worktree ``path`` as ``member``'s work in session ``session_id``
-    (which ended ``status``); the commit, or None when nothing was."""
-    git("add", "-A", cwd=path)
+    (which ended ``status``); the commit, or None when nothing was. What git cannot add (a repository the member
+    made with ``git init`` and no commit yet) is left out, and the commit's message says so: the rest is
+    committed, never lost with it."""
+    left_out: list[str] = []
+    try:
+        git("add", "-A", "--ignore-errors", cwd=path)
+    except GitError as e:  # (it added what it could)
+        left_out = re.findall(r"^error: '(.+?)' ", e.stderr, re.MULTILINE)
+        if e.returncode != 1 or not left_out:
+            raise
     if git_ok("diff", "--cached", "--quiet", cwd=path):
         return None
     subject = f"{member}: what session {session_id} changed (it ended {status})"
     trailers = f"Zero-Member: {member}\nZero-Session: {session_id}"
-    git("commit", "-q", "--no-verify", "-m", subject, "-m", trailers, cwd=path, env=identity_env(path))
+    message = ["-m", subject]
+    if left_out:
+        shown = ", ".join(left_out)
+        message += ["-m", f"Left out (git cannot add them: a repository of its own with no commit?): {shown}"]
+    git("commit", "-q", "--no-verify", *message, "-m", trailers, cwd=path, env=identity_env(path))
     return git("rev-parse", "HEAD", cwd=path)
 
 

@@ -298,6 +298,12 @@ prompt = "z"
         ("ext::sh -c 'touch /tmp/owned'", "it names a git transport helper ('::'), which Zero does not run"),
         ("--upload-pack=touch /tmp/owned", "it starts with '-' (git would read it as an option)"),
         ("gopher://example.com/p.git", "its scheme is not one of https, http, ssh, git or file"),
+        (
+            "ssh://h%24%28touch%20%2Ftmp%2Fowned%29/p.git",  # ssh's ProxyCommand %h would expand it in a shell
+            "its host is not a plain name (letters, digits, '.', '-'; a user before '@', a port after ':')",
+        ),
+        ("a@-oProxyCommand=x:p.git", "its host is not a plain name (letters, digits, '.', '-'; a user before '@')"),
+        ("host:-u", "its path starts with '-' (git would read it as an option)"),
     ],
 )
 def test_a_workspace_repository_the_nodes_could_not_clone_safely_is_refused(

@@ -5,6 +5,7 @@ what Zero made pruned."""
 from __future__ import annotations
 
 import os
+import pickle
 import shutil
 from pathlib import Path
 
@@ -309,3 +310,22 @@ def test_a_member_is_not_given_a_workspace_a_landed_link_leads_out_of_its_worktr
     run_git(repo, "branch", wt.land_branch, wt.branch_of("first"))
     with pytest.raises(ConfigError, match=rf"^src is a link in zero/a1b2c3d4/second \(to {elsewhere}\): a member"):
         wt.open("second", wt.land_branch)
+
+
+def test_a_repository_a_member_made_without_a_commit_is_left_out_and_the_rest_is_committed(repo: Path) -> None:
+    """``git init newcrate`` (``cargo new``) in a member's worktree: git cannot add it, and once that cost the
+    member every other edit too (its whole ``git add -A`` failed); now the rest is committed, and the commit
+    says what was left out. The error that did cross a Ray node's process boundary is picklable."""
+    wt = worktrees(repo)
+    tree = wt.open("worker")
+    (tree.path / "src" / "app.py").write_text("edited\n")
+    run_git(tree.path, "init", "-q", "newcrate")
+    (tree.path / "newcrate" / "main.rs").write_text("fn main() {}\n")
+    finished = wt.finish("worker", "s1", "completed")
+    assert finished.commit is not None and finished.stat.files == 1
+    assert run_git(repo, "show", f"{wt.branch_of('worker')}:src/app.py") == "edited"
+    message = run_git(repo, "log", "-1", "--format=%B", wt.branch_of("worker"))
+    assert "Left out (git cannot add them: a repository of its own with no commit?): newcrate/" in message
+    error = GitError(("add", "-A"), repo, 128, "fatal: nope")
+    copy = pickle.loads(pickle.dumps(error))
+    assert (type(copy), str(copy), copy.returncode, copy.stderr) == (GitError, str(error), 128, "fatal: nope")
