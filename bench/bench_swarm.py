@@ -36,7 +36,6 @@ use `--home /dev/shm` to compare the CPU of the code alone.
 from __future__ import annotations
 
 import argparse
-import gc
 import json
 import os
 import resource
@@ -48,6 +47,8 @@ import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+from zero.heap import settle_collector
 
 ROOT = Path(__file__).resolve().parents[1]
 CALL_SECONDS = 0.1
@@ -134,7 +135,7 @@ def zero_worker(n: int, url: str, live: bool) -> dict[str, float]:
         providers=lambda name: provider,
         prices=prices,
     )
-    gc.freeze()  # as `zero swarm run` does once the team is planned (cli.common.freeze_startup_heap)
+    settle_collector()  # as `zero swarm run` does once the team is planned (cli.common.freeze_startup_heap)
     devnull = open(os.devnull, "w")  # noqa: SIM115 - the live view draws into it
 
     async def main() -> Any:
@@ -271,7 +272,7 @@ def sdk_worker(n: int, url: str, payload: dict[str, Any], equal: bool = False) -
     """The same 3 x N calls as Zero's members make (their system prompt and tools, the tool calls
     answered with the folder's listing), written with the bare SDK as its docs show. With the
     MINIMAL payload, the lightest calls that get the same replies: a one-line prompt, no tools. ``equal``:
-    on Zero's footing, with its retries, ``gc.freeze()`` and its layout of 32 pools (a client each)."""
+    on Zero's footing, with its retries, Zero's collector settings and its layout of 32 pools (a client each)."""
     import anyio
     import openai
 
@@ -330,7 +331,7 @@ def sdk_worker(n: int, url: str, payload: dict[str, Any], equal: bool = False) -
             await client.close()
 
     if equal:
-        gc.freeze()
+        settle_collector()  # (Zero's collector settings: the same footing)
     times0, wall0 = os.times(), time.perf_counter()
     anyio.run(main)
     return {"wall": time.perf_counter() - wall0, **cpu_of(times0, os.times())}
@@ -397,7 +398,7 @@ def floor_worker(n: int, url: str, payload: dict[str, Any]) -> dict[str, float]:
         for pool in pools:
             await pool.aclose()
 
-    gc.freeze()
+    settle_collector()  # (Zero's collector settings: the same footing)
     times0, wall0 = os.times(), time.perf_counter()
     anyio.run(main)
     return {"wall": time.perf_counter() - wall0, **cpu_of(times0, os.times())}
@@ -501,8 +502,9 @@ def main() -> None:
             f"{'N':>6} {'calls':>6} | "
             + " | ".join(f"{k + ' wall':>14} {'cpu/call':>9} {'rss':>6}" for k in kinds)
             + " | zero/sdk zero/floor | load avg\n"
-            "(sdk: the bare SDK as its docs show; sdk-equal: with Zero's retries, gc.freeze() and 32 pools; floor: "
-            "Zero's requests on its HTTP stack, parsed, nothing recorded; load: 1 min, before and after)"
+            "(sdk: the bare SDK as its docs show; sdk-equal: with Zero's retries, collector settings and 32 pools; "
+            "floor: Zero's requests on its HTTP stack, parsed, nothing recorded, Zero's collector settings; load: 1 "
+            "min, before and after)"
         )
         for n in args.n or [1, 10, 50, 200]:
             calls = 3 * n

@@ -51,6 +51,7 @@ from zero.agent import (
     Usage,
 )
 from zero.errors import ConfigError, ToolError
+from zero.heap import settle_collector
 from zero.orchestrator.control import ControlGuard, Controls
 from zero.orchestrator.executor import InProcessExecutor, MemberOutcome, MemberTask
 from zero.orchestrator.ledger import BudgetGuard, Ledger, Trip, _Account
@@ -206,6 +207,7 @@ class _Writer:
     """The session store of the run, in one process on the driver's node; each request in the order it came."""
 
     def __init__(self, root: str, redactor: Callable[[str], str]):
+        settle_collector()  # (each actor is a process of Zero's own)
         self.store = FileSessionStore(Path(root), redactor=redactor)
 
     def call(self, name: str, *args: Any) -> Any:
@@ -565,6 +567,7 @@ class _Host:
     """Many members on one event loop of one node, each a node of this host's run tree."""
 
     def __init__(self, name: str, opener: ContextOpener, store: RayStore):
+        settle_collector()
         self.name = name
         self.opener = opener
         self.store = store
