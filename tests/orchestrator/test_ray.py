@@ -374,7 +374,13 @@ def test_a_budget_trip_on_one_node_stops_the_other_nodes_members_within_one_call
         ("looper", "budget_exhausted"),
     ]
     assert result["budget"]["tripped"]["limit"] == "tokens"
-    assert result["budget"]["used"]["tokens"] == result["usage"]["totalTokens"] <= 20_000
+    # The spender's one call counted 19,000 prompt tokens where its estimate said far less: the overshoot
+    # docs/TEAMS.md allows (what calls in flight used beyond what they reserved). How many looper calls were
+    # answered before that call was booked depends on the machine's load; what is exact is that every token is
+    # on the ledger once, and that no member began a call once the trip was known (below).
+    looped = sum(n == "looper" for n, _ in arrived)
+    used = result["budget"]["used"]["tokens"]
+    assert used == result["usage"]["totalTokens"] and 19_010 + 110 * (looped - 1) <= used <= 19_010 + 110 * looped
     store = sessions()
     ends = [
         datetime.fromisoformat(e.created_at)
