@@ -191,7 +191,9 @@ class NodeClones:
                 spare = clone.with_name(f"{clone.name}.{os.getpid()}.partial")
                 shutil.rmtree(spare, ignore_errors=True)
                 try:
-                    git("clone", "-q", "--bare", "--no-tags", "--", repo, str(spare), cwd=clone.parent)
+                    # (--no-local: a path is read as a URL is, never by copying its folder, whose
+                    # objects/info/alternates would have this clone read objects from wherever it names)
+                    git("clone", "-q", "--bare", "--no-local", "--no-tags", "--", repo, str(spare), cwd=clone.parent)
                 except GitError as e:
                     shutil.rmtree(spare, ignore_errors=True)
                     raise ConfigError(
