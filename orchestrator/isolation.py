@@ -193,8 +193,9 @@ class TeamWorktrees:
                 worktrees = None
         if worktrees is None:
             worktrees = Worktrees.create(take_snapshot(folder), root=root, home=home)
-        made = cls.of(plan.team, isolated, worktrees=worktrees, session_id=session_id, shell=shell, emit=emit)
-        return replace(made, repo=repo)
+        return cls.of(
+            plan.team, isolated, worktrees=worktrees, session_id=session_id, shell=shell, emit=emit, repo=repo
+        )
 
     @classmethod
     def of(
@@ -206,8 +207,10 @@ class TeamWorktrees:
         session_id: str,
         shell: ShellSettings,
         emit: Callable[[Event], None],
+        repo: str | None = None,
     ) -> TeamWorktrees:
-        """The set of ``team``'s ``isolated`` members (in dependency order) in ``worktrees``."""
+        """The set of ``team``'s ``isolated`` members (in dependency order) in ``worktrees`` (``repo``: made on
+        their nodes, from that repository)."""
         land = team.land
         checks: dict[Path, CheckResult] = {}
         check: Check | None = None
@@ -227,6 +230,7 @@ class TeamWorktrees:
             worktrees=worktrees,
             queue=queue,
             emit=emit,
+            repo=repo,
             _checks=checks,
         )
 

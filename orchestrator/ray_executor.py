@@ -295,8 +295,7 @@ class RayStore:
             raise error
 
     def create(self, meta: SessionMetadata) -> SessionMetadata:
-        result: SessionMetadata = self._call("create", meta)
-        return result
+        return self.create_all([meta])[0]
 
     def create_all(self, metas: Sequence[SessionMetadata]) -> list[SessionMetadata]:
         result: list[SessionMetadata] = self._call("create_all", list(metas))

@@ -25,7 +25,7 @@ from zero.errors import ConfigError
 from zero.tools.git import GitError, git, git_ok
 from zero.tools.worktrees import commit_all, restore_git_file, workspace_in
 
-__all__ = ["NodeClones", "NodeTree", "bundle_of", "fetch_bundle", "repository_problem"]
+__all__ = ["NodeClones", "NodeTree", "bundle_of", "fetch_bundle", "repository_problem", "tips_of"]
 
 _BRANCH = re.compile(r"^zero/[A-Za-z0-9][A-Za-z0-9_-]{0,63}/[a-z][a-z0-9-]*$")
 # A URL's [user@]host[:port], ASCII only: what reaches ssh as a host name can be nothing it reads another way

@@ -13,6 +13,8 @@ from typing import Any
 
 import pytest
 from support.cli import ZERO, lines, scripted, write_script, zero
+from support.git import git
+from support.git import repository as made_repository
 from support.sandbox import needs_sandbox
 
 from zero.sessions import short_id
@@ -20,26 +22,8 @@ from zero.sessions import short_id
 APP = "def first():\n    return 1\n\n\ndef middle():\n    return 0\n\n\ndef last():\n    return 2\n"
 
 
-def git(repo: Path, *args: str) -> str:
-    done = subprocess.run(
-        ["git", "-c", "user.name=Test", "-c", "user.email=test@localhost", *args],
-        cwd=repo,
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    return done.stdout.strip()
-
-
 def repository(tmp_path: Path, files: dict[str, str]) -> Path:
-    repo = tmp_path / "repo"
-    repo.mkdir()
-    git(repo, "init", "-q", "-b", "main")
-    for name, text in files.items():
-        (repo / name).write_text(text)
-    git(repo, "add", "-A")
-    git(repo, "commit", "-q", "-m", "start")
-    return repo
+    return made_repository(tmp_path / "repo", files)
 
 
 def turns(name: str, *calls: dict[str, Any], delay: float = 0.0) -> list[dict[str, Any]]:

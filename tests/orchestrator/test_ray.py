@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 from support.cli import ZERO, lines, scripted, write_script, zero
+from support.git import git, origin_and_clone
 from support.llm_server import LLMServer, Reply, openai_reply
 from support.running import SCRIPT as CONTROL_SCRIPT
 from support.running import TEAM as CONTROL_TEAM
@@ -565,17 +566,6 @@ def test_swarm_send_and_pause_reach_a_member_on_a_node(cluster: Cluster, tmp_pat
     ]
 
 
-def git(repo: Path, *args: str) -> str:
-    done = subprocess.run(
-        ["git", "-c", "user.name=Test", "-c", "user.email=test@localhost", *args],
-        cwd=repo,
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    return done.stdout.strip()
-
-
 REPO_TEAM = """
 name = "cloned"
 [workspace]
@@ -614,16 +604,8 @@ def test_members_on_other_machines_work_in_worktrees_their_nodes_clone_from_the_
     """``[workspace] repo``: each node clones the repository and makes its members' worktrees there (no folder
     shared with the driver); each sees the caller's tree (its local commit and uncommitted edit, which the
     repository lacks), what it did comes back through git and lands here, and nothing is pushed."""
-    seed = tmp_path / "seed"
-    seed.mkdir()
-    git(seed, "init", "-q", "-b", "main")
-    (seed / "app.py").write_text("def first():\n    return 1\n\n\ndef last():\n    return 2\n")
-    git(seed, "add", "-A")
-    git(seed, "commit", "-q", "-m", "start")
-    origin = tmp_path / "origin.git"
-    git(tmp_path, "clone", "-q", "--bare", str(seed), str(origin))
-    work = tmp_path / "work"
-    git(tmp_path, "clone", "-q", str(origin), str(work))
+    app = "def first():\n    return 1\n\n\ndef last():\n    return 2\n"
+    origin, work = origin_and_clone(tmp_path, {"app.py": app})
     (work / "local.txt").write_text("committed, not pushed\n")
     git(work, "add", "local.txt")
     git(work, "commit", "-q", "-m", "local")
@@ -674,17 +656,7 @@ resources = {{ node_a = 1 }}
 
 
 def _attack_repo(tmp_path: Path) -> tuple[Path, Path]:
-    seed = tmp_path / "seed"
-    seed.mkdir()
-    git(seed, "init", "-q", "-b", "main")
-    (seed / "app.py").write_text("x = 1\n")
-    git(seed, "add", "-A")
-    git(seed, "commit", "-q", "-m", "start")
-    origin = tmp_path / "origin.git"
-    git(tmp_path, "clone", "-q", "--bare", str(seed), str(origin))
-    work = tmp_path / "work"
-    git(tmp_path, "clone", "-q", str(origin), str(work))
-    return origin, work
+    return origin_and_clone(tmp_path, {"app.py": "x = 1\n"})
 
 
 def test_attack_a_member_cannot_plant_a_git_folder_whose_filter_runs_on_its_node(

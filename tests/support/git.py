@@ -12,7 +12,16 @@ from pathlib import Path
 
 import pytest
 
-__all__ = ["commit_all", "hermetic_git", "make_repo", "run_git", "worktree_list"]
+__all__ = [
+    "commit_all",
+    "git",
+    "hermetic_git",
+    "make_repo",
+    "origin_and_clone",
+    "repository",
+    "run_git",
+    "worktree_list",
+]
 
 
 def hermetic_git(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *, identity: bool = True) -> None:
@@ -36,6 +45,40 @@ def run_git(cwd: Path, *args: str) -> str:
     done = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True)
     assert done.returncode == 0, f"git {' '.join(args)}: {done.stderr}"
     return done.stdout.removesuffix("\n")
+
+
+def git(cwd: Path, *args: str) -> str:
+    """``git ARGS`` in ``cwd`` as a test's user (an identity of its own, whatever the machine's config): its
+    output, stripped."""
+    done = subprocess.run(
+        ["git", "-c", "user.name=Test", "-c", "user.email=test@localhost", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return done.stdout.strip()
+
+
+def repository(path: Path, files: dict[str, str]) -> Path:
+    """A repository at ``path`` with one commit (``start``, on ``main``) holding ``files``, as the test's user."""
+    path.mkdir()
+    git(path, "init", "-q", "-b", "main")
+    for name, text in files.items():
+        (path / name).write_text(text)
+    git(path, "add", "-A")
+    git(path, "commit", "-q", "-m", "start")
+    return path
+
+
+def origin_and_clone(tmp_path: Path, files: dict[str, str]) -> tuple[Path, Path]:
+    """A team's repository and a user's checkout of it: ``origin.git`` (bare, one commit on ``main`` holding
+    ``files``) and ``work``, a clone of it, in ``tmp_path``."""
+    seed = repository(tmp_path / "seed", files)
+    origin, work = tmp_path / "origin.git", tmp_path / "work"
+    git(tmp_path, "clone", "-q", "--bare", str(seed), str(origin))
+    git(tmp_path, "clone", "-q", str(origin), str(work))
+    return origin, work
 
 
 def commit_all(repo: Path, message: str) -> str:

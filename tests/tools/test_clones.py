@@ -3,39 +3,15 @@ real git repositories: the driver's bundle in, the member's work out."""
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
+
+from support.git import git, origin_and_clone
 
 from zero.tools.clones import NodeClones, NodeTree, bundle_of, fetch_bundle, tips_of
 
 
-def git(repo: Path, *args: str) -> str:
-    done = subprocess.run(
-        ["git", "-c", "user.name=Test", "-c", "user.email=test@localhost", *args],
-        cwd=repo,
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    return done.stdout.strip()
-
-
-def origin_and_checkout(tmp_path: Path) -> tuple[Path, Path]:
-    seed = tmp_path / "seed"
-    seed.mkdir()
-    git(seed, "init", "-q", "-b", "main")
-    (seed / "app.py").write_text("x = 1\n")
-    git(seed, "add", "-A")
-    git(seed, "commit", "-q", "-m", "start")
-    origin = tmp_path / "origin.git"
-    git(tmp_path, "clone", "-q", "--bare", str(seed), str(origin))
-    work = tmp_path / "work"
-    git(tmp_path, "clone", "-q", str(origin), str(work))
-    return origin, work
-
-
 def test_a_member_branch_goes_to_a_node_and_its_work_comes_back(tmp_path: Path) -> None:
-    origin, work = origin_and_checkout(tmp_path)
+    origin, work = origin_and_clone(tmp_path, {"app.py": "x = 1\n"})
     (work / "local.txt").write_text("not pushed\n")
     git(work, "add", "local.txt")
     git(work, "commit", "-q", "-m", "local")
@@ -59,7 +35,7 @@ def test_a_member_branch_goes_to_a_node_and_its_work_comes_back(tmp_path: Path) 
 def test_a_path_repository_is_cloned_as_a_url_is_never_taking_its_alternates(tmp_path: Path) -> None:
     """A repository given as a path whose ``objects/info/alternates`` names another folder: a local clone would
     copy that file and read objects from wherever it leads; the node's clone has none."""
-    origin, work = origin_and_checkout(tmp_path)
+    origin, work = origin_and_clone(tmp_path, {"app.py": "x = 1\n"})
     elsewhere = tmp_path / "elsewhere.git"
     git(tmp_path, "init", "-q", "--bare", str(elsewhere))
     (origin / "objects" / "info").mkdir(parents=True, exist_ok=True)
