@@ -113,3 +113,17 @@ def test_a_text_found_clean_is_known_clean_and_a_secret_is_masked_every_time() -
         assert r("member_20261201181427_55945bb92e0f") == "member_20261201181427_55945bb92e0f"
         assert r("token s3cr3t-value-1") == "token [REDACTED]"
         assert r("ghp_" + "a" * 36) == "[REDACTED]"
+
+
+def test_a_format_that_ignores_case_is_found_in_every_spelling_it_matches() -> None:
+    """``re.IGNORECASE`` takes the long s, the Kelvin sign and the dotless i for s, k and i: a trigger is looked
+    for in text folded the same way, so a (?i) format is never skipped where it would match."""
+    redact, tried = Redactor({}), 0
+    for sample in TOKENS.values():
+        for plain, odd in {"s": "\u017f", "k": "\u212a", "i": "\u0131"}.items():
+            token = sample.replace(plain, odd, 1)
+            for fmt in FORMATS if token != sample else ():
+                if match := fmt.pattern.search(token):
+                    tried += 1
+                    assert match.group(fmt.group) not in redact(token), (fmt.name, token)
+    assert tried >= 5
