@@ -170,7 +170,9 @@ def zero_worker(n: int, url: str, live: bool) -> dict[str, float]:
         for t in builtin_tools()
         if t.name in registry.specialists["explorer"].tools
     ]
-    (Path(tmp) / "payload.json").write_text(json.dumps({"system": first.content, "tools": tools}))
+    pool = provider._new_pool()  # the headers its calls send
+    headers = {k: v for k, v in pool.headers.items() if k.lower() not in ("accept-encoding", "connection")}
+    (Path(tmp) / "payload.json").write_text(json.dumps({"system": first.content, "tools": tools, "headers": headers}))
     return {"wall": wall, **cpu_of(times0, times), "sessions": events}
 
 
@@ -338,7 +340,7 @@ def sdk_worker(n: int, url: str, payload: dict[str, Any], equal: bool = False) -
 
 
 def floor_worker(n: int, url: str, payload: dict[str, Any]) -> dict[str, float]:
-    """The HTTP floor: the same 3 x N calls with Zero's request bodies (its messages as its adapter writes
+    """The HTTP floor: the same 3 x N calls with Zero's requests (its headers, its messages as its adapter writes
     them, its tools, its stream options and output cap) on the HTTP stack Zero uses (httpx2 on anyio, 32
     pools, each agent's calls in one), the SSE lines parsed with ``json.loads`` and nothing else: no
     session, no events, no redaction. What the server's bytes cost, and the bar Zero is held to."""
@@ -349,7 +351,7 @@ def floor_worker(n: int, url: str, payload: dict[str, Any]) -> dict[str, float]:
     (ws / "src").mkdir(parents=True)
     (ws / "README.md").write_text("# bench\n")
     tools = payload["tools"]
-    headers = {"Authorization": "Bearer sk-bench", "Accept": "text/event-stream", "Content-Type": "application/json"}
+    headers = payload.get("headers") or {"Authorization": "Bearer sk-bench", "Accept": "text/event-stream"}
     timeout = httpx2.Timeout(600.0, connect=5.0)
     limits = httpx2.Limits(max_connections=250, max_keepalive_connections=100)
     pools = [httpx2.AsyncClient(base_url=url, headers=headers, timeout=timeout, limits=limits) for _ in range(32)]

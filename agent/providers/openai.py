@@ -93,7 +93,13 @@ class OpenAIProvider:
         # Several pools, each agent's calls in one: a pool looks at all of its connections for every
         # request, which at a thousand agents in one pool costs more than the rest of the call. Each is
         # made when first used (a run of one agent makes one).
-        headers = {k: v for k, v in self._client.default_headers.items() if isinstance(v, str)}
+        # Not the SDK's X-Stainless-* headers: they tell OpenAI which SDK made the call (its version, OS, runtime,
+        # "async:false"), and these calls are not the SDK's; seven headers fewer to build and validate a call.
+        headers = {
+            k: v
+            for k, v in self._client.default_headers.items()
+            if isinstance(v, str) and not k.lower().startswith("x-stainless-")
+        }
         self._new_pool = functools.partial(
             httpx2.AsyncClient,
             base_url=str(self._client.base_url),

@@ -29,6 +29,23 @@ async def collect(provider: OpenAIProvider, request: ModelRequest = REQUEST) -> 
     return [e async for e in provider.stream(request)]
 
 
+async def test_a_streamed_call_sends_the_keys_and_organisation_not_the_sdks_own_headers(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("OPENAI_ORG_ID", "org-bench")
+    monkeypatch.setenv("OPENAI_PROJECT_ID", "proj-bench")
+    with LLMServer() as server:
+        server.enqueue(openai_reply("Hi."))
+        provider = OpenAIProvider(api_key="sk-test", base_url=server.url + "/v1")
+        await collect(provider)
+        await provider.aclose()
+        headers = server.requests[0]["_headers"]
+    assert headers["authorization"] == "Bearer sk-test" and headers["accept"] == "text/event-stream"
+    assert headers["openai-organization"] == "org-bench" and headers["openai-project"] == "proj-bench"
+    assert headers["user-agent"].startswith("AsyncOpenAI/Python")
+    assert not [k for k in headers if k.startswith("x-stainless")]  # the SDK's telemetry: not the SDK's call
+
+
 async def test_text_tool_arguments_and_usage_arrive_as_zero_events() -> None:
     with LLMServer() as server:
         server.enqueue(
