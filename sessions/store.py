@@ -176,7 +176,7 @@ class FileSessionStore:
     def create_all(self, metas: Sequence[SessionMetadata]) -> list[SessionMetadata]:
         requests = []
         for meta in metas:
-            self.path(meta.session_id)
+            validate_session_id(meta.session_id)
             made = copy_metadata(meta)
             made.title = self._redact(made.title)  # (a prompt or a goal: a secret in it never reaches the list)
             requests.append(Request(kind="create", session_id=meta.session_id, meta=made, write_meta=True))
@@ -185,7 +185,7 @@ class FileSessionStore:
         return [meta for meta in made_all if meta is not None]
 
     def append(self, session_id: str, events: Sequence[Event]) -> SessionMetadata:
-        self.path(session_id)
+        validate_session_id(session_id)
         return self._result(
             Request(kind="append", session_id=session_id, events=list(events), created=now_iso(), write_meta=True)
         )
@@ -202,7 +202,7 @@ class FileSessionStore:
         next ``submit`` to that session or the next ``flush``. The metadata follows within
         ``metadata_interval``, or with the batch itself if ``final`` (a run's last batch).
         """
-        self.path(session_id)
+        validate_session_id(session_id)  # (no Path made: a submit is on every event's way)
         self._writer.put(
             Request(kind="append", session_id=session_id, events=list(events), created=now_iso(), write_meta=final)
         )
