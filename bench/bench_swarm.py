@@ -69,7 +69,11 @@ def serve() -> None:
     sys.path.insert(0, str(ROOT / "tests"))
     from support.llm_server import LLMServer, Reply, openai_reply
 
+    first: list[float] = []  # when the first request since the parent last asked came (time.time())
+
     def respond(request: dict[str, Any]) -> Reply:
+        if not first:
+            first.append(time.time())
         done = sum(m["role"] == "assistant" for m in request["messages"])
         if done < 2:
             reply = openai_reply(
@@ -82,7 +86,9 @@ def serve() -> None:
 
     with LLMServer(respond) as server:
         print(server.url, flush=True)
-        sys.stdin.read()  # serve until the parent closes our stdin
+        for _ in sys.stdin:  # the parent asks after each run (and closes our stdin when it is done)
+            print(first[0] if first else "nan", flush=True)
+            first.clear()
 
 
 # -- the two workers (each in a fresh process) --------------------------------------
@@ -443,10 +449,25 @@ def measure(
         args += ["--ray-address", address]
     if kind not in ("zero", "ray") and not minimal:
         args += ["--payload", str(next(Path(scratch).glob("*/payload.json")))]
+    first_request()  # (forget any request before this run's)
+    spawned = time.time()
     done = subprocess.run(args, capture_output=True, text=True, env={**os.environ, "ZERO_HOME": home})
     if done.returncode != 0:
         sys.exit(f"the {kind} run at N={n} failed:\n{done.stderr[-3000:]}")
-    return json.loads(done.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
+    result: dict[str, float] = json.loads(done.stdout.strip().splitlines()[-1])
+    result["first_request"] = first_request() - spawned  # from spawning the process to its first request
+    return result
+
+
+_server: subprocess.Popen[str] | None = None  # the bench server (see main)
+
+
+def first_request() -> float:
+    """When the server took the first request since it was last asked (time.time())."""
+    assert _server is not None and _server.stdin is not None and _server.stdout is not None
+    _server.stdin.write("first\n")
+    _server.stdin.flush()
+    return float(_server.stdout.readline())
 
 
 def median_of(runs: list[dict[str, float]]) -> dict[str, float]:
@@ -478,7 +499,8 @@ def main() -> None:
         return serve()
     if args.worker:
         return worker(args.worker, args.n[0], args.url, args.live, args.payload, args.ray_address)
-    server = subprocess.Popen(
+    global _server
+    server = _server = subprocess.Popen(
         [sys.executable, __file__, "--serve"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
     )
     assert server.stdout is not None
@@ -502,12 +524,13 @@ def main() -> None:
         kinds = ("zero", "sdk", "sdk-equal", "floor")
         print(
             f"{'N':>6} {'calls':>6} | "
-            + " | ".join(f"{k + ' wall':>14} {'cpu/call':>9} {'rss':>6}" for k in kinds)
+            + " | ".join(f"{k + ' wall':>14} {'cpu/call':>9} {'rss':>6} {'1st req':>7}" for k in kinds)
             + " | zero/sdk zero/floor | load avg\n"
             "(sdk: the bare SDK as its docs show; sdk-equal: with Zero's retries, collector settings and 32 pools; "
             "floor: Zero's requests on its HTTP stack, parsed, nothing recorded, Zero's collector settings; load: 1 "
-            "min, before and after)"
+            "min, before and after; 1st req: from spawning the process to its first request reaching the server)"
         )
+        rss: dict[int, dict[str, float]] = {}
         for n in args.n or [1, 10, 50, 200]:
             calls = 3 * n
             load = os.getloadavg()[0]
@@ -517,11 +540,21 @@ def main() -> None:
                     runs[kind].append(measure(kind, n, url, scratch, minimal=args.minimal_baseline))
             med = {k: median_of(v) for k, v in runs.items()}
             cpu = {k: med[k]["cpu"] / calls * 1000 for k in kinds}
-            cells = " | ".join(f"{med[k]['wall']:13.2f}s {cpu[k]:7.2f}ms {med[k]['rss_mb']:4.0f}MB" for k in kinds)
+            rss[n] = {k: med[k]["rss_mb"] for k in kinds}
+            cells = " | ".join(
+                f"{med[k]['wall']:13.2f}s {cpu[k]:7.2f}ms {med[k]['rss_mb']:4.0f}MB {med[k]['first_request']:6.2f}s"
+                for k in kinds
+            )
             print(
                 f"{n:>6} {calls:>6} | {cells} | {cpu['zero'] / cpu['sdk']:7.2f}x {cpu['zero'] / cpu['floor']:9.2f}x | "
                 f"{load:.2f} -> {os.getloadavg()[0]:.2f}",
                 flush=True,
+            )
+        if len(rss) > 1:
+            low, high = min(rss), max(rss)
+            print(
+                f"RSS per extra agent, N={low} to N={high}: "
+                + ", ".join(f"{k} {(rss[high][k] - rss[low][k]) * 1024 / (high - low):.0f} KB" for k in kinds)
             )
     finally:
         server.stdin.close()  # type: ignore[union-attr]
