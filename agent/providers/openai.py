@@ -1,21 +1,21 @@
 """OpenAI Chat Completions adapter; with a base URL, any OpenAI-compatible server.
 
-The ``openai`` SDK is imported here only, and its types and exceptions stay here.
+The ``openai`` SDK is imported here only (and only for an unstreamed call), and its types and exceptions stay here.
 """
 
 from __future__ import annotations
 
 import functools
 import json
+import os
 import secrets
 from collections.abc import AsyncIterator, Iterator
 from typing import Any, Literal
 
 import anyio
 import httpx2
-import openai
 
-from zero import errors
+from zero import __version__, errors
 from zero.agent.governor import RateLimits, limits_from_headers
 from zero.agent.messages import Message, ModelRequest, ToolCall, Usage
 from zero.agent.provider import ToolCallAssembler
@@ -72,43 +72,35 @@ class OpenAIProvider:
     ):
         self.name = name
         self._timeout = timeout = httpx2.Timeout(read_timeout, connect=connect_timeout)
-        tls = httpx2.create_ssl_context()  # one for every client here: each load of the CA bundle takes ~15 ms
-        self._client = openai.AsyncOpenAI(
-            api_key=api_key or "not-needed",
-            base_url=base_url,
-            max_retries=0,
-            timeout=timeout,
-            http_client=openai.DefaultAsyncHttpxClient(timeout=timeout, verify=tls),
-        )
+        self._tls = httpx2.create_ssl_context()  # one for every client here: each load of the CA bundle takes ~15 ms
+        self._key = api_key or "not-needed"
+        self._base_url = base_url
+        base = base_url or os.environ.get("OPENAI_BASE_URL") or "https://api.openai.com/v1"  # (as the SDK finds it)
+        self._base = base if base.endswith("/") else base + "/"
         # The official API renamed `max_tokens`; local servers (Ollama, vLLM, LM Studio) know the old name.
         self._official = base_url is None or "api.openai.com" in base_url
         self._tools: dict[str, tuple[ToolChoice, bool]] = {}  # model -> how tools are offered
         self._default = (tool_choice, stream_tools)
         self._text_calls = not self._official if text_tool_calls is None else text_tool_calls
         self._wrote_calls: set[str] = set()  # models seen writing their tool calls as text
-        self._url = str(self._client.base_url).rstrip("/")  # as config.toml's [servers."URL"] names it
-        # Streamed calls go straight through an HTTP client with the SDK's base URL, headers and auth:
-        # the SDK's request building (options models, transforms, header merging) costs more CPU a call
-        # than the rest of Zero's work on it (bench/bench_swarm.py). Errors map the same way.
+        self._url = self._base.rstrip("/")  # as config.toml's [servers."URL"] names it
+        # Streamed calls go straight through an HTTP client, with the headers the SDK would send: its request
+        # building (options models, transforms, header merging) costs more CPU a call than the rest of Zero's work
+        # on it (bench/bench_swarm.py), and importing it a fifth of a second of start-up; errors map the same way.
+        # The SDK is the unstreamed fallback's alone (``_completion``).
         # Several pools, each agent's calls in one: a pool looks at all of its connections for every
         # request, which at a thousand agents in one pool costs more than the rest of the call. Each is
         # made when first used (a run of one agent makes one).
-        # Not the SDK's X-Stainless-* headers: they tell OpenAI which SDK made the call (its version, OS, runtime,
-        # "async:false"), and these calls are not the SDK's; seven headers fewer to build and validate a call.
-        headers = {
-            k: v
-            for k, v in self._client.default_headers.items()
-            if isinstance(v, str) and not k.lower().startswith("x-stainless-")
-        }
         self._new_pool = functools.partial(
             httpx2.AsyncClient,
-            base_url=str(self._client.base_url),
-            headers={**headers, **self._client.auth_headers, "Accept": "text/event-stream"},
+            base_url=self._base,
+            headers=_headers(self._key),
             timeout=timeout,
-            verify=tls,
+            verify=self._tls,
             limits=httpx2.Limits(max_connections=250, max_keepalive_connections=100),
         )
         self._pools: dict[int, httpx2.AsyncClient] = {}
+        self._client: Any = None  # the SDK's, made for the first unstreamed call
         # The calls under way, at most one connection each: a fan-out of thousands that connected at once would
         # overflow the server's queue of connections not yet taken (a SYN dropped, retried a second later, the
         # connect timing out). The rest wait here, before their connect timeout starts.
@@ -117,7 +109,30 @@ class OpenAIProvider:
     async def aclose(self) -> None:
         for pool in self._pools.values():
             await pool.aclose()
-        await self._client.close()
+        if self._client is not None:
+            await self._client.close()
+
+    async def _completion(self, body: dict[str, Any]) -> Any:
+        """An unstreamed chat completion, through the SDK (imported for it), its errors made Zero's."""
+        import openai
+
+        if self._client is None:
+            self._client = openai.AsyncOpenAI(
+                api_key=self._key,
+                base_url=self._base_url,
+                max_retries=0,
+                timeout=self._timeout,
+                http_client=openai.DefaultAsyncHttpxClient(timeout=self._timeout, verify=self._tls),
+            )
+        try:
+            async with self._calls:
+                return await self._client.chat.completions.create(model=body["model"], messages=[], extra_body=body)
+        except openai.APIStatusError as e:
+            raise body_error(self.name, e.status_code, e.body, e.message, e.response.headers) from e
+        except openai.APIConnectionError as e:  # timeouts among them
+            raise transport_error(self.name, self._base, e, started=False, timeouts=self._timeout) from e
+        except openai.OpenAIError as e:
+            raise errors.ProviderError(f"{self.name} API error: {e}") from e
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
         choice, streamed = self._tools.get(request.model, self._default) if request.tools else ("auto", True)
@@ -189,18 +204,10 @@ class OpenAIProvider:
                         started = True
                         yield event
             else:
-                async with self._calls:
-                    completion = await self._client.chat.completions.create(
-                        model=request.model, messages=[], extra_body=body
-                    )
-                for event in self._unstreamed(completion, request):
+                for event in self._unstreamed(await self._completion(body), request):
                     yield event
-        except openai.APIStatusError as e:
-            raise body_error(self.name, e.status_code, e.body, e.message, e.response.headers) from e
-        except (openai.APIConnectionError, httpx2.TransportError) as e:  # timeouts among them
-            raise transport_error(self.name, self._client.base_url, e, started=started, timeouts=self._timeout) from e
-        except openai.OpenAIError as e:
-            raise errors.ProviderError(f"{self.name} API error: {e}") from e
+        except httpx2.TransportError as e:  # timeouts among them
+            raise transport_error(self.name, self._base, e, started=started, timeouts=self._timeout) from e
         except (ValueError, RecursionError) as e:  # a line of the stream that is not JSON (or nested past reading)
             raise errors.StreamDroppedError(f"the {self.name} server sent a malformed stream: {e}") from e
 
@@ -365,3 +372,18 @@ def _message(m: Message) -> dict[str, Any]:
             ],
         }
     return {"role": m.role, "content": m.content}
+
+
+def _headers(api_key: str) -> dict[str, str]:
+    """The headers of a streamed call: what the SDK sends, read from the same variables (``OPENAI_ORG_ID``,
+    ``OPENAI_PROJECT_ID``, ``OPENAI_CUSTOM_HEADERS``: a ``Name: value`` a line), but its X-Stainless-* headers,
+    which tell OpenAI which SDK made a call (version, OS, runtime): these calls are not the SDK's."""
+    headers = {"Content-Type": "application/json", "User-Agent": f"zero/{__version__}"}
+    for name, variable in (("OpenAI-Organization", "OPENAI_ORG_ID"), ("OpenAI-Project", "OPENAI_PROJECT_ID")):
+        if value := os.environ.get(variable):
+            headers[name] = value
+    for line in os.environ.get("OPENAI_CUSTOM_HEADERS", "").split("\n"):
+        name, colon, value = line.partition(":")
+        if colon and name.strip():
+            headers[name.strip()] = value.strip()
+    return {**headers, "Authorization": f"Bearer {api_key}", "Accept": "text/event-stream"}

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -34,6 +36,7 @@ async def test_a_streamed_call_sends_the_keys_and_organisation_not_the_sdks_own_
 ) -> None:
     monkeypatch.setenv("OPENAI_ORG_ID", "org-bench")
     monkeypatch.setenv("OPENAI_PROJECT_ID", "proj-bench")
+    monkeypatch.setenv("OPENAI_CUSTOM_HEADERS", "X-Gateway: team-a\nX-Trace: 1")
     with LLMServer() as server:
         server.enqueue(openai_reply("Hi."))
         provider = OpenAIProvider(api_key="sk-test", base_url=server.url + "/v1")
@@ -42,8 +45,35 @@ async def test_a_streamed_call_sends_the_keys_and_organisation_not_the_sdks_own_
         headers = server.requests[0]["_headers"]
     assert headers["authorization"] == "Bearer sk-test" and headers["accept"] == "text/event-stream"
     assert headers["openai-organization"] == "org-bench" and headers["openai-project"] == "proj-bench"
-    assert headers["user-agent"].startswith("AsyncOpenAI/Python")
+    assert headers["x-gateway"] == "team-a" and headers["x-trace"] == "1"
+    assert headers["user-agent"].startswith("zero/") and headers["content-type"] == "application/json"
     assert not [k for k in headers if k.startswith("x-stainless")]  # the SDK's telemetry: not the SDK's call
+
+
+STREAMED_CALL = """
+import sys, anyio
+from zero.agent import Message, ModelRequest
+from zero.agent.providers.openai import OpenAIProvider
+
+async def main():
+    provider = OpenAIProvider(api_key="sk-test", base_url=sys.argv[1])
+    request = ModelRequest(model="m", messages=(Message(role="user", content="hi"),))
+    text = "".join([e.text async for e in provider.stream(request) if e.kind == "text"])
+    await provider.aclose()
+    print(text, "openai" in sys.modules)
+
+anyio.run(main)
+"""
+
+
+def test_a_streamed_call_never_imports_the_sdk() -> None:
+    """Importing ``openai`` takes a fifth of a second of start-up; only an unstreamed call needs it."""
+    with LLMServer() as server:
+        server.enqueue(openai_reply("Hi."))
+        done = subprocess.run(
+            [sys.executable, "-c", STREAMED_CALL, server.url + "/v1"], capture_output=True, text=True, check=True
+        )
+    assert done.stdout.split() == ["Hi.", "False"]
 
 
 async def test_text_tool_arguments_and_usage_arrive_as_zero_events() -> None:
