@@ -157,6 +157,9 @@ def build_plan(
         seen.add(m.name)
         graph.add_node(m.name)
     names = [m.name for m in team.members]
+    position: dict[str, int] = {}  # each name's first index (names.index is a walk: N of them took seconds)
+    for i, name in enumerate(names):
+        position.setdefault(name, i)
     for i, m in enumerate(team.members):
         for dep in m.depends_on:
             if dep not in seen:
@@ -191,10 +194,10 @@ def build_plan(
             except ValueError as e:
                 problem(i, "owns", str(e))
     for found in nx.simple_cycles(graph):
-        first = min(range(len(found)), key=lambda i: names.index(found[i]))
+        first = min(range(len(found)), key=lambda i: position[found[i]])
         cycle = found[first:] + found[:first]  # start at the member declared first
         path_text = " -> ".join([*cycle, cycle[0]])
-        problem(names.index(cycle[0]), "name", f"dependency cycle: {path_text}")
+        problem(position[cycle[0]], "name", f"dependency cycle: {path_text}")
     default_schema = None
     if team.defaults.output_schema is not None:
         try:
@@ -214,7 +217,7 @@ def build_plan(
     members: dict[str, MemberPlan] = {}
     if not problems:
         git_ok = _in_git(workspace) is None
-        waves = [sorted(w, key=names.index) for w in nx.topological_generations(graph)]
+        waves = [sorted(w, key=position.__getitem__) for w in nx.topological_generations(graph)]
         wave_of = {n: i for i, wave in enumerate(waves) for n in wave}
         for m in team.members:
             spec = registry.specialists[m.specialist]
@@ -224,7 +227,7 @@ def build_plan(
             mode, narrowed = within(permission_mode, asked, f"member {m.name!r}")
             isolation, why_not = _isolation(m, team, spec, workspace, git_ok)
             if why_not is not None:
-                problem(names.index(m.name), "isolation", why_not)
+                problem(position[m.name], "isolation", why_not)
             plan = MemberPlan(
                 spec=m,
                 isolation=isolation,
@@ -242,7 +245,7 @@ def build_plan(
                 node_labels=dict(m.node_labels if m.node_labels is not None else team.defaults.node_labels or {}),
             )
             members[m.name] = plan
-            index = names.index(m.name)
+            index = position[m.name]
             if limits.cost_usd is not None and prices.price(member_model) is None:
                 problem(
                     index,
@@ -335,11 +338,12 @@ def _overlaps(members: dict[str, MemberPlan], graph: nx.DiGraph[str]) -> tuple[O
     after an earlier one whose owns overlap its own) never close a cycle with ``depends_on``."""
     import networkx as nx
 
-    names = list(members)
-    order = list(nx.lexicographical_topological_sort(graph, key=names.index))
+    position = {name: i for i, name in enumerate(members)}
+    order = list(nx.lexicographical_topological_sort(graph, key=position.__getitem__))
+    owning = [name for name in order if members[name].owns is not None]  # (only they can overlap: N^2 pairs else)
     found = []
-    for i, first in enumerate(order):
-        for then in order[i + 1 :]:
+    for i, first in enumerate(owning):
+        for then in owning[i + 1 :]:
             a, b = members[first].owns, members[then].owns
             if a is None or b is None or not (globs := a.overlaps(b)):
                 continue
