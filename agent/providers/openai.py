@@ -190,19 +190,20 @@ class OpenAIProvider:
                 # costs more than everything else Zero does with it (bench/bench_stream.py).
                 index = hash(request.metadata.get("session_id", "")) % POOLS
                 pool = self._pools.get(index) or self._pools.setdefault(index, self._new_pool())
-                post = pool.stream("POST", "chat/completions", content=json.dumps(body).encode())
-                async with self._calls, post as response:
-                    if response.status_code >= 400:
-                        raw = await response.aread()
-                        try:
-                            response.raise_for_status()
-                        except httpx2.HTTPStatusError as e:
-                            raise _wire_error(self.name, response.status_code, raw, response.headers) from e
-                    # (always: it tells the rate governor the server took the call, stating limits or not)
-                    yield LimitsReport(limits_from_headers(response.headers) or RateLimits())
-                    async for event in self._events(response.aiter_lines(), request):
-                        started = True
-                        yield event
+                async with self._calls:  # (encoded once its turn comes: a call waiting here holds no bytes of it)
+                    post = pool.stream("POST", "chat/completions", content=json.dumps(body).encode())
+                    async with post as response:
+                        if response.status_code >= 400:
+                            raw = await response.aread()
+                            try:
+                                response.raise_for_status()
+                            except httpx2.HTTPStatusError as e:
+                                raise _wire_error(self.name, response.status_code, raw, response.headers) from e
+                        # (always: it tells the rate governor the server took the call, stating limits or not)
+                        yield LimitsReport(limits_from_headers(response.headers) or RateLimits())
+                        async for event in self._events(response.aiter_lines(), request):
+                            started = True
+                            yield event
             else:
                 for event in self._unstreamed(await self._completion(body), request):
                     yield event
