@@ -56,7 +56,11 @@ class LLMServer:
 
             def do_POST(self) -> None:
                 length = int(self.headers.get("content-length", 0))
-                request = json.loads(self.rfile.read(length) or b"{}")
+                body = self.rfile.read(length)
+                if len(body) < length:  # the client went away mid-request (a process killed): not a request
+                    self.close_connection = True
+                    return
+                request = json.loads(body or b"{}")
                 request["_path"] = self.path
                 request["_headers"] = {k.lower(): v for k, v in self.headers.items()}
                 with server._lock:
