@@ -199,13 +199,17 @@ def _trie(words: Iterable[str]) -> str:
 _ANY_TRIGGER = re.compile(_trie(sorted({t.lower() for fmt in FORMATS for t in fmt.triggers})))
 # The characters besides a letter's own cases that ``re.IGNORECASE`` takes for an ASCII letter (the (?i) formats
 # match them): dotted and dotless I, the long s, the Kelvin sign.
-_FOLDS = str.maketrans({"\u0130": "i", "\u0131": "i", "\u017f": "s", "\u212a": "k"})
+_FOLDS = (("\u0130", "i"), ("\u0131", "i"), ("\u017f", "s"), ("\u212a", "k"))
 
 
 def _fold(text: str) -> str:
     """``text`` lowercased, with every character ``re.IGNORECASE`` matches to an ASCII letter made that letter: a
     trigger is found in it wherever a (?i) format could match."""
-    return text.lower() if text.isascii() else text.translate(_FOLDS).lower()
+    if not text.isascii():
+        for odd, letter in _FOLDS:  # (four searches: str.translate looks up every character)
+            if odd in text:
+                text = text.replace(odd, letter)
+    return text.lower()
 
 
 _CLEAN_LENGTH, _CLEAN_KEPT = 200, 8192  # the texts kept as clean: how long at most, how many at most
@@ -388,12 +392,16 @@ class StreamRedactor:
         is judged unsafe from then on (``_checked``)."""
         seen = self._context + text  # (the end of the text let through, then ``text``)
         base, end = len(self._context), len(text)
+        # Folded once, from the reach of the first space still to judge: each space's window is a slice of it (a
+        # fold keeps every character's place).
+        start = max(0, base + self._checked - _OPENER_REACH)
+        folded = _fold(seen[start:])
         begin = text.rfind("-----BEGIN")
         for cut in reversed([m.start() for m in _WHITESPACE.finditer(text, self._checked)]):
             if cut >= end:  # inside a key block (below)
                 continue
             stop = base + cut + 1  # the cut, in ``seen``
-            if _OPENER_BACKWARDS.match(_fold(seen[max(0, stop - _OPENER_REACH) : stop])[::-1]) or any(
+            if _OPENER_BACKWARDS.match(folded[max(0, stop - _OPENER_REACH - start) : stop - start][::-1]) or any(
                 v.startswith(seen[max(0, stop - k) : stop]) for v in self._spaced for k in range(1, len(v))
             ):
                 continue
