@@ -74,7 +74,6 @@ class OpenAIProvider:
         self._timeout = timeout = httpx2.Timeout(read_timeout, connect=connect_timeout)
         self._tls = httpx2.create_ssl_context()  # one for every client here: each load of the CA bundle takes ~15 ms
         self._key = api_key or "not-needed"
-        self._base_url = base_url
         base = base_url or os.environ.get("OPENAI_BASE_URL") or "https://api.openai.com/v1"  # (as the SDK finds it)
         self._base = base if base.endswith("/") else base + "/"
         # The official API renamed `max_tokens`; local servers (Ollama, vLLM, LM Studio) know the old name.
@@ -119,7 +118,7 @@ class OpenAIProvider:
         if self._client is None:
             self._client = openai.AsyncOpenAI(
                 api_key=self._key,
-                base_url=self._base_url,
+                base_url=self._base,
                 max_retries=0,
                 timeout=self._timeout,
                 http_client=openai.DefaultAsyncHttpxClient(timeout=self._timeout, verify=self._tls),
