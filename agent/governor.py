@@ -153,6 +153,7 @@ class Slot:
     taken: dict[str, float]
     estimate: int = 0  # its prompt's estimated tokens, unscaled
     accepted: bool = False
+    number: int = 0  # the order it went in
 
 
 @dataclass(slots=True, eq=False)
@@ -181,6 +182,7 @@ class RateGovernor:
         self._credit = 0.0  # slow start's half calls
         self.scale = 1.0  # what the server counts of a prompt, over its estimate (a moving average)
         self.running = 0
+        self.sent = 0  # calls that went, ever (a slot's number)
         self.accepted = 0  # of those running, the calls the server took
         self.clean = 0  # calls that went through since the limit last moved
         self.refusals = 0  # times the server said no since the limit last rose past where it did
@@ -249,7 +251,8 @@ class RateGovernor:
         for kind, amount in taken.items():
             self.buckets[kind].level -= amount
         self.running += 1
-        slot = Slot(taken=taken, estimate=prompt_tokens)
+        self.sent += 1
+        slot = Slot(taken=taken, estimate=prompt_tokens, number=self.sent)
         self._unanswered.add(slot)
         return slot
 
@@ -297,12 +300,17 @@ class RateGovernor:
                     self.limit, self._credit = self.limit + 1, self._credit - 1
                     self._wake()
 
-    def limited(self, retry_after: float | None) -> float:
-        """The server said no (429, 529, overloaded): from now on at most as many calls as it holds now may be
-        under way, and the key cools down for ``retry_after`` seconds (else a backoff that doubles, to 60 s).
-        The cooldown, in seconds."""
+    def limited(self, retry_after: float | None, slot: Slot | None = None) -> float:
+        """The server said no (429, 529, overloaded) to ``slot``'s call (not released yet): from now on at most as
+        many calls as it holds now may be under way, and the key cools down for ``retry_after`` seconds (else a
+        backoff that doubles, to 60 s). The cooldown, in seconds.
+
+        It holds the calls whose answers began and those sent before the refused one whose answers have not
+        been read yet (a busy loop reads a quick 429 before the answers that came ahead of it; should the
+        server have refused one of those too, its own refusal lowers the limit again)."""
         self.penalties += 1
-        held = max(1, self.accepted)
+        ahead = 0 if slot is None else sum(1 for other in self._unanswered if other.number < slot.number)
+        held = max(1, self.accepted + ahead)
         if self.limit is not None and not self.learning and held >= self.limit - 1:
             self.refusals += 1  # no again where it said no before: probe above it less often
         elif self.limit is not None and held < self.limit - 1:

@@ -669,15 +669,16 @@ class AgentRun:
             except ProviderError as e:
                 self._flush(text, reasoning)
                 if governor is not None and slot is not None:
+                    governable = isinstance(e, RateLimitError | OverloadedError) and e.retryable
+                    governable = governable and bool(self.config.retry.retries) and governed < GOVERNED
+                    wait = governor.limited(e.retry_after, slot) if governable else 0.0  # (while it is under way)
                     governor.release(slot, None)
                     slot = None
-                    governable = isinstance(e, RateLimitError | OverloadedError) and e.retryable
-                    if governable and self.config.retry.retries and governed < GOVERNED:
+                    if governable:
                         # The key is cooled down and fewer calls go at once: this call waits its turn again
                         # (acquire says so), which is not a retry and spends none of them.
                         governed += 1
                         attempt -= 1
-                        wait = governor.limited(e.retry_after)
                         message = self.config.redactor(str(e))
                         self.emit(
                             RateLimitWait(session_id=self.session_id, reason=message, wait_seconds=round(wait, 1))

@@ -125,6 +125,19 @@ async def test_a_limit_no_header_states_costs_a_few_refusals_not_one_a_round(wor
     assert not [e for log in logs for e in log if e.kind == "retry"]
 
 
+async def test_a_refusal_read_before_the_answers_ahead_of_it_counts_them_as_held() -> None:
+    # A busy loop reads a quick 429 before the answers the server began ahead of it: the limit is what the server
+    # held (the CI run that read one answer of four learned a limit of 1), and a refusal of one of those lowers it.
+    governor = RateGovernor("openai/gpt-4.1-mini")
+    first, second, third, refused = [await governor.acquire(10, 10, lambda why, seconds: None) for _ in range(4)]
+    governor.accept(first, limits_from_headers({"x-ratelimit-limit-tokens": "1000000"}))
+    governor.limited(0.0, refused)
+    assert governor.limit == 3  # the one that answered and the two sent before the refused one
+    governor.release(refused, None)
+    governor.limited(0.0, third)
+    assert governor.limit == 2
+
+
 async def test_a_server_that_states_no_limits_gets_every_call_once_it_first_answers(workspace: Path) -> None:
     governor = RateGovernor("openai/gpt-4.1-mini")
     with LLMServer(lambda request: openai_reply("done", usage=(10, 2))) as server:
