@@ -13,6 +13,7 @@ and spaces (``hides_syntax`` says whether a text's secrets held any, for an appr
 from __future__ import annotations
 
 import base64
+import bisect
 import itertools
 import os
 import re
@@ -86,13 +87,24 @@ def _mixed(value: str) -> bool:
 
 
 _PEM_BODY = r"[A-Za-z0-9+/=\s:,.\\-]"  # what the body of a PEM block holds (also JSON-encoded: \n)
-_SEP = r"""\\?["']?\s*[:=]\s*\\?["']?"""  # also inside JSON-encoded text: key\": \"value
+# Also inside JSON-encoded text (key\": \"value). Each run of spaces is bounded, so that a stream knows how far
+# back an opener can start (``_OPENER_REACH``): 32 is wider than any alignment of a config file's columns.
+_SEP = r"""\\?["']?\s{0,32}[:=]\s{0,32}\\?["']?"""
 FORMATS: tuple[_Format, ...] = (
     _f("openai and anthropic", r"sk-[A-Za-z0-9_-]{20,}", "sk-"),
     _f("stripe", r"\b[rs]k_(?:live|test)_[A-Za-z0-9]{16,}", "_live_", "_test_"),
     _f("github", r"\bgh[pousr]_[A-Za-z0-9]{30,}", "ghp_", "gho_", "ghu_", "ghs_", "ghr_"),
     _f("github fine-grained", r"github_pat_[A-Za-z0-9_]{22,}", "github_pat_"),
-    _f("gitlab", r"\bgl(?:pat|dt|rt|ptt|cbt|soat)-[A-Za-z0-9_-]{20,}", "glpat-", "gldt-", "glrt-", "glptt-", "glcbt-"),
+    _f(
+        "gitlab",
+        r"\bgl(?:pat|dt|rt|ptt|cbt|soat)-[A-Za-z0-9_-]{20,}",
+        "glpat-",
+        "gldt-",
+        "glrt-",
+        "glptt-",
+        "glcbt-",
+        "glsoat-",
+    ),
     _f(
         "aws secret access key after its key id",
         r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b[^A-Za-z0-9/+=]{1,40}+(?:[^\n]{0,80}?[^A-Za-z0-9/+=])?([A-Za-z0-9/+]{40})(?![A-Za-z0-9/+=])",
@@ -142,11 +154,16 @@ FORMATS: tuple[_Format, ...] = (
         r"-----END [A-Z ]{0,40}PRIVATE KEY-----",
         "private key",
     ),
-    _f("bearer", r"(?i)(\bbearer\s+)([A-Za-z0-9._~+/-]{16,}=*)", "bearer", group=2),
-    _f("http basic header", r"(?i)(authorization\s*:\s*basic\s+)([A-Za-z0-9+/]{8,}={0,2})", "basic", group=2),
+    _f("bearer", r"(?i)(\bbearer\s{1,32})([A-Za-z0-9._~+/-]{16,}=*)", "bearer", group=2),
+    _f(
+        "http basic header",
+        r"(?i)(authorization\s{0,32}:\s{0,32}basic\s{1,32})([A-Za-z0-9+/]{8,}={0,2})",
+        "basic",
+        group=2,
+    ),
     _f(
         "basic credentials",
-        r"\b(Basic\s+)([A-Za-z0-9+/]{8,}={0,2})(?![A-Za-z0-9+/=])",
+        r"\b(Basic\s{1,32})([A-Za-z0-9+/]{8,}={0,2})(?![A-Za-z0-9+/=])",
         "basic",
         group=2,
         valid=_basic_credentials,
@@ -342,12 +359,17 @@ def _mask(fmt: _Format, text: str) -> str:
 # whole (``*+``): written as three optional runs around the quote and the ``=``, 80 spaces of indentation took
 # 9 ms to try every way of splitting them.
 _OPENER_BACKWARDS = re.compile(
-    r"""\s*+(?:reraeb|cisab|:\s*+noitazirohtua|(?:["']\s*+)?(?:[:=]\s*+)?["']?(?:yek[_-]?ipa|yekipa|nekot[_-]?ssecca|"""
-    r"""nekot[_-]?htua|yek[_-]?terces|terces[_-]?tneilc|drowssap|dwssap|yek_?ssecca_?terces))"""
+    r"""\s*+(?:reraeb|cisab|:\s*+noitazirohtua|(?:["']\\?\s*+)?(?:[:=]\s*+)?(?:["']\\?)?(?:yek[_-]?ipa|yekipa|"""
+    r"""nekot[_-]?ssecca|nekot[_-]?htua|yek[_-]?terces|terces[_-]?tneilc|drowssap|dwssap|yek_?ssecca_?terces))"""
 )
+# A key id: the secret access key that ``FORMATS`` finds after one starts within this many characters of its end.
+_KEY_ID = re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b")
+_KEY_ID_REACH = 121
 # A key block still coming: its first line so far, or that line and a body so far.
 _PEM_OPEN = re.compile(rf"-----BEGIN(?:[A-Z -]{{0,48}}|[A-Z ]{{0,40}}PRIVATE KEY-----{_PEM_BODY}*)$")
-_OPENER_REACH = 80  # how far back from a space an opener is looked for
+# How far back from a space an opener is looked for: the longest (``aws_secret_access_key\": `` with 32 spaces on
+# each side of its ``:``) is 84 characters, and the secret after a key id starts at most 121 after its end.
+_OPENER_REACH = 144
 _MAX_HELD = 32_768  # a word this long is cut anyway, keeping its last 8 kB held back
 _KEEP = 8_192
 _SPACE = (" ", "\n", "\t", "\r")
@@ -395,14 +417,18 @@ class StreamRedactor:
         # Folded once, from the reach of the first space still to judge: each space's window is a slice of it (a
         # fold keeps every character's place).
         start = max(0, base + self._checked - _OPENER_REACH)
-        folded = _fold(seen[start:])
+        window = seen[start:]
+        folded = _fold(window)
+        ids = [start + m.end() for m in _KEY_ID.finditer(window)] if "AKIA" in window or "ASIA" in window else []
         begin = text.rfind("-----BEGIN")
         for cut in reversed([m.start() for m in _WHITESPACE.finditer(text, self._checked)]):
             if cut >= end:  # inside a key block (below)
                 continue
             stop = base + cut + 1  # the cut, in ``seen``
-            if _OPENER_BACKWARDS.match(folded[max(0, stop - _OPENER_REACH - start) : stop - start][::-1]) or any(
-                v.startswith(seen[max(0, stop - k) : stop]) for v in self._spaced for k in range(1, len(v))
+            if (
+                (ids and _within(ids, stop, _KEY_ID_REACH))
+                or _OPENER_BACKWARDS.match(folded[max(0, stop - _OPENER_REACH - start) : stop - start][::-1])
+                or any(v.startswith(seen[max(0, stop - k) : stop]) for v in self._spaced for k in range(1, len(v)))
             ):
                 continue
             while begin > cut:
@@ -423,6 +449,12 @@ class StreamRedactor:
             if start < cut < end and start >= cut - _KEEP:  # (a "secret" longer than that is split too, so
                 cut = start  # that what is held back shrinks and a hostile stream costs a linear walk)
         return cut
+
+
+def _within(ends: list[int], stop: int, reach: int) -> bool:
+    """Does one of ``ends`` (ascending) lie at most ``reach`` characters before ``stop``?"""
+    i = bisect.bisect_right(ends, stop)
+    return i > 0 and ends[i - 1] >= stop - reach
 
 
 def _open_key(text: str) -> bool:

@@ -11,6 +11,7 @@ TOKENS: dict[str, str] = {
     "github app": "ghs_Ab3dEf6hIj9kLm2nOp5qRs8tUv1wXy4z0123",
     "github fine-grained": "github_pat_11AB3DEF60abcdefghijklmnop_qrstuvwxyz0123456789",
     "gitlab": "glpat-Ab3dEf6hIj9kLm2nOp5q",
+    "gitlab service account": "glsoat-Ab3dEf6hIj9kLm2nOp5q",
     "aws access key id": "AKIAIOSFODNN7EXAMPLE",
     "aws secret access key": "aws_secret_access_key = wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
     "aws secret access key after its key id": "AKIAI44QH8DHBEXAMPLE,je7MtGbClwBF/2Zp9Utk/h3yCo8nvbEXAMPLEKEY",

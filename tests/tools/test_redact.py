@@ -49,6 +49,40 @@ def test_a_secret_split_across_pieces_is_masked(name: str, size: int) -> None:
     assert joined.startswith("Here it is: ") and joined.endswith(" - keep it safe.\n")
 
 
+_KEY_ID, _AWS = "AKIAI44QH8DHBEXAMPLE", "je7MtGbClwBF/2Zp9Utk/h3yCo8nvbEXAMPLEKEY"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        json.dumps(json.dumps({"password": "c0rrect-horse-battery-9"})),  # key\": \"value
+        json.dumps(json.dumps({"api_key": "Ab3dEf6hIj9kLm2nOp5qRs8tUv1w"}, indent=2)),
+        "password:" + " " * 32 + "c0rrect-horse-battery-9 and more",
+        "Authorization" + " " * 32 + ":" + " " * 32 + "Basic" + " " * 32 + "dXNlcjpodW50ZXIyMDI0cGFzcw== ok",
+        "Authorization: Bearer" + "\t" * 32 + "Ab3dEf6hIj9kLm2nOp5qRs8tUv1wXy4z ok",
+        f"{_KEY_ID} {_AWS} ok",
+        f"id: {_KEY_ID}\n    secret: {_AWS}\n",
+        'aws_secret_access_key\\"' + " " * 32 + ":" + " " * 32 + '\\"' + _AWS + '\\" ok',  # the longest opener
+        f"{_KEY_ID}, the rest of the line {'x ' * 40}{_AWS} ok",
+        f"{_KEY_ID}:" + " " * 39 + "x" * 80 + f" {_AWS} ok",  # as far from its key id as it can be
+    ],
+    ids=[
+        *("json-in-json", "json-indented", "wide-colon", "wide-basic", "wide-bearer", "wide-aws"),
+        *("aws", "aws-yaml", "aws-far", "aws-farthest"),
+    ],
+)
+@pytest.mark.parametrize("size", [1, 2, 3, 5, 8, 13])
+def test_a_stream_never_shows_a_secret_that_redacting_the_whole_text_masks(text: str, size: int) -> None:
+    """Whatever comes between an opener (``password``, ``Bearer``, a key id) and its value, within what the
+    format allows, the stream holds the opener back until the value shows: it shows no less than the whole."""
+    spans = Redactor({}).spans(text)
+    assert spans  # (the text holds a secret)
+    stream = StreamRedactor(Redactor({}))
+    joined = "".join([stream.feed(text[i : i + size]) for i in range(0, len(text), size)] + [stream.flush()])
+    for a, b in spans:
+        assert text[a:b] not in joined, (text[a:b], joined)
+
+
 @pytest.mark.parametrize("name", ["openai", "env"])
 def test_a_word_too_long_to_hold_is_never_cut_inside_a_secret(name: str) -> None:
     secret = SECRETS[name] if name in SECRETS else next(iter(ENV_SECRETS.values()))
