@@ -229,6 +229,7 @@ def _fold(text: str) -> str:
     return text.lower()
 
 
+_Found = tuple[int, int, int, int, bool]  # a secret's start and end, its match's, whether it is masked whole
 _CLEAN_LENGTH, _CLEAN_KEPT = 200, 8192  # the texts kept as clean: how long at most, how many at most
 _SECRET_ENV = re.compile(r"(KEY|TOKEN|SECRET|SECRETS|PASSWORD|PASSWD|PASS|PWD|CREDENTIAL|CREDENTIALS|AUTH)$", re.I)
 _NOT_SECRET_ENV = {"PWD", "OLDPWD", "XAUTHORITY"}
@@ -262,15 +263,21 @@ class Redactor:
         return out
 
     def _redact(self, text: str) -> str:
-        for value in self.literals:
-            if value in text:
-                text = text.replace(value, MASK)
-        folded = _fold(text)
-        if not _ANY_TRIGGER.search(folded):  # one scan for the common case: no format can match
+        # Every secret is found in the text as it came, and their union masked at once: masking one format's
+        # matches before looking for the next would let a mask break a later match (a key block holding what
+        # looks like a Google key, a URL after a Basic value) and show the rest of its secret.
+        found = self._found(text)
+        if not found:
             return text
-        for fmt in _triggered(text, folded):
-            text = _mask(fmt, text)
-        return text
+        out, at = [], 0
+        for start, end, whole in _union(found):
+            out.append(text[at:start])
+            # A literal and a key block are masked whole; elsewhere only what a secret is made of, so that
+            # the syntax stays visible.
+            out.append(MASK if whole else _NOT_SYNTAX.sub(MASK, text[start:end]))
+            at = end
+        out.append(text[at:])
+        return "".join(out)
 
     def values(self, value: Any) -> Any:
         """``value`` (a JSON-like structure) with every string in it redacted; keys are left alone."""
@@ -278,15 +285,29 @@ class Redactor:
 
     def spans(self, text: str) -> list[tuple[int, int]]:
         """Where in ``text`` there are secrets to mask: (start, end) of each."""
+        return [(start, end) for start, end, _, _, _ in self._found(text)]
+
+    def matches(self, text: str) -> list[tuple[int, int]]:
+        """Where in ``text`` the matches holding secrets are, their openers included (``password = ``, a key
+        id): (start, end) of each."""
+        return [(start, end) for _, _, start, end, _ in self._found(text)]
+
+    def _found(self, text: str) -> list[_Found]:
+        """Each secret in ``text``: (start, end) of the secret, then of its match, and whether it is masked
+        whole (a literal, a key block)."""
         found = []
         for value in self.literals:
             start = text.find(value)
             while start >= 0:
-                found.append((start, start + len(value)))
+                found.append((start, start + len(value), start, start + len(value), True))
                 start = text.find(value, start + 1)
         folded = _fold(text)
-        if _ANY_TRIGGER.search(folded):
-            found += [m.span(fmt.group) for fmt in _triggered(text, folded) for m in fmt.secrets(text)]
+        if not _ANY_TRIGGER.search(folded):  # one scan for the common case: no format can match
+            return found
+        for fmt in _triggered(text, folded):
+            for m in fmt.secrets(text):
+                if m.start(fmt.group) < m.end(fmt.group):
+                    found.append((*m.span(fmt.group), *m.span(), fmt.name == "private key"))
         return found
 
 
@@ -337,41 +358,40 @@ def redact_values(redact: Callable[[str], str], value: Any) -> Any:
     return value
 
 
-def _mask(fmt: _Format, text: str) -> str:
-    def keep_context(match: re.Match[str]) -> str:
-        whole, start = match.group(0), match.start(0)
-        a, b = match.start(fmt.group) - start, match.end(fmt.group) - start
-        secret = whole[a:b]
-        if fmt.valid is not None and not fmt.valid(secret):
-            return whole
-        if fmt.name != "private key":  # a key block is all secret, its newlines included
-            secret = _NOT_SYNTAX.sub(MASK, secret)  # only what a secret is made of: the syntax stays visible
+def _union(found: list[_Found]) -> list[tuple[int, int, bool]]:
+    """The secrets of ``found`` (see ``Redactor._found``) merged where they overlap or touch: (start, end, and
+    whether to mask it whole: a literal or a key block is part of it)."""
+    merged: list[tuple[int, int, bool]] = []
+    for start, end, _, _, whole in sorted(found):
+        if merged and start <= merged[-1][1]:
+            last = merged[-1]
+            merged[-1] = (last[0], max(last[1], end), last[2] or whole)
         else:
-            secret = MASK
-        return whole[:a] + secret + whole[b:]
-
-    return fmt.pattern.sub(keep_context, text)
+            merged.append((start, end, whole))
+    return merged
 
 
 # A secret may follow these across a space: "Bearer <token>", "password: <value>", a private key. Written
 # backwards, to be matched at the start of the folded text before a space read backwards (anchored, so a hostile
 # stream of openers costs one short match a space, not a search of every start). Each run of spaces is taken
-# whole (``*+``): written as three optional runs around the quote and the ``=``, 80 spaces of indentation took
-# 9 ms to try every way of splitting them.
+# whole (``*+``), and what may stand between a key and its value (quotes, backslashes, ``:``, ``=``, spaces: more
+# than a format allows) as one run: written as optional runs around the quote and the ``=``, 80 spaces of
+# indentation took 9 ms to try every way of splitting them.
 _OPENER_BACKWARDS = re.compile(
-    r"""\s*+(?:reraeb|cisab|:\s*+noitazirohtua|(?:["']\\?\s*+)?(?:[:=]\s*+)?(?:["']\\?)?(?:yek[_-]?ipa|yekipa|"""
-    r"""nekot[_-]?ssecca|nekot[_-]?htua|yek[_-]?terces|terces[_-]?tneilc|drowssap|dwssap|yek_?ssecca_?terces))"""
+    r"""(\s*+)(?:reraeb|cisab|[\s:]*+noitazirohtua|[\s"'\\:=]*+(?:yek[_-]?ipa|yekipa|nekot[_-]?ssecca|nekot[_-]?htua|"""
+    r"""yek[_-]?terces|terces[_-]?tneilc|drowssap|dwssap|yek_?ssecca_?terces))"""
 )
 # A key id: the secret access key that ``FORMATS`` finds after one starts within this many characters of its end.
 _KEY_ID = re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b")
 _KEY_ID_REACH = 121
 # A key block still coming: its first line so far, or that line and a body so far.
-_PEM_OPEN = re.compile(rf"-----BEGIN(?:[A-Z -]{{0,48}}|[A-Z ]{{0,40}}PRIVATE KEY-----{_PEM_BODY}*)$")
+_PEM_OPEN = re.compile(rf"-----BEGIN(?:[A-Z -]{{0,57}}|[A-Z ]{{0,41}}PRIVATE KEY-----{_PEM_BODY}*)$")
 # How far back from a space an opener is looked for: the longest (``aws_secret_access_key\": `` with 32 spaces on
 # each side of its ``:``) is 84 characters, and the secret after a key id starts at most 121 after its end.
 _OPENER_REACH = 144
 _MAX_HELD = 32_768  # a word this long is cut anyway, keeping its last 8 kB held back
 _KEEP = 8_192
+_LONGEST = 16_384 + 160  # the longest match worth holding whole: a key block, its body of 16 kB and two lines
 _SPACE = (" ", "\n", "\t", "\r")
 _WHITESPACE = re.compile("[ \n\t\r]")
 
@@ -387,6 +407,13 @@ class StreamRedactor:
         self.pending = ""
         literals = getattr(redact, "literals", [])
         self._spaced = [v for v in literals if any(s in v for s in _SPACE)]
+        # The starts of those that end at a space (a cut after it may split the value), by their last 8
+        # characters or less: a space is looked up, not compared with every start of every value.
+        self._starts: dict[str, list[str]] = {}
+        for value in self._spaced:
+            for i in (i for i, char in enumerate(value[:-1]) if char in _SPACE):
+                self._starts.setdefault(value[max(0, i - 7) : i + 1], []).append(value[: i + 1])
+        self._tails = sorted({len(tail) for tail in self._starts})
         # Whether a secret can continue past a space depends only on the text before it: so each space is
         # judged once (those before ``_checked`` in ``pending`` were judged unsafe), against the end of
         # what was let through (``_context``), and a hostile stream costs a linear walk, not a quadratic one.
@@ -421,15 +448,17 @@ class StreamRedactor:
         folded = _fold(window)
         ids = [start + m.end() for m in _KEY_ID.finditer(window)] if "AKIA" in window or "ASIA" in window else []
         begin = text.rfind("-----BEGIN")
+        opened = end  # the spaces from here on follow an opener (found at a space after them, the run between)
         for cut in reversed([m.start() for m in _WHITESPACE.finditer(text, self._checked)]):
-            if cut >= end:  # inside a key block (below)
+            if cut >= min(end, opened):  # inside a key block (below), or after an opener
                 continue
             stop = base + cut + 1  # the cut, in ``seen``
-            if (
-                (ids and _within(ids, stop, _KEY_ID_REACH))
-                or _OPENER_BACKWARDS.match(folded[max(0, stop - _OPENER_REACH - start) : stop - start][::-1])
-                or any(v.startswith(seen[max(0, stop - k) : stop]) for v in self._spaced for k in range(1, len(v)))
-            ):
+            if ids and _within(ids, stop, _KEY_ID_REACH):
+                continue
+            if opener := _OPENER_BACKWARDS.match(folded[max(0, stop - _OPENER_REACH - start) : stop - start][::-1]):
+                opened = cut + 1 - opener.end(1)  # (each space of its run is after the opener too: not tried again)
+                continue
+            if self._starts and self._splits_literal(seen, stop):
                 continue
             while begin > cut:
                 begin = text.rfind("-----BEGIN", 0, begin)
@@ -441,13 +470,28 @@ class StreamRedactor:
         self._checked = len(text)
         return self._outside_secrets(text, len(text) - _KEEP) if len(text) > _MAX_HELD else 0
 
+    def _splits_literal(self, seen: str, stop: int) -> bool:
+        """Does ``seen`` end at ``stop`` with the start of a secret value that holds a space?"""
+        for tail in self._tails:
+            for start in self._starts.get(seen[max(0, stop - tail) : stop], ()):
+                if stop >= len(start) and seen.startswith(start, stop - len(start)):
+                    return True
+        return False
+
     def _outside_secrets(self, text: str, cut: int) -> int:
-        """``cut`` moved back to the start of a secret it would split (cutting a word too long to hold): the
-        secret's first part would be masked, but what follows the cut would not be recognised as one."""
-        spans = getattr(self.redact, "spans", None)
-        for start, end in sorted(spans(text) if spans else (), reverse=True):
-            if start < cut < end and start >= cut - _KEEP:  # (a "secret" longer than that is split too, so
-                cut = start  # that what is held back shrinks and a hostile stream costs a linear walk)
+        """``cut`` moved back to the start of a match it would split (cutting a word too long to hold), its
+        opener included (``password = ``, a key id), and of a key block still open there: the first part would
+        be masked, but what follows the cut would not be recognised as a secret."""
+        matches = getattr(self.redact, "matches", None) or getattr(self.redact, "spans", None)
+        found = matches(text) if matches else []
+        begin = text.rfind("-----BEGIN", 0, cut + len("-----BEGIN") - 1)  # (its first line perhaps cut too)
+        if 0 <= begin < cut and _PEM_OPEN.match(text, begin):  # a key block open to the end: across the cut
+            found.append((begin, len(text)))
+        # Back at most as far as the longest key block (``FORMATS``: a body of 16 kB): what goes out is still 7 kB
+        # or more, and a "secret" longer than that is split too, so that a hostile stream costs a linear walk.
+        for start, end in sorted(found, reverse=True):
+            if start < cut < end and start >= cut - _LONGEST:
+                cut = start
         return cut
 
 

@@ -65,10 +65,14 @@ _KEY_ID, _AWS = "AKIAI44QH8DHBEXAMPLE", "je7MtGbClwBF/2Zp9Utk/h3yCo8nvbEXAMPLEKE
         'aws_secret_access_key\\"' + " " * 32 + ":" + " " * 32 + '\\"' + _AWS + '\\" ok',  # the longest opener
         f"{_KEY_ID}, the rest of the line {'x ' * 40}{_AWS} ok",
         f"{_KEY_ID}:" + " " * 39 + "x" * 80 + f" {_AWS} ok",  # as far from its key id as it can be
+        "authorization : basic abcdefgh12345678 done",  # a space before the header's colon
+        "password\\ = abcdef1234567 done",  # a backslash with no quote
+        f"-----BEGIN {'A' * 40}PRIVATE KEY-----\nMIIBOgIBAAJBAKj34GkxFhD90vcNLYLInFEX6Ppy1tPf9Cnzj4p4\n"
+        f"-----END {'A' * 40}PRIVATE KEY----- done",  # the longest label a key block's line may hold
     ],
     ids=[
         *("json-in-json", "json-indented", "wide-colon", "wide-basic", "wide-bearer", "wide-aws"),
-        *("aws", "aws-yaml", "aws-far", "aws-farthest"),
+        *("aws", "aws-yaml", "aws-far", "aws-farthest", "spaced-header", "bare-backslash", "long-label"),
     ],
 )
 @pytest.mark.parametrize("size", [1, 2, 3, 5, 8, 13])
@@ -94,6 +98,64 @@ def test_a_word_too_long_to_hold_is_never_cut_inside_a_secret(name: str) -> None
     tail = secret[len(secret) // 2 :]
     assert tail not in joined and MASK in joined
     assert joined.startswith("a" * before + ".") and joined.endswith("." + "b" * 20_000)
+
+
+@pytest.mark.parametrize(
+    "secret",
+    [
+        "-----BEGIN RSA PRIVATE KEY-----\n"
+        + "MIIBOgIBAAJBAKj34GkxFhD90vcNLYLInFEX6Ppy1tPf9Cnzj4p4WGeKLs1Pt8Qu\n" * 200
+        + "-----END RSA PRIVATE KEY-----",  # a key block still open where the word is cut
+        "password = abc1234567890",  # an opener and its value, the cut between them
+        "Bearer   abcdefghijklmnop1234",
+    ],
+    ids=["open-key-block", "opener", "bearer"],
+)
+def test_a_word_too_long_to_hold_is_cut_before_a_match_not_inside_it(secret: str) -> None:
+    for before in range(len(secret)):  # (each place the cut at 33,000 - 8,192 can land in it)
+        if before % 331 and before > 20:
+            continue
+        text = "-" * (24_808 - before) + "," + secret + "," * 9_000
+        stream = StreamRedactor(Redactor({}))
+        joined = "".join([stream.feed(text[i : i + 1000]) for i in range(0, len(text), 1000)] + [stream.flush()])
+        for a, b in Redactor({}).spans(text):
+            assert text[a:b] not in joined, (before, text[a:b])
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "sk-aaaaaaaaaaaaaaaaaaaa-api_key=abcdefghijk12345",  # a token's match swallows the next one's opener
+        "-----BEGIN RSA PRIVATE KEY-----\nMIIBOgIBAAJBAKj34GkxFhD90vcNLYLInFEX6Ppy1tPf9Cnzj4p4WGeKLs1Pt8Qu\n"
+        "KUpRKfAIzaSyD1234567890abcdefghijklmnopqrsWYzvQwECAwEAAQ==\n-----END RSA PRIVATE KEY-----\n",  # AIza...
+        "Authorization: Basic abcdefgh1234postgres://user:PW2024xyz@host",
+    ],
+    ids=["token-then-opener", "google-key-in-a-key-block", "basic-then-url"],
+)
+def test_every_secret_of_a_text_is_masked_though_one_match_holds_another(text: str) -> None:
+    """The secrets are found in the text as it came and masked together: a mask one format put in can no
+    longer break a later format's match and show the rest of its secret."""
+    out = Redactor({})(text)
+    for a, b in Redactor({}).spans(text):
+        assert text[a:b] not in out, text[a:b]
+    assert MASK in out
+
+
+@pytest.mark.timeout(20)
+def test_a_long_secret_value_with_spaces_costs_a_lookup_a_space() -> None:
+    """A service account's JSON in an environment variable: each space is looked up among the value's starts
+    that end at a space, not compared with every start (3.9 s a MB with a value of 6 kB)."""
+    value = json.dumps({"type": "service_account", "key": "k" * 40, "words": ["w x"] * 600}, indent=1)
+    redact = Redactor({"GOOGLE_CREDENTIALS": value})
+    text = ("plain words of no consequence " * 40_000)[:1_000_000]
+    stream = StreamRedactor(redact)
+    for i in range(0, len(text), 997):
+        stream.feed(text[i : i + 997])
+    stream.flush()
+    split = f"here: {value} done"
+    stream = StreamRedactor(redact)
+    joined = "".join([stream.feed(split[i : i + 5]) for i in range(0, len(split), 5)] + [stream.flush()])
+    assert joined == f"here: {MASK} done"
 
 
 def test_a_stream_of_plain_text_is_passed_on_promptly() -> None:
