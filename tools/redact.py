@@ -501,12 +501,6 @@ def _within(ends: list[int], stop: int, reach: int) -> bool:
     return i > 0 and ends[i - 1] >= stop - reach
 
 
-def _open_key(text: str) -> bool:
-    """A private key block starts in ``text`` and its end line has not come yet."""
-    begin = text.rfind("-----BEGIN")
-    return begin >= 0 and _PEM_OPEN.match(text, begin) is not None
-
-
 _default: Redactor | None = None
 
 
