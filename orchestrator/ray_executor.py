@@ -332,6 +332,13 @@ class RayStore:
         self._settle(wait=False)
         self._raise(session_id)
 
+    async def awritten(self, session_id: str) -> None:
+        self._raise(session_id)
+        sent = asyncio.wrap_future(self._send(written=session_id).future())
+        await asyncio.wait([sent])  # ready, as ray.wait says (a failure it carries is read next)
+        self._settle(wait=False)
+        self._raise(session_id)
+
     def check(self, session_id: str) -> None:
         self._settle(wait=False)
         self._raise(session_id)

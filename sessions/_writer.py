@@ -3,6 +3,7 @@ keeps open. ``store.SessionStore`` is its public face; the rules it keeps are wr
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import dataclasses
 import errno
@@ -42,9 +43,31 @@ class Request:
     created: str = ""
     write_meta: bool = False
     meta: SessionMetadata | None = None
-    done: threading.Event | None = None
+    done: threading.Event | Woken | None = None
     result: SessionMetadata | None = None
     error: BaseException | None = None
+
+
+class Woken:
+    """A request's done signal for a caller on an event loop: the writer's ``set`` wakes its future there
+    (no thread hand-off per wait). A caller that stopped waiting, or a loop that closed, is not woken."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.get_running_loop()
+        self.future: asyncio.Future[None] = self.loop.create_future()
+        self.woken = False
+
+    def set(self) -> None:
+        self.woken = True
+        with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits
+            self.loop.call_soon_threadsafe(self._wake)
+
+    def is_set(self) -> bool:
+        return self.woken
+
+    def _wake(self) -> None:
+        if not self.future.done():  # (cancelled: its caller went away)
+            self.future.set_result(None)
 
 
 @dataclass(eq=False, kw_only=True)
@@ -95,11 +118,25 @@ class Writer:
                 self.work.notify()  # else the writer takes it after gathering (no wake-up per batch)
 
     def call(self, request: Request) -> SessionMetadata | None:
-        # With no writer thread, nothing is queued, unwritten or open: a read, flush or write has no wait.
-        if request.kind not in ("read", "flush", "write") or self.busy():
+        if self._waits(request):
             request.done = threading.Event()
             self.put(request)
             request.done.wait()
+        return self._answer(request)
+
+    async def acall(self, request: Request) -> SessionMetadata | None:
+        """``call`` for a caller on an event loop: it waits there, not in a thread of its own."""
+        if self._waits(request):
+            request.done = woken = Woken()
+            self.put(request)
+            await woken.future
+        return self._answer(request)
+
+    def _waits(self, request: Request) -> bool:
+        # With no writer thread, nothing is queued, unwritten or open: a read, flush or write has no wait.
+        return request.kind not in ("read", "flush", "write") or self.busy()
+
+    def _answer(self, request: Request) -> SessionMetadata | None:
         if request.error is not None:
             raise request.error
         if request.kind in ("flush", "write"):
@@ -109,12 +146,12 @@ class Writer:
     def call_all(self, requests: Sequence[Request]) -> list[SessionMetadata | None]:
         """``call`` each of ``requests`` (creates, appends), queued together and waited for together; the first
         error raised once all are done."""
-        for request in requests:
-            request.done = threading.Event()
+        done = [threading.Event() for _ in requests]
+        for request, signal in zip(requests, done, strict=True):
+            request.done = signal
             self.put(request)
-        for request in requests:
-            assert request.done is not None
-            request.done.wait()
+        for signal in done:
+            signal.wait()
         if (error := next((r.error for r in requests if r.error is not None), None)) is not None:
             raise error
         return [request.result for request in requests]

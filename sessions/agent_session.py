@@ -262,7 +262,7 @@ class AgentSession:
 
     async def _written(self) -> None:
         """Write-ahead: wait until the session's log holds everything so far (a tool call before its side effect)."""
-        await anyio.to_thread.run_sync(self.store.written, self.session_id)
+        await self.store.awritten(self.session_id)
 
     def _track(self, event: Event) -> None:
         """Its own events (the tree hands it no other): what this run spent, its children's included."""

@@ -66,6 +66,9 @@ class MemorySessionStore:
     def written(self, session_id: str) -> None:
         return None
 
+    async def awritten(self, session_id: str) -> None:
+        return None
+
     def check(self, session_id: str) -> None:
         return None
 

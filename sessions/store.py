@@ -90,6 +90,10 @@ class SessionStore(Protocol):
         a tool with a side effect runs only once its call is in the log."""
         ...
 
+    async def awritten(self, session_id: str) -> None:
+        """``written`` for a caller on an event loop (it waits there)."""
+        ...
+
     def check(self, session_id: str) -> None:
         """Raise ``SessionWriteError`` if a batch of the session could not be written (never waits)."""
         ...
@@ -214,6 +218,9 @@ class FileSessionStore:
 
     def written(self, session_id: str) -> None:
         self._writer.call(Request(kind="write", session_id=self._checked(session_id)))
+
+    async def awritten(self, session_id: str) -> None:
+        await self._writer.acall(Request(kind="write", session_id=self._checked(session_id)))
 
     def check(self, session_id: str) -> None:
         self._writer.check(session_id)

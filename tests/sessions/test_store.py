@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import shutil
 import subprocess
@@ -10,6 +11,7 @@ import threading
 import time
 from pathlib import Path
 
+import anyio
 import pytest
 from support.mounts import fill, tmpfs
 
@@ -326,6 +328,38 @@ def test_a_failed_submit_stops_the_sessions_writes_and_is_raised_by_check_writte
     for ask in (store.check, store.written, store.flush):  # the session's own run hears it every time
         with pytest.raises(SessionError, match="session ghost not found"):
             ask("ghost")
+
+
+def test_a_run_on_an_event_loop_waits_there_for_its_batches_to_be_written(
+    store: SessionStore, caplog: pytest.LogCaptureFixture
+) -> None:
+    import zero.sessions._writer as module
+
+    sid = make(store)
+
+    async def run() -> None:
+        store.submit(sid, [tick(sid, "call")])
+        await store.awritten(sid)  # in the log now: a side effect may follow
+        assert '"message":"call"' in (store.path(sid) / "events.jsonl").read_text()
+        store.submit(sid, [tick(sid, "gone")])
+        with anyio.move_on_after(0):  # a caller that stops waiting is not woken, and the writer goes on
+            await store.awritten(sid)
+        store.submit("ghost", [tick("ghost", "x")])
+        with pytest.raises(SessionError, match="session ghost not found"):
+            await store.awritten("ghost")
+
+    anyio.run(run)
+    store.flush()
+    assert labels(store, sid) == ["call", "gone"] and not caplog.records  # (asyncio logs a callback that raised)
+
+    async def made() -> module.Woken:
+        return module.Woken()
+
+    loop = asyncio.new_event_loop()
+    woken = loop.run_until_complete(made())  # made on a loop that then closes
+    loop.close()
+    woken.set()  # (the writer thread wakes nobody, and lives)
+    assert woken.is_set()
 
 
 def test_two_stores_on_one_session_keep_sequences_and_usage_whole(tmp_path: Path) -> None:
