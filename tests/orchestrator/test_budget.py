@@ -191,3 +191,20 @@ async def test_team_retries_are_counted_and_capped_together(workspace: Path, tmp
     assert "budget_exhausted" in statuses[:2] and statuses[2:] == ["budget_exhausted"] * 6
     assert result.to_json()["budget"]["used"]["retries"] == 5
     assert str(result.trip) == "retries limit reached: 5 retries used of 5 retries; the next call needed 1 more"
+
+
+async def test_a_member_waiting_to_start_when_the_budget_trips_never_starts(workspace: Path, tmp_path: Path) -> None:
+    # One at a time: m0 spends the budget; m1, waiting for its turn, ends budget_exhausted without running.
+    look = ScriptToolCall(name="list_directory")
+    usage = ScriptUsage(prompt_tokens=1000, completion_tokens=100)
+    turns = [member(n, "working", look, times=0, usage=usage) for n in NAMES[:2]]
+    body = eight("tokens = 5000").replace("max_concurrency = 8", "max_concurrency = 1")
+    body = body.split('[[members]]\nname = "m2"')[0]
+    result, runner, provider, _ = await run_team(workspace, tmp_path, body, turns)
+    assert result.status == "budget_exhausted" and {m.name: m.status for m in result.members} == {
+        "m0": "budget_exhausted",
+        "m1": "budget_exhausted",
+    }
+    later = runner.members["m1"].session_id
+    assert [e.event.kind for e in runner.store.events(later)] == ["status"]  # never started, so never ran
+    assert all('You are "m0"' in str(call.messages[0]) for call in provider.calls)
