@@ -210,3 +210,19 @@ async def test_content_is_captured_only_when_asked_and_redacted(workspace: Path,
     said = [s.attributes.get("gen_ai.output.messages", "") for s in spans if s.name.startswith("chat ")]
     assert '[{"role": "assistant", "parts": [{"type": "text", "content": "Solo done."}]}]' in said
     assert not any(secret in str(dict(s.attributes)) for s in spans)
+
+
+async def test_a_retried_call_is_one_chat_span_counting_its_retries(workspace: Path, tmp_path: Path) -> None:
+    flaky = '[[turns]]\nmatch = { system = \'You are "solo"\', turn = 1 }\ntimes = 1\nerror = { kind = "connection" }\n'
+    exporter = InMemorySpanExporter()
+    tree = RunTree()
+    stop = start_tracing(tree, processor=SimpleSpanProcessor(exporter))
+    turns = ScriptedProvider.from_file(write_script(tmp_path / "s.toml", flaky + SCRIPT)).turns
+    result, _, _, _ = await run_team(workspace, tmp_path, TEAM, turns, context={"tree": tree})
+    stop()
+    assert result.status == "completed"
+    spans: list[Any] = list(exporter.get_finished_spans())
+    solo = next(s for s in spans if s.name == "invoke_agent solo")
+    [chat] = [s for s in spans if s.name.startswith("chat ") and s.parent.span_id == solo.context.span_id]
+    assert chat.attributes["zero.retries"] == 1  # (a connection error is retried; a rate limit is waited for)
+    assert all(s.attributes["zero.retries"] == 0 for s in spans if s.name.startswith("chat ") and s is not chat)
