@@ -212,12 +212,13 @@ def test_a_member_cannot_write_the_main_checkout_from_its_worktree(
         call("bash", command=f"cd {main} && echo x > f; echo status $?"),
         call("bash", command=f"ln -s {main} link && echo inside > inside.txt && echo x > ../record.json; echo $?"),
         call("write_file", path="link/linked.txt", content="escaped"),
+        call("bash", command="echo x > link/via-bash; echo status $?"),
     )
     team = f'name = "escape"\n[land]\ncheck = "touch {main}/leak; true"\n' + member("intruder")  # (a sandboxed check)
     code, events, _ = run(tmp_path, repo, team, script, "--output-format", "stream-json")
     assert code == 0
     results = [e for e in events if e["type"] == "tool_result"]
-    assert [r["status"] for r in results] == ["error", "ok", "ok", "ok", "error"]
+    assert [r["status"] for r in results] == ["error", "ok", "ok", "ok", "error", "ok"]
     worktree = Path(os.environ["ZERO_HOME"]).resolve() / "worktrees" / short_id(events[0]["sessionId"]) / "intruder"
     refused = "is outside the workspace ({}); only paths inside it can be read or written"
     assert results[0]["output"] == f"Error: '{main}/abs.txt' " + refused.format(worktree)
@@ -228,6 +229,7 @@ def test_a_member_cannot_write_the_main_checkout_from_its_worktree(
     # It writes its worktree, never the rest of ZERO_HOME (the record of the run's worktrees beside it)
     assert results[3]["output"] == "bash: line 1: ../record.json: Read-only file system\n1\n\n[exit code 0]"
     assert results[4]["output"] == "Error: 'link/linked.txt' " + refused.format(worktree)
+    assert results[5]["output"] == "bash: line 1: link/via-bash: Read-only file system\nstatus 1\n\n[exit code 0]"
     # The main checkout is as it was; what the member wrote in its own worktree landed
     assert git(repo, "rev-parse", "HEAD") == start and git(repo, "status", "--porcelain", "--ignored") == ""
     assert sorted(p.name for p in repo.iterdir()) == [".git", "app.py"]
