@@ -35,6 +35,9 @@ from ray.cluster_utils import Cluster  # noqa: E402
 from zero.orchestrator.ray_executor import NODE_DIED  # noqa: E402
 
 # (one worker runs this whole file, `--dist loadfile`: one cluster, not one per worker)
+# The cluster's start (a head and two nodes: six processes) counts in its first test's time: with a second
+# copy of the suite running beside this one on two cores, it took more than the default 60 s.
+pytestmark = pytest.mark.timeout(180)
 
 LOCAL = "127.0.0.1"
 HOMES: dict[str, Path] = {}  # each worker node's $ZERO_HOME (as on machines of their own)
