@@ -136,10 +136,16 @@ class Terminal:
         return bool(data)
 
     def type(self, text: str, *, enter: bool = True, settle: float = 0.05) -> None:
-        """Type ``text`` (and Enter), then read what comes for ``settle`` seconds."""
+        """Type ``text`` (and Enter), then read what comes for ``settle`` seconds. A line entered at a prompt is
+        waited for until the prompt took it: a ``wait_prompt`` after it waits for the next prompt, never the one
+        the line was typed at (before the terminal echoed it, that one still looked empty)."""
+        at_prompt = enter and not text.endswith("\\") and self.reading()  # (a trailing backslash: the line goes on)
+        start = len(self.log)
         self.child.send(text)
         if enter:
             self.child.send("\r")
+        if at_prompt:
+            self.wait_until(lambda _: self.log.find(b"\x1b[?2004l", start) >= 0, "the prompt taking the line")
         self.pump(settle)
 
     def interrupt(self) -> None:
