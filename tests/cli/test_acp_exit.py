@@ -78,20 +78,23 @@ def alive(pids: dict[int, str]) -> dict[int, str]:
 )
 def test_zero_acp_ends_with_its_editor_in_every_state(workspace: Path, tmp_path: Path, how: str, busy: bool) -> None:
     """Busy: a turn runs a command, another waits for a permission request (its MCP server started for it),
-    a third session is loaded; idle: only the loaded one (a signal then came while nothing ran)."""
+    a third session is loaded and a fourth resumed; idle: only those two (a signal then came while nothing
+    ran)."""
     script = write_script(tmp_path / "s.toml", SCRIPT)
-    earlier = zero("exec", "Say hello", *scripted(script, workspace))  # a session to load
-    assert earlier.returncode == 0, earlier.stderr
+    for _ in range(2):  # a session to load, one to resume
+        earlier = zero("exec", "Say hello", *scripted(script, workspace))
+        assert earlier.returncode == 0, earlier.stderr
     store = FileSessionStore(Path(os.environ["ZERO_HOME"]) / "sessions")
-    loaded = store.list()[0].session_id
-    ended = anyio.run(drive, script, workspace, loaded, how, busy)
+    loaded, resumed = (meta.session_id for meta in store.list()[:2])
+    ended = anyio.run(drive, script, workspace, (loaded, resumed), how, busy)
     # it waited for none of its work (a `sleep 30` among it): a bound on a hang, not a speed to meet (0.02-0.2 s
     # on a quiet machine; a loaded one has taken 1.1 s)
     assert ended.elapsed < 5.0, f"{how}: it took {ended.elapsed:.2f} s to exit"
     assert ended.code == (130 if how == "SIGTERM" else 0), ended.errors
     assert "Traceback" not in ended.errors and "internal error" not in ended.errors, ended.errors
     assert alive(ended.below) == {}  # the command, the sandbox around it and the MCP server ended with it
-    for sid, status in [(loaded, "completed"), (ended.fresh, "pending")] + [(s, "interrupted") for s in ended.stopped]:
+    done = [(loaded, "completed"), (resumed, "completed"), (ended.fresh, "pending")]
+    for sid, status in done + [(s, "interrupted") for s in ended.stopped]:
         raw = json.loads((store.path(sid) / "metadata.json").read_text())
         assert raw["status"] == status, (sid, raw["status"])  # recorded by the process itself, not repaired
         assert [e.event.kind for e in store.events(sid)][-1] == ("status" if status == "pending" else "run_end")
@@ -109,7 +112,7 @@ class Ended:
     below: dict[int, str]  # the processes it had started
 
 
-async def drive(script: Path, workspace: Path, loaded: str, how: str, busy: bool) -> Ended:
+async def drive(script: Path, workspace: Path, earlier: tuple[str, str], how: str, busy: bool) -> Ended:
     """Start ``zero acp`` with its sessions in their states, then end it ``how``."""
     proc = await asyncio.create_subprocess_exec(
         ZERO, "acp", "--provider", "scripted", "--script", str(script), "--permission-mode", "auto",
@@ -120,7 +123,8 @@ async def drive(script: Path, workspace: Path, loaded: str, how: str, busy: bool
     conn = connect_to_agent(editor, proc.stdin, proc.stdout, use_unstable_protocol=True)  # type: ignore[arg-type]
     await conn.initialize(protocol_version=1)
     ws = str(workspace)
-    await conn.load_session(cwd=ws, session_id=loaded)
+    await conn.load_session(cwd=ws, session_id=earlier[0])
+    await conn.resume_session(cwd=ws, session_id=earlier[1])
     fresh = (await conn.new_session(cwd=ws)).session_id  # never prompted: it stays pending
     stopped: list[str] = []
 
