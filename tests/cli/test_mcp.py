@@ -564,7 +564,9 @@ times = 0
 def test_zero_as_an_mcp_server(workspace: Path, tmp_path: Path) -> None:
     script = write_script(tmp_path / "s.toml", SERVE_SCRIPT)
     team = write_script(
-        workspace / "team.toml", 'name = "t"\n[[members]]\nname = "solo"\nspecialist = "explorer"\nprompt = "Go."\n'
+        workspace / "team.toml",
+        'name = "t"\n[defaults]\nmodel = "gpt-4.1-nano"\n[[members]]\nname = "solo"\nspecialist = "explorer"\n'
+        'prompt = "Go."\n',
     )
     params = StdioServerParameters(
         command=ZERO,
@@ -610,6 +612,7 @@ def test_zero_as_an_mcp_server(workspace: Path, tmp_path: Path) -> None:
     assert notes == [f"session {text.splitlines()[0].removeprefix('session_id: ')}", "list_directory"]
     team = json.loads(got["ran"].content[0].text)
     assert team["status"] == "completed" and team["members"][0]["output"] == "solo done"
+    assert store().metadata(team["members"][0]["sessionId"]).model_id == "gpt-4.1-nano"  # the team file's [defaults]
     assert got["outside"].is_error and "must be in the workspace" in got["outside"].content[0].text
     assert got["broken"].is_error and "README.md" in got["broken"].content[0].text  # what is wrong, and where
     assert got["bad_limit"].is_error
