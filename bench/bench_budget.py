@@ -55,12 +55,15 @@ def run(members: int, limit: float) -> dict[str, float]:
                 "--script",
                 str(root / "script.toml"),
             ]
-            + ["--model", "gpt-4.1-mini", "--cwd", str(root / "ws"), "--output-format", "json"],
+            + ["--model", "gpt-4.1-mini", "--cwd", str(root / "ws"), "--output-format", "json"]
+            + ["--accept-estimate"],  # (its members are meant to spend past the budget)
             capture_output=True,
             text=True,
             env={**os.environ, "ZERO_HOME": str(root / "home"), "XDG_CONFIG_HOME": str(root / "config")},
             check=False,
         )
+        if not done.stdout.startswith("{"):
+            raise SystemExit(f"zero swarm run exited {done.returncode}: {done.stderr.strip()}")
         result = json.loads(done.stdout)
         spent = float(result["budget"]["used"]["costUsd"])
         calls = int(result["budget"]["used"]["turns"])

@@ -333,8 +333,8 @@ def private_view(private: str, roots: list[str], protected: list[str], empty: li
     for name, tree in nodes.items():
         os.close(os.open(f"/dev/{name}", os.O_CREAT | os.O_WRONLY | os.O_CLOEXEC, 0o666))
         opened.append(os.open(f"/dev/{name}", os.O_PATH | os.O_CLOEXEC))
-        # not to be chmodded (the host's, where ``node_folder`` is /dev); but a read-only mount refuses writing a device
-        # (opened to truncate, as ``>`` does) too
+        # not to be chmodded (the host's, where ``node_folder`` is /dev); a device is still written through a
+        # read-only mount (these are sinks: null, zero, full, urandom)
         _attach(tree, opened[-1], read_only=name != "null")
     os.mkdir("/dev/pts")
     _mount("devpts", "/dev/pts", "devpts", _MS_NOSUID | _MS_NOEXEC, "newinstance,ptmxmode=0666,mode=620")
