@@ -17,6 +17,7 @@ started in that window pays ~0.5 ms instead of ~0.02 ms for each file it creates
     python bench/bench_swarm.py                     # N = 1, 10, 50, 200: Zero, the SDK (bare and on Zero's
                                                     # footing) and the HTTP floor side by side
     python bench/bench_swarm.py --n 200 --n 1000 --n 2000   # any N, several in one invocation
+    python bench/bench_swarm.py --n 10000 --side zero   # one side only (a failed member fails the bench)
     python bench/bench_swarm.py --minimal-baseline  # against the lightest calls the server answers
     python bench/bench_swarm.py --n 200 --live      # the live view on vs --no-live (issue 5)
     python bench/bench_swarm.py --home /dev/shm     # sessions in memory: the file system's state left out
@@ -52,6 +53,7 @@ from zero.heap import settle_collector
 
 ROOT = Path(__file__).resolve().parents[1]
 CALL_SECONDS = 0.1
+SIDES = ("zero", "sdk", "sdk-equal", "floor")
 
 
 # -- the server (its own process) ---------------------------------------------------
@@ -481,6 +483,7 @@ def main() -> None:
     parser.add_argument("--ray-address", default="")
     parser.add_argument("--serve", action="store_true")
     parser.add_argument("--n", type=int, action="append")
+    parser.add_argument("--side", action="append", choices=SIDES, help="only these sides (default: all four)")
     parser.add_argument("--url")
     parser.add_argument("--payload", help="the calls' system prompt and tools, for the baseline")
     parser.add_argument(
@@ -521,7 +524,7 @@ def main() -> None:
                     f"({(med['live'] / med['no-live'] - 1) * 100:+.1f} %)"
                 )
             return
-        kinds = ("zero", "sdk", "sdk-equal", "floor")
+        kinds = tuple(k for k in SIDES if k in (args.side or SIDES))
         print(
             f"{'N':>6} {'calls':>6} | "
             + " | ".join(f"{k + ' wall':>14} {'cpu/call':>9} {'rss':>6} {'1st req':>7}" for k in kinds)
@@ -545,8 +548,9 @@ def main() -> None:
                 f"{med[k]['wall']:13.2f}s {cpu[k]:7.2f}ms {med[k]['rss_mb']:4.0f}MB {med[k]['first_request']:6.2f}s"
                 for k in kinds
             )
+            ratios = [f"{cpu['zero'] / cpu[k]:.2f}x" if {"zero", k} <= set(kinds) else "-" for k in ("sdk", "floor")]
             print(
-                f"{n:>6} {calls:>6} | {cells} | {cpu['zero'] / cpu['sdk']:7.2f}x {cpu['zero'] / cpu['floor']:9.2f}x | "
+                f"{n:>6} {calls:>6} | {cells} | {ratios[0]:>8} {ratios[1]:>10} | "
                 f"{load:.2f} -> {os.getloadavg()[0]:.2f}",
                 flush=True,
             )
