@@ -67,6 +67,26 @@ async def test_a_session_never_prompted_is_pending_and_loads_and_resumes_empty(w
     assert [store().metadata(s).status for s in (sid, other)] == ["completed", "completed"]
 
 
+async def test_loading_a_session_this_connection_holds_shows_it_again(workspace: Path, tmp_path: Path) -> None:
+    """It was refused ("is open already"): the editor asked to see it again, and may go on with it."""
+    script = write_script(tmp_path / "s.toml", SCRIPT)
+    editor = Editor()
+    async with agent(editor, script) as conn:
+        sid = (await conn.new_session(cwd=str(workspace))).session_id
+        assert (await conn.prompt(session_id=sid, prompt=[text_block("Read the README")])).stop_reason == "end_turn"
+        editor.updates.clear()
+        await conn.load_session(cwd=str(workspace), session_id=sid)
+        shown = [u.session_update for _, u in editor.updates]
+        assert shown == ["user_message_chunk", "tool_call", "agent_message_chunk"]  # the conversation, replayed
+        await conn.resume_session(cwd=str(workspace), session_id=sid)  # (acknowledged)
+        assert (await conn.prompt(session_id=sid, prompt=[text_block("And now?")])).stop_reason == "end_turn"
+    assert store().metadata(sid).status == "completed"
+    assert [m.content for m in (e.event for e in store().events(sid)) if isinstance(m, MessageAdded)][-2:] == [
+        "And now?",
+        "Still here.",
+    ]
+
+
 async def test_a_session_is_titled_by_its_first_prompt(workspace: Path, tmp_path: Path) -> None:
     """Every session used to be titled "ACP session"; the title is stored redacted, as the prompt is."""
     script = write_script(tmp_path / "s.toml", SCRIPT)
