@@ -127,8 +127,11 @@ class PrivateTemp:
 
     def __init__(self, roots: Sequence[str] = ()) -> None:
         self.path = tempfile.mkdtemp(prefix=_PREFIX, dir=_temp_outside(roots))
-        self.lease = os.open(os.path.join(self.path, _LEASE), os.O_CREAT | os.O_RDWR | os.O_CLOEXEC, 0o600)
+        # Locked before another run can find it by its name (a run's start removes the folders whose lease is free)
+        made = os.path.join(self.path, f"{_LEASE}.new")
+        self.lease = os.open(made, os.O_CREAT | os.O_EXCL | os.O_RDWR | os.O_CLOEXEC, 0o600)
         fcntl.flock(self.lease, fcntl.LOCK_EX)
+        os.rename(made, os.path.join(self.path, _LEASE))
         self.left = _remove_abandoned(os.path.dirname(self.path))
 
     def remove(self) -> None:

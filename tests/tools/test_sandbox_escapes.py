@@ -15,6 +15,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -1020,3 +1021,31 @@ def test_a_command_cannot_name_a_program_in_the_repositorys_config(workspace: Pa
     )
     assert config.read_bytes() == before and not (workspace / ".git" / "config.old").exists()
     assert ".git/config: Read-only file system" in out and "ATTRIBUTES" in out, out
+
+
+def test_a_run_starting_beside_another_never_loses_its_temp_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each run's start removes the folders of runs that are gone (their lease free): a folder whose lease could
+    be found before it was locked was removed under the run that was making it (two suites at once)."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    done = False
+    lost: list[str] = []
+
+    def sweep() -> None:
+        while not done:
+            _sandbox._remove_abandoned(str(tmp_path))
+
+    sweeper = threading.Thread(target=sweep)
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # the threads take turns as often as they can
+    sweeper.start()
+    try:
+        for _ in range(400):
+            private = _sandbox.PrivateTemp()
+            if not os.path.isdir(private.path):
+                lost.append(private.path)
+            private.remove()
+    finally:
+        done = True
+        sweeper.join()
+        sys.setswitchinterval(interval)
+    assert lost == []
