@@ -1023,7 +1023,9 @@ def test_a_command_cannot_name_a_program_in_the_repositorys_config(workspace: Pa
     assert ".git/config: Read-only file system" in out and "ATTRIBUTES" in out, out
 
 
-def test_a_run_starting_beside_another_never_loses_its_temp_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_run_starting_beside_another_never_loses_its_temp_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Each run's start removes the folders of runs that are gone (their lease free): a folder whose lease could
     be found before it was locked was removed under the run that was making it (two suites at once)."""
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
