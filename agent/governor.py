@@ -44,6 +44,17 @@ __all__ = [
 ]
 
 _KINDS = ("requests", "tokens", "input_tokens", "output_tokens")
+# Each kind's (limit, remaining, reset) header names: OpenAI's, then Anthropic's
+_HEADERS = tuple(
+    (
+        kind,
+        (
+            (f"x-ratelimit-limit-{d}", f"x-ratelimit-remaining-{d}", f"x-ratelimit-reset-{d}"),
+            (f"anthropic-ratelimit-{d}-limit", f"anthropic-ratelimit-{d}-remaining", f"anthropic-ratelimit-{d}-reset"),
+        ),
+    )
+    for kind, d in ((kind, kind.replace("_", "-")) for kind in _KINDS)
+)
 MAX_WAIT = 600.0  # seconds: the most a server's word makes a call wait at once (a reset or retry-after of years)
 START = 4  # calls that go before the server's first answer says whether it states limits
 FIRST_ANSWER = "rate limit: the server's first answer"  # (a wait of one round trip at a run's start: not said)
@@ -59,23 +70,18 @@ class RateLimits:
 
 def limits_from_headers(headers: Mapping[str, str]) -> RateLimits | None:
     """The rate limits an answer's headers state (OpenAI's or Anthropic's names), or None if it states none."""
+    stated = {name.lower(): value for name, value in headers.items() if "ratelimit-" in name.lower()}
+    if not stated:  # (most servers: one look at each header, not eight lookups)
+        return None
     found: dict[str, tuple[float, float, float]] = {}
-    for kind in _KINDS:
-        dashed = kind.replace("_", "-")
-        for limit, remaining, reset in (
-            (f"x-ratelimit-limit-{dashed}", f"x-ratelimit-remaining-{dashed}", f"x-ratelimit-reset-{dashed}"),
-            (
-                f"anthropic-ratelimit-{dashed}-limit",
-                f"anthropic-ratelimit-{dashed}-remaining",
-                f"anthropic-ratelimit-{dashed}-reset",
-            ),
-        ):
+    for kind, families in _HEADERS:
+        for limit, remaining, reset in families:
             try:
-                whole, left = float(headers[limit]), float(headers[remaining])
+                whole, left = float(stated[limit]), float(stated[remaining])
             except (KeyError, ValueError):
                 continue
             if whole > 0 and left >= 0:
-                found[kind] = (whole, min(left, whole), _seconds(headers.get(reset, "")))
+                found[kind] = (whole, min(left, whole), _seconds(stated.get(reset, "")))
                 break
     return RateLimits(buckets=found) if found else None
 
