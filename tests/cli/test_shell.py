@@ -273,6 +273,38 @@ def test_text_streams_onto_the_screen_before_the_message_completes(workspace: Pa
             term.close()
 
 
+DELEGATED = """
+[[turns]]
+match = { system = "You are the worker", turn = 1 }
+tool_calls = [{ name = "bash", arguments = { command = "sleep 32.9" } }]
+[[turns]]
+match = { last = "Still there?" }
+text = "Yes."
+"""
+
+
+def test_ctrl_c_during_a_delegation_stops_the_child_and_brings_the_prompt_back(workspace: Path, tmp_path: Path) -> None:
+    term = shell(workspace, write_script(tmp_path / "s.toml", DELEGATED), "--permission-mode", "auto")
+    try:
+        term.wait_prompt()
+        term.type("@worker Run the slow build")
+        term.wait_until(
+            lambda _: b"sleep 32.9" in subprocess.run(["pgrep", "-af", "sleep 32.9"], capture_output=True).stdout,
+            "the child's command",
+        )
+        term.interrupt()
+        term.wait_for("[cancelled]")
+        term.wait_prompt()  # one Ctrl-C: the turn and its child stop, the shell goes on
+        assert subprocess.run(["pgrep", "-f", "sleep 32.9"], capture_output=True).stdout == b""
+        term.type("Still there?")
+        term.wait_for("Yes.")
+        term.wait_prompt()
+    finally:
+        term.close()
+    [child] = [m for m in store().list() if m.session_kind == "child"]
+    assert child.status == "cancelled" and child.parent_session_id
+
+
 def test_without_a_terminal_zero_says_to_use_exec(workspace: Path) -> None:
     done = zero("--cwd", str(workspace), input="hi")
     assert done.returncode == 2 and 'use zero exec "PROMPT"' in done.stderr
