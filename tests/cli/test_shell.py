@@ -305,6 +305,26 @@ def test_ctrl_c_during_a_delegation_stops_the_child_and_brings_the_prompt_back(w
     assert child.status == "cancelled" and child.parent_session_id
 
 
+def test_sessions_left_through_clear_read_as_what_they_did(workspace: Path, tmp_path: Path) -> None:
+    """One that talked reads completed, one never prompted pending: neither as a run that crashed."""
+    term = shell(workspace, write_script(tmp_path / "s.toml", DELEGATED))
+    try:
+        term.wait_prompt()
+        term.type("Still there?")
+        term.wait_for("Yes.")
+        term.wait_prompt()
+        term.type("/clear")  # a new session; the first is closed
+        term.wait_prompt()
+        term.type("/clear")  # and this one never ran
+        term.wait_prompt()
+        term.child.sendcontrol("d")
+        assert term.wait_exit() == 0
+    finally:
+        term.close()
+    statuses = sorted(m.status for m in store().list())
+    assert statuses == ["completed", "pending", "pending"]  # (the last, open when the shell left, never ran)
+
+
 def test_without_a_terminal_zero_says_to_use_exec(workspace: Path) -> None:
     done = zero("--cwd", str(workspace), input="hi")
     assert done.returncode == 2 and 'use zero exec "PROMPT"' in done.stderr
