@@ -44,17 +44,19 @@ __all__ = [
 ]
 
 _KINDS = ("requests", "tokens", "input_tokens", "output_tokens")
-# Each kind's (limit, remaining, reset) header names: OpenAI's, then Anthropic's
-_HEADERS = tuple(
-    (
-        kind,
-        (
-            (f"x-ratelimit-limit-{d}", f"x-ratelimit-remaining-{d}", f"x-ratelimit-reset-{d}"),
-            (f"anthropic-ratelimit-{d}-limit", f"anthropic-ratelimit-{d}-remaining", f"anthropic-ratelimit-{d}-reset"),
-        ),
+
+
+def _header_names(kind: str) -> tuple[tuple[str, str, str], tuple[str, str, str]]:
+    """The (limit, remaining, reset) header names of ``kind``: OpenAI's, then Anthropic's."""
+    d = kind.replace("_", "-")
+    return (
+        (f"x-ratelimit-limit-{d}", f"x-ratelimit-remaining-{d}", f"x-ratelimit-reset-{d}"),
+        (f"anthropic-ratelimit-{d}-limit", f"anthropic-ratelimit-{d}-remaining", f"anthropic-ratelimit-{d}-reset"),
     )
-    for kind, d in ((kind, kind.replace("_", "-")) for kind in _KINDS)
-)
+
+
+_HEADERS = tuple((kind, _header_names(kind)) for kind in _KINDS)
+
 MAX_WAIT = 600.0  # seconds: the most a server's word makes a call wait at once (a reset or retry-after of years)
 START = 4  # calls that go before the server's first answer says whether it states limits
 FIRST_ANSWER = "rate limit: the server's first answer"  # (a wait of one round trip at a run's start: not said)
@@ -70,7 +72,8 @@ class RateLimits:
 
 def limits_from_headers(headers: Mapping[str, str]) -> RateLimits | None:
     """The rate limits an answer's headers state (OpenAI's or Anthropic's names), or None if it states none."""
-    stated = {name.lower(): value for name, value in headers.items() if "ratelimit-" in name.lower()}
+    lowered = ((name.lower(), value) for name, value in headers.items())
+    stated = {name: value for name, value in lowered if "ratelimit-" in name}
     if not stated:  # (most servers: one look at each header, not eight lookups)
         return None
     found: dict[str, tuple[float, float, float]] = {}
