@@ -5,6 +5,7 @@ from __future__ import annotations
 from anyio.streams.memory import MemoryObjectReceiveStream
 
 from zero.agent import Event, WarningRaised
+from zero.tools.describe import printable
 
 __all__ = ["WarningLog"]
 
@@ -28,4 +29,4 @@ class WarningLog:
         return [{"code": w.code, "message": w.message, "sessionId": w.session_id} for w in self.items]
 
     def lines(self) -> list[str]:
-        return [f"zero: warning: {w.message} ({w.code})" for w in self.items]
+        return [f"zero: warning: {printable(w.message)} ({w.code})" for w in self.items]  # (a file's name, say)

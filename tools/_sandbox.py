@@ -23,6 +23,7 @@ import ctypes
 import fcntl
 import functools
 import os
+import stat
 import subprocess
 import sys
 import tempfile
@@ -253,9 +254,8 @@ def _remove_abandoned(temp: str) -> str | None:
     for name in names:
         if not name.startswith(_PREFIX):
             continue
-        try:
-            lease = os.open(os.path.join(temp, name, _LEASE), os.O_RDWR | os.O_CLOEXEC | os.O_NOFOLLOW)
-        except OSError:
+        lease = _own_lease(temp, name)
+        if lease is None:
             continue  # another user's, or one just being made
         try:
             fcntl.flock(lease, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -266,6 +266,30 @@ def _remove_abandoned(temp: str) -> str | None:
         finally:
             os.close(lease)
     return "; ".join(left) or None
+
+
+def _own_lease(temp: str, name: str) -> int | None:
+    """The lease of the private folder ``name`` in ``temp`` if this user made both (a folder of mode 0700 it owns,
+    a regular file in it), opened without waiting; None for anything else. Another user's folder is never
+    touched: its lease could hold a file lease that makes an open wait 45 s, or a name made to be printed."""
+    try:
+        folder = os.open(os.path.join(temp, name), _FOLDER | os.O_NOFOLLOW)
+    except OSError:
+        return None
+    try:
+        mine = os.fstat(folder)
+        if mine.st_uid != os.geteuid() or stat.S_IMODE(mine.st_mode) != 0o700:
+            return None
+        lease = os.open(_LEASE, os.O_RDWR | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY, dir_fd=folder)
+    except OSError:
+        return None
+    finally:
+        os.close(folder)
+    found = os.fstat(lease)
+    if stat.S_ISREG(found.st_mode) and found.st_uid == os.geteuid():
+        return lease
+    os.close(lease)
+    return None
 
 
 def empty_folders(environ: Mapping[str, str]) -> list[str]:

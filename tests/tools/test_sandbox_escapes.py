@@ -382,6 +382,7 @@ def test_what_a_killed_run_left_in_the_temp_folder_never_stops_the_next(
     for folder in (deep, mounted / "shm"):
         folder.mkdir(parents=True)
     for folder in (deep, mounted):
+        folder.chmod(0o700)  # as a run makes them
         (folder / "lease").touch()
     deep_tree(deep, 5000)
     (outside / "kept.txt").write_text("kept")
@@ -1051,3 +1052,29 @@ def test_a_run_starting_beside_another_never_loses_its_temp_folder(
         sweeper.join()
         sys.setswitchinterval(interval)
     assert lost == []
+
+
+@needs_root
+def test_a_run_sweeps_only_its_users_private_folders_without_waiting(tmp_path: Path) -> None:
+    """Another user's folder, even with a free lease, is not removed (nor opened: a file lease on it made each
+    run's start wait 45 s), nor a folder not made as Zero makes them (mode 0700)."""
+    theirs, loose, gone = (tmp_path / f"zero-run-{name}" for name in ("theirs", "loose", "gone"))
+    for folder in (theirs, loose, gone):
+        folder.mkdir(mode=0o700)
+        (folder / "lease").write_text("")
+        (folder / "kept.txt").write_text("kept")
+    os.chown(theirs, 65534, 65534)
+    os.chown(theirs / "lease", 65534, 65534)
+    loose.chmod(0o755)
+    assert _sandbox._remove_abandoned(str(tmp_path)) is None
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["zero-run-loose", "zero-run-theirs"]  # ours, abandoned: gone
+    assert (theirs / "kept.txt").read_text() == (loose / "kept.txt").read_text() == "kept"
+
+
+def test_a_warning_printed_on_a_terminal_shows_its_control_characters_escaped() -> None:
+    from zero.agent import WarningRaised
+    from zero.cli._warnings import WarningLog
+
+    log = WarningLog()
+    log.items.append(WarningRaised(session_id="s", code="temp_cleanup", message="/tmp/zero-run-\x1b]0;PWNED\x07: busy"))
+    assert log.lines() == ["zero: warning: /tmp/zero-run-\\x1b]0;PWNED\\x07: busy (temp_cleanup)"]
