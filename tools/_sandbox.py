@@ -148,16 +148,36 @@ _FOLDER = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
 
 
 def _temp_outside(roots: Sequence[str]) -> str:
-    """The first temp folder (``TMPDIR``, /tmp, /var/tmp, /dev/shm) outside every workspace root: a run's
-    private folder in one could be changed by its commands (its /tmp made a link to a folder outside)."""
+    """Where a run's private folder is made: ``TMPDIR`` where it lies in /tmp, /var/tmp or /dev/shm, else the
+    first of those three, outside every workspace root. The sandbox covers those three (a command sees its own
+    /tmp, /var/tmp and /dev/shm instead), so no command sees another run's folder beside its own: one made in a
+    ``TMPDIR`` elsewhere would be in view, readable by the commands of the user's other runs. A private folder in
+    a workspace could be changed by its commands (its /tmp made a link to a folder outside)."""
     real = [os.path.realpath(root) for root in roots]
+    covered = [os.path.realpath(folder) for folder in COVERED_TEMP]
     tried = []
-    for folder in (tempfile.gettempdir(), "/tmp", "/var/tmp", "/dev/shm"):
+    for folder in (tempfile.gettempdir(), *COVERED_TEMP):
         place = os.path.realpath(folder)
-        if os.path.isdir(place) and not any(place == root or place.startswith(f"{root.rstrip('/')}/") for root in real):
+        if (
+            os.path.isdir(place)
+            and any(_beneath(place, temp) for temp in covered)
+            and not any(_beneath(place, root) for root in real)
+        ):
             return place
         tried.append(folder)
-    raise OSError(f"every temp folder lies in the workspace ({', '.join(tried)}): set TMPDIR outside it")
+    raise OSError(
+        f"no temp folder lies outside the workspace in /tmp, /var/tmp or /dev/shm ({', '.join(tried)}): "
+        "set TMPDIR to a folder in one of them, outside the workspace"
+    )
+
+
+COVERED_TEMP = ("/tmp", "/var/tmp", "/dev/shm")
+"""The host's temp folders, each covered in the sandbox by the run's own."""
+
+
+def _beneath(path: str, folder: str) -> bool:
+    """``path`` is ``folder`` or lies in it (both real paths)."""
+    return path == folder or path.startswith(f"{folder.rstrip('/')}/")
 
 
 def _remove(path: str) -> str | None:

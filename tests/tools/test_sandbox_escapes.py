@@ -325,6 +325,24 @@ def test_temp_folders_are_the_runs_own_and_gone_with_it(
     assert f"cat: /tmp/{name}: No such file or directory" in later
 
 
+
+def test_another_runs_temp_folder_is_out_of_sight_wherever_tmpdir_is(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    elsewhere = Path(tempfile.mkdtemp(prefix="zero-tmpdir-", dir=Path.home()))  # not in /tmp, /var/tmp, /dev/shm
+    monkeypatch.setattr(tempfile, "tempdir", str(elsewhere))
+    other = _sandbox.PrivateTemp()  # a live run of the same user, its /tmp holding a file
+    try:
+        (Path(other.path) / "tmp").mkdir()
+        (Path(other.path) / "tmp" / "notes").write_text("the other run's notes\n")
+        [out] = bash(workspace, f"cat {other.path}/tmp/notes; ls -A {os.path.dirname(other.path)}")
+        assert "the other run's notes" not in out and "No such file or directory" in out
+        assert not Path(other.path).is_relative_to(elsewhere)  # made where the sandbox covers the host's folder
+        assert list(elsewhere.iterdir()) == []
+    finally:
+        other.remove()
+        shutil.rmtree(elsewhere)
+
 DEEP = r"""
 import os, sys
 outside = sys.argv[1]
