@@ -52,10 +52,16 @@ _WHERE = frozenset({"location", "path", "fingerprint", "trusted", "narrowed", "b
 """A resolved specialist's fields that say where it came from, not what it does."""
 
 
-def member_inputs(plan: MemberPlan) -> str:
+def member_inputs(plan: MemberPlan, specialists: dict[int, dict[str, Any]] | None = None) -> str:
     """A digest of what a member is besides its prompt: its specialist manifest as resolved (every key of
-    it), model, provider and the team file's settings for it but its prompt, dependencies and budget."""
-    specialist = {k: v for k, v in dataclasses.asdict(plan.specialist).items() if k not in _WHERE}
+    it), model, provider and the team file's settings for it but its prompt, dependencies and budget.
+    ``specialists``: the manifests taken apart so far, by the identity of the specialist (a team's members
+    share a few, and taking one apart costs more than the rest of the digest)."""
+    taken = {} if specialists is None else specialists
+    specialist = taken.get(id(plan.specialist))
+    if specialist is None:
+        specialist = {k: v for k, v in dataclasses.asdict(plan.specialist).items() if k not in _WHERE}
+        taken[id(plan.specialist)] = specialist
     data = {
         "specialist": specialist,
         "member": plan.spec.model_dump(mode="json", exclude={"name", "prompt", "depends_on", "budget"}),

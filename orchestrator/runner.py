@@ -631,6 +631,7 @@ class TeamRunner:
 
     def _team_started(self) -> TeamStarted:
         first = self._first()
+        specialists: dict[int, dict[str, Any]] = {}  # (each taken apart once: see member_inputs)
         return TeamStarted(
             session_id=self.session_id,
             team=self.plan.name,
@@ -644,7 +645,7 @@ class TeamRunner:
                     specialist=s.plan.specialist.name,
                     depends_on=tuple(s.plan.spec.depends_on),
                     model=s.plan.model,
-                    inputs=member_inputs(s.plan),
+                    inputs=member_inputs(s.plan, specialists),
                 )
                 for n, s in self.members.items()
             ),

@@ -7,8 +7,8 @@ the children's usage), so it can always be rebuilt from the log alone.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any, Literal, assert_never
 
 from pydantic import BaseModel, ConfigDict, Field, field_serializer
@@ -53,7 +53,18 @@ SessionKind = Literal["", "child", "team", "member", "fork"]
 
 
 def now_iso() -> str:
-    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    """The time now in UTC, to the millisecond: ``2026-12-02T22:38:59.039Z``. Every event's batch is stamped, so
+    the text of the second is kept (a third of ``datetime.isoformat``'s cost)."""
+    global _second
+    whole, micro = divmod(round(time.time() * 1_000_000), 1_000_000)  # (to the microsecond, as datetime rounds)
+    second, text = _second
+    if second != whole:
+        text = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(whole))
+        _second = (whole, text)  # (one assignment: threads stamping at once see a whole pair)
+    return f"{text}.{micro // 1000:03d}Z"
+
+
+_second = (-1, "")
 
 
 class _Camel(BaseModel):

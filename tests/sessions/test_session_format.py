@@ -9,11 +9,13 @@ import re
 import typing
 from pathlib import Path
 
+import pytest
 from pydantic import TypeAdapter
 from support.package import ROOT
 
 from zero.agent import STORED, Event, decode_event
 from zero.sessions import SessionMetadata, UsageTotals, parse_log, record_of
+from zero.sessions.models import now_iso
 
 DOC = (ROOT / "docs" / "SESSION_FORMAT.md").read_text()
 
@@ -68,3 +70,16 @@ def test_the_event_kinds_are_every_stored_kind_with_its_payload_fields() -> None
     }
     assert sorted(documented) == sorted(STORED)
     assert {kind: payload_fields(kinds[kind]) for kind in STORED} == documented
+
+
+def test_a_stamp_is_utc_to_the_millisecond_as_isoformat_writes_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    from datetime import UTC, datetime
+
+    from zero.sessions import models
+
+    clock = [1764714000.9995, 1764714000.0, 1764714001.0004, 1764714001.5, 1767225599.999, 1767225600.001]
+    monkeypatch.setattr(models.time, "time", lambda: clock[0])
+    for now in clock:  # a second's turn, a second back, the year's turn: each stamp as the clock says
+        clock[0] = now
+        expected = datetime.fromtimestamp(now, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+        assert now_iso() == expected

@@ -325,7 +325,6 @@ def test_temp_folders_are_the_runs_own_and_gone_with_it(
     assert f"cat: /tmp/{name}: No such file or directory" in later
 
 
-
 def test_another_runs_temp_folder_is_out_of_sight_wherever_tmpdir_is(
     workspace: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -342,6 +341,7 @@ def test_another_runs_temp_folder_is_out_of_sight_wherever_tmpdir_is(
     finally:
         other.remove()
         shutil.rmtree(elsewhere)
+
 
 DEEP = r"""
 import os, sys
