@@ -73,12 +73,15 @@ def test_the_event_kinds_are_every_stored_kind_with_its_payload_fields() -> None
 
 
 def test_a_stamp_is_utc_to_the_millisecond_as_isoformat_writes_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    import time
+    import types
     from datetime import UTC, datetime
 
     from zero.sessions import models
 
     clock = [1764714000.9995, 1764714000.0, 1764714001.0004, 1764714001.5, 1767225599.999, 1767225600.001]
-    monkeypatch.setattr(models.time, "time", lambda: clock[0])
+    fake = types.SimpleNamespace(time=lambda: clock[0], strftime=time.strftime, gmtime=time.gmtime)
+    monkeypatch.setattr(models, "time", fake)  # the module's clock only
     for now in clock:  # a second's turn, a second back, the year's turn: each stamp as the clock says
         clock[0] = now
         expected = datetime.fromtimestamp(now, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
