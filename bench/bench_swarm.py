@@ -235,7 +235,7 @@ def ray_worker(n: int, url: str, address: str) -> dict[str, float]:
             async with RayExecutor(ctx, opener, store) as executor:
                 executor.warm(plan)
                 result = await TeamRunner(plan, ctx, executor=executor).run()
-                trips = await executor.round_trips()
+                trips = await executor.ledger_stats()
                 cluster = cluster_cpu()  # before the hosts end (their CPU then goes to their raylet's children's)
             return result, trips, cluster
 
@@ -245,7 +245,13 @@ def ray_worker(n: int, url: str, address: str) -> dict[str, float]:
     failed = {(m.status, m.reason) for m in result.members if m.status != "completed"}
     assert result.status == "completed", failed
     own = cpu_of(times0, times)
-    return {"wall": wall, **own, "cpu": own["cpu"] + cluster1 - cluster0, "trips": trips / (3 * n)}
+    return {
+        "wall": wall,
+        **own,
+        "cpu": own["cpu"] + cluster1 - cluster0,
+        "trips": trips["roundTrips"] / (3 * n),
+        "requests": trips["requests"] / (3 * n),
+    }
 
 
 def cluster_cpu() -> float:
@@ -583,7 +589,7 @@ def compare_ray(ns: list[int], url: str, scratch: str) -> None:
         cluster.wait_for_nodes()
         print(
             f"{'N':>6} {'calls':>6} | {'local wall':>10} {'overhead':>8} {'cpu/call':>9} | {'ray wall':>10} "
-            f"{'overhead':>8} {'cpu/call':>9} {'ledger trips/call':>18} | overhead ray/local\n"
+            f"{'overhead':>8} {'cpu/call':>9} {'ledger trips/call':>18} {'requests/call':>14} | overhead ray/local\n"
             f"(overhead: wall less the {3 * CALL_SECONDS:.1f} s the server takes for a member's 3 calls; ray cpu: "
             "the driver and every process of the cluster; median of 3, in turns)"
         )
@@ -598,7 +604,8 @@ def compare_ray(ns: list[int], url: str, scratch: str) -> None:
             cpu = {k: med[k]["cpu"] / calls * 1000 for k in med}
             print(
                 f"{n:>6} {calls:>6} | {med['zero']['wall']:9.2f}s {over['zero']:7.2f}s {cpu['zero']:7.2f}ms | "
-                f"{med['ray']['wall']:9.2f}s {over['ray']:7.2f}s {cpu['ray']:7.2f}ms {med['ray']['trips']:18.2f} | "
+                f"{med['ray']['wall']:9.2f}s {over['ray']:7.2f}s {cpu['ray']:7.2f}ms {med['ray']['trips']:18.2f} "
+                f"{med['ray']['requests']:14.2f} | "
                 f"{over['ray'] / over['zero']:.2f}x",
                 flush=True,
             )

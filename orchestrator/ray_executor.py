@@ -7,8 +7,9 @@ The driver (``zero swarm run`` or ``resume``) makes three kinds of actor:
   effect runs only once its call is written" holds on every node, and the sessions live on the driver's
   machine (``zero sessions ...``, ``zero swarm watch`` read them there, unchanged);
 * one **ledger**, holding the team's budget ledger and each member's grant of it: every reservation and
-  booking of every member and its Task children goes through it (two round trips a model call), so the
-  overshoot bound of docs/TEAMS.md holds across nodes and a trip refuses every member's next call;
+  booking of every member and its Task children goes through it (a hold and a booking a model call; what a
+  host's members ask while its last trip is under way goes in one), so the overshoot bound of docs/TEAMS.md
+  holds across nodes and a trip refuses every member's next call;
 * one **member host** per placement (the ``resources`` and ``node_labels`` members declare): an async actor
   that runs many members on its event loop, as ``InProcessExecutor`` does here. A member's events stream to
   the driver's run tree (a streaming generator); its stop goes through a concurrency group of its own.
@@ -471,7 +472,9 @@ class _LedgerHost(_Relay):
         self.guards: dict[str, BudgetGuard] = {}
         self.permits: dict[int, tuple[str, str, CallPermit]] = {}  # a call under way: its guard, its host
         self.ids = itertools.count(1)
-        self.round_trips = 0
+        self.parked: dict[int, asyncio.Future[CallPermit]] = {}  # holds waiting for calls in flight to settle
+        self.round_trips = 0  # calls of this actor by hosts (each a round trip)
+        self.requests = 0  # the holds, settles and retries they carried
 
     def open(self, limits: TeamBudget, used: _Account) -> None:
         """The team's limits, and what it has spent already (a resumed run's)."""
@@ -484,19 +487,46 @@ class _LedgerHost(_Relay):
             ledger = self.team if limits is None else Ledger(limits, parent=self.team, name=name)
             self.guards[key] = BudgetGuard(ledger, self.prices)
 
-    async def hold(self, key: str, host: str, model: str, estimate: int, output: int, session_id: str) -> CallPermit:
+    async def ask(self, host: str, requests: list[tuple[Any, ...]]) -> list[tuple[bool, Any]]:
+        """The requests ``host``'s members made while its last trip was under way, in their order: ("hold", key,
+        model, estimate, output, session_id), ("settle", key, number, usage) or ("retry", key). Each answer is
+        (True, what it gives) or (False, the error it raised); a hold that must wait for calls in flight to settle
+        answers ``_Parked`` (its member claims it; the others of the trip do not wait for it)."""
         self.round_trips += 1
+        answers: list[tuple[bool, Any]] = [(True, None)] * len(requests)
+        holds: list[tuple[int, asyncio.Future[CallPermit]]] = []
+        for i, (verb, key, *args) in enumerate(requests):
+            self.requests += 1
+            if verb == "hold":
+                holds.append((i, asyncio.ensure_future(self._hold(key, host, *args))))
+            elif verb == "settle":
+                await self._settle(key, *args)
+            else:
+                await self.guards[key].before_retry(None)
+        if holds:
+            await asyncio.sleep(0)  # (a hold that fits now has its permit after one turn of the loop)
+        for i, hold in holds:
+            if not hold.done():
+                self.parked[number := next(self.ids)] = hold
+                answers[i] = (True, _Parked(number))
+            elif (error := hold.exception()) is not None:
+                answers[i] = (False, error)
+            else:
+                answers[i] = (True, hold.result())
+        return answers
+
+    async def claim(self, number: int) -> CallPermit:
+        """The permit of a parked hold, once the calls it waited for settled."""
+        self.round_trips += 1
+        return await self.parked.pop(number)
+
+    async def _hold(self, key: str, host: str, model: str, estimate: int, output: int, session_id: str) -> CallPermit:
         permit = await self.guards[key].hold(model, estimate, output, session_id)
         number = next(self.ids)
         self.permits[number] = (key, host, permit)
         return CallPermit(token=number, note=permit.note, max_output_tokens=permit.max_output_tokens)
 
-    async def retry(self, key: str) -> None:
-        self.round_trips += 1
-        await self.guards[key].before_retry(None)
-
-    async def settle(self, key: str, number: int, usage: Usage | None) -> None:
-        self.round_trips += 1
+    async def _settle(self, key: str, number: int, usage: Usage | None) -> None:
         if (held := self.permits.pop(number, None)) is not None:
             await self.guards[key].after_call(held[2], usage)
 
@@ -514,35 +544,80 @@ class _LedgerHost(_Relay):
         return (self.team.used, self.team.trip), (own.used, own.trip)
 
     def stats(self) -> dict[str, int]:
-        return {"roundTrips": self.round_trips}
+        return {"roundTrips": self.round_trips, "requests": self.requests}
+
+
+@dataclass(frozen=True)
+class _Parked:
+    """A hold's answer when it must wait: the number its member claims it by."""
+
+    number: int
+
+
+class _LedgerLink:
+    """A host's way to the ledger actor: what its members ask while a trip is under way goes in the next, together
+    (a call of an actor costs about half a millisecond of CPU at each end: a host of a hundred members made two a
+    model call, the most of the host's and the ledger's work)."""
+
+    def __init__(self, ledger: Any, host: str):
+        self.ledger = ledger
+        self.host = host
+        self.queue: list[tuple[tuple[Any, ...], asyncio.Future[Any]]] = []
+        self.sender: asyncio.Task[None] | None = None
+
+    async def ask(self, *request: Any) -> Any:
+        answer: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self.queue.append((request, answer))
+        if self.sender is None:
+            self.sender = asyncio.ensure_future(self._send())
+        value = await answer
+        if isinstance(value, _Parked):
+            value = await _await(self.ledger.claim.remote(value.number))
+        return value
+
+    async def _send(self) -> None:
+        try:
+            while self.queue:
+                batch, self.queue = self.queue, []
+                try:
+                    answers = await _await(self.ledger.ask.remote(self.host, [request for request, _ in batch]))
+                except Exception as e:  # noqa: BLE001 (the ledger is gone: each asker raises it)
+                    for _, answer in batch:
+                        if not answer.done():
+                            answer.set_exception(e)
+                    continue
+                for (request, answer), (ok, value) in zip(batch, answers, strict=True):
+                    if answer.cancelled():
+                        if request[0] == "hold" and isinstance(value, CallPermit):  # (its asker stopped: release it)
+                            self.queue.append((("settle", request[1], value.token, None), asyncio.Future()))
+                    elif ok:
+                        answer.set_result(value)
+                    else:
+                        answer.set_exception(value)
+        finally:
+            self.sender = None
 
 
 class _RemoteBudget:
     """A member's call guard on a node: its ``BudgetGuard`` is in the ledger actor (reserve before, book after)."""
 
-    def __init__(self, ledger: Any, key: str, host: str):
-        self.ledger = ledger
+    def __init__(self, link: _LedgerLink, key: str):
+        self.link = link
         self.key = key
-        self.host = host
 
     async def before_call(self, request: ModelRequest, run_usage: Usage) -> CallPermit:
-        ref = self.ledger.hold.remote(
-            self.key,
-            self.host,
-            request.model,
-            request.estimated_prompt_tokens(),
-            request.max_output_tokens or 0,
-            request.metadata.get("session_id", ""),
+        model, estimate, output = request.model, request.estimated_prompt_tokens(), request.max_output_tokens or 0
+        permit: CallPermit = await self.link.ask(
+            "hold", self.key, model, estimate, output, request.metadata.get("session_id", "")
         )
-        permit: CallPermit = await _await(ref)
         return permit
 
     async def before_retry(self, permit: CallPermit | None) -> None:
-        await _await(self.ledger.retry.remote(self.key))
+        await self.link.ask("retry", self.key)
 
     async def after_call(self, permit: CallPermit | None, usage: Usage | None) -> None:
         if permit is not None:
-            await _await(self.ledger.settle.remote(self.key, permit.token, usage))
+            await self.link.ask("settle", self.key, permit.token, usage)
 
 
 # -- the member host ---------------------------------------------------------------------------------------
@@ -589,6 +664,7 @@ class _Host:
         self.early: list[tuple[str, list[str], str]] = []  # control that came before its loop ran
         self.early_lock = threading.Lock()  # (control comes on a thread of its own)
         self.clones: NodeClones | None = None  # this node's clones of team repositories, made at the first use
+        self.link: _LedgerLink | None = None  # its members' way to the ledger (made on its loop)
 
     async def _context(self) -> AgentContext:
         async with self.opening:
@@ -611,7 +687,10 @@ class _Host:
         ctx.tree.listen(self._forward, under=node)
         if (stop := self.stops.pop(work.session_id, None)) is not None:
             ctx.tree.stop(stop[0], under=node, cancel=stop[1])
-        executor = InProcessExecutor(ctx, guard=lambda task: _RemoteBudget(work.ledger, work.guard, self.name))
+        if self.link is None:  # (every work of a host has the one ledger actor of its run)
+            self.link = _LedgerLink(work.ledger, self.name)
+        link = self.link
+        executor = InProcessExecutor(ctx, guard=lambda task: _RemoteBudget(link, work.guard))
         guards: tuple[ControlGuard, ...] = ()
         with self.early_lock:
             early, self.early = self.early, []
@@ -766,7 +845,9 @@ class RayExecutor:
         context, while the run sets itself up (their processes take a second or two to start)."""
         self._ledger_actor()
         for member in plan.members.values():
-            self.host(member)[1].warm.remote()
+            self.host(member)
+        for _, host in self.hosts.values():  # (once each: a call of an actor is not free)
+            host.warm.remote()
 
     def _relay(self) -> Any:
         """The actor that relays the team tools' calls (the ledger's), served from the first call of this."""
@@ -888,12 +969,13 @@ class RayExecutor:
             self.hosts = {k: (n, h) for k, (n, h) in self.hosts.items() if n != name}
             await _await(self.ledger.abandon.remote(name))
 
-    async def round_trips(self) -> int:
-        """Ledger round trips so far (the bench's figure)."""
+    async def ledger_stats(self) -> dict[str, int]:
+        """The ledger's round trips so far (calls of its actor) and the requests they carried (the bench's
+        figures)."""
         if self.ledger is None:
-            return 0
+            return {"roundTrips": 0, "requests": 0}
         stats: dict[str, int] = await _await(self.ledger.stats.remote())
-        return stats["roundTrips"]
+        return stats
 
     async def close(self) -> None:
         """Close every host (its providers), then end the actors (not the session writer: the store's owner

@@ -3,6 +3,7 @@ started once for the module and shut down after it (no process left)."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import re
@@ -12,6 +13,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import suppress
 from datetime import UTC, datetime
@@ -397,6 +399,54 @@ def test_a_budget_trip_on_one_node_stops_the_other_nodes_members_within_one_call
         after = [at for who_, at in arrived if who_ == name and at > first_stop]
         assert len(after) <= 1, (name, len(after))  # at most the call it had under way
     assert sum(n == "looper" for n, _ in arrived) >= 3
+
+
+TAKERS = """
+name = "takers"
+[defaults]
+model = "gpt-4.1-mini"
+[budget]
+tokens = 7_000
+[[members]]
+name = "left"
+specialist = "explorer"
+prompt = "Look."
+resources = { node_a = 1 }
+[[members]]
+name = "right"
+specialist = "explorer"
+prompt = "Look."
+resources = { node_b = 1 }
+"""
+
+
+def test_a_call_waits_on_the_ledger_for_another_nodes_call_to_settle(
+    cluster: Cluster, workspace: Path, tmp_path: Path
+) -> None:
+    """The budget has room for one call's reservation at a time: each member's hold waits in the ledger (parked,
+    while the host's other requests go on) until the other's call is booked, then its call runs."""
+    team = write_script(tmp_path / "team.toml", TAKERS)
+    calls: list[tuple[float, str]] = []  # when each call came, from whom
+
+    def respond(request: dict[str, Any]) -> Reply:
+        calls.append((time.monotonic(), who(request)))
+        turn = sum(m["role"] == "assistant" for m in request["messages"])
+        if turn == 0:
+            reply = openai_reply("", [(f"call_{len(calls)}", "list_directory", {})], usage=(100, 10))
+        else:
+            reply = openai_reply("Done.", usage=(120, 5))
+        reply.delay = 0.3  # (long enough for the other's call to begin, were it let)
+        return reply
+
+    with LLMServer(respond) as server:
+        flags = ("--base-url", server.url, "--cwd", str(workspace), "--output-format", "json")
+        result = run(team, *flags, "--max-output-tokens", "3000", "--accept-estimate", "--executor", "ray",
+                     "--ray-address", cluster.address)  # fmt: skip
+    assert [(m["name"], m["status"]) for m in result["members"]] == [("left", "completed"), ("right", "completed")]
+    assert sorted(name for _, name in calls) == ["left", "left", "right", "right"]
+    starts = sorted(at for at, _ in calls)
+    assert all(b - a >= 0.3 for a, b in itertools.pairwise(starts))  # one call at a time: each waited for the last
+    assert result["budget"]["used"]["tokens"] == result["usage"]["totalTokens"] == 2 * (110 + 125)
 
 
 def test_a_members_events_stream_to_the_driver_as_they_happen(
