@@ -1,15 +1,15 @@
 """Members on a Ray cluster (``--executor ray``): the executor seam's verbs, with the members on other nodes.
 
-The driver (``zero swarm run`` or ``resume``) makes three kinds of actor:
+The driver (``zero swarm run`` or ``resume``) makes two kinds of actor:
 
 * one **session writer**, on the driver's node, owns the session store: every write of every session of the
-  run, the driver's own included, goes through it (``RayStore``) and is acknowledged, so "a tool with a side
-  effect runs only once its call is written" holds on every node, and the sessions live on the driver's
-  machine (``zero sessions ...``, ``zero swarm watch`` read them there, unchanged);
-* one **ledger**, holding the team's budget ledger and each member's grant of it: every reservation and
-  booking of every member and its Task children goes through it (a hold and a booking a model call; what a
-  host's members ask while its last trip is under way goes in one), so the overshoot bound of docs/TEAMS.md
-  holds across nodes and a trip refuses every member's next call;
+  run, the driver's own included, goes through it (``RayStore``, each process's requests in their order) and
+  is acknowledged, so "a tool with a side effect runs only once its call is written" holds on every node,
+  and the sessions live on the driver's machine (``zero sessions ...``, ``zero swarm watch`` read them
+  there, unchanged). Its process holds the **ledger** too: the team's budget ledger and each member's grant
+  of it. Every reservation and booking of every member and its Task children goes through it (a hold and a
+  booking a model call; what a host's members ask while its last trip is under way goes in one), so the
+  overshoot bound of docs/TEAMS.md holds across nodes and a trip refuses every member's next call;
 * one **member host** per placement (the ``resources`` and ``node_labels`` members declare): an async actor
   that runs many members on its event loop, as ``InProcessExecutor`` does here. A member's events stream to
   the driver's run tree (a streaming generator); its stop goes through a concurrency group of its own.
@@ -27,6 +27,7 @@ import logging
 import pickle
 import socket
 import threading
+import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, AsyncExitStack
 from dataclasses import dataclass, replace
@@ -204,44 +205,6 @@ async def _await(ref: ray.ObjectRef[T]) -> T:
 # -- the session writer ----------------------------------------------------------------------------------
 
 
-class _Writer:
-    """The session store of the run, in one process on the driver's node; each request in the order it came."""
-
-    def __init__(self, root: str, redactor: Callable[[str], str]):
-        settle_collector()  # (each actor is a process of Zero's own)
-        self.store = FileSessionStore(Path(root), redactor=redactor)
-
-    def call(self, name: str, *args: Any) -> Any:
-        return getattr(self.store, name)(*args)
-
-    def submit(self, packed: bytes, written: str | None = None) -> dict[str, Exception]:
-        """Queue batches and releases, in order, then (``written``) wait until that session's are written; the
-        acknowledgement: why each session that cannot be written cannot be."""
-        failed: dict[str, Exception] = {}
-        batches: list[tuple[str, list[Event], bool, bool]] = pickle.loads(packed)
-        for session_id, events, final, release in batches:
-            try:
-                if events or final:
-                    self.store.submit(session_id, events, final=final)
-                    self.store.check(session_id)
-                if release:
-                    self.store.release(session_id)
-            except Exception as e:  # noqa: BLE001 (that session's next check raises it)
-                failed.setdefault(session_id, e)
-        if written is not None and written not in failed:
-            try:
-                self.store.written(written)
-            except Exception as e:  # noqa: BLE001
-                failed[written] = e
-        return failed
-
-
-def start_writer(root: Path, redactor: Callable[[str], str]) -> RayStore:
-    """The run's session writer on this (the driver's) node, writing the sessions under ``root``."""
-    writer = _actor(_Writer, scheduling_strategy=_on_this_node()).remote(str(root), redactor)
-    return RayStore(writer)
-
-
 SEND_EVERY = 0.02
 """Seconds the batches an event loop submits gather before they go to the session writer together."""
 
@@ -254,6 +217,8 @@ class RayStore:
 
     def __init__(self, writer: Any):
         self.writer = writer
+        self._sender = uuid.uuid4().hex  # (the writer runs each sender's requests in the order of their numbers)
+        self._numbers = itertools.count()
         self._queue: list[tuple[str, list[Event], bool, bool]] = []  # submitted (or released), not yet sent
         self._sending = False  # a send is scheduled on this thread's event loop
         self._acks: list[Any] = []  # sent, not yet acknowledged
@@ -269,13 +234,15 @@ class RayStore:
             batches, self._queue, self._sending = self._queue, [], False
             if not batches and written is None:
                 return None
-            ref = self.writer.submit.remote(_packed(batches), written)
+            ref = self.writer.submit.remote(self._sender, next(self._numbers), _packed(batches), written)
             self._acks.append(ref)
             return ref
 
     def _call(self, name: str, *args: Any) -> Any:
         self._send()  # (what was submitted before goes first)
-        return _get(self.writer.call.remote(name, *args))
+        with self._lock:
+            ref = self.writer.call.remote(self._sender, next(self._numbers), name, *args)
+        return _get(ref)
 
     def _settle(self, *, wait: bool) -> None:
         if wait:
@@ -407,7 +374,7 @@ class _Relay:
             self.more = anyio.Event()
         return self.more
 
-    async def call(self, session_id: str, tool: str, arguments: dict[str, Any]) -> tuple[bool, Any]:
+    async def call_tool(self, session_id: str, tool: str, arguments: dict[str, Any]) -> tuple[bool, Any]:
         """Run ``tool`` of member ``session_id`` on the driver: (True, its output) or (False, its error)."""
         number = next(self.ids)
         self.waiting[number] = done = anyio.Event()
@@ -451,7 +418,7 @@ class _Relayed:
         return self.spec.parameters
 
     async def call(self, arguments: dict[str, Any], ctx: ToolContext) -> ToolOutput:
-        ok, value = await _await(self.relay.call.remote(self.session_id, self.spec.name, arguments))
+        ok, value = await _await(self.relay.call_tool.remote(self.session_id, self.spec.name, arguments))
         if not ok:
             raise ToolError(value)
         output: ToolOutput = value
@@ -463,12 +430,12 @@ class _Relayed:
 
 class _LedgerHost(_Relay):
     """The team's budget ledger and each member's grant of it; each member's guard a ``BudgetGuard`` here. The
-    relay of the team's tools too (one process on the driver's node for both: a process is a second of CPU)."""
+    relay of the team's tools too. The session writer's process holds it (``_Writer``)."""
 
-    def __init__(self, prices: PriceTable):
+    def __init__(self) -> None:
         super().__init__()
         self.team = Ledger(TeamBudget(), name="team")  # (``open`` gives it the run's limits, before any grant)
-        self.prices = prices
+        self.prices = PriceTable({})  # (``open`` gives it the run's)
         self.guards: dict[str, BudgetGuard] = {}
         self.permits: dict[int, tuple[str, str, CallPermit]] = {}  # a call under way: its guard, its host
         self.ids = itertools.count(1)
@@ -476,10 +443,11 @@ class _LedgerHost(_Relay):
         self.round_trips = 0  # calls of this actor by hosts (each a round trip)
         self.requests = 0  # the holds, settles and retries they carried
 
-    def open(self, limits: TeamBudget, used: _Account) -> None:
-        """The team's limits, and what it has spent already (a resumed run's)."""
+    def open(self, limits: TeamBudget, used: _Account, prices: PriceTable) -> None:
+        """The team's limits, what it has spent already (a resumed run's) and the run's prices."""
         self.team = Ledger(limits, name="team")
         self.team.used = used
+        self.prices = prices
 
     def grant(self, key: str, limits: MemberBudget | None, name: str) -> None:
         """The guard of ``key`` (a member with a grant of its own, else the team's)."""
@@ -545,6 +513,79 @@ class _LedgerHost(_Relay):
 
     def stats(self) -> dict[str, int]:
         return {"roundTrips": self.round_trips, "requests": self.requests}
+
+
+class _Writer(_LedgerHost):
+    """The run's session store and its budget ledger, in one process on the driver's node (a process of Ray's
+    takes about a second of CPU to start, and the ledger's was on the way of every member's first call). The
+    store's requests run one at a time, in the order each process sent them, on a thread of their own (a write
+    that waits for the disk does not hold up the ledger)."""
+
+    def __init__(self, root: str, redactor: Callable[[str], str]):
+        super().__init__()
+        settle_collector()  # (each actor is a process of Zero's own)
+        self.store = FileSessionStore(Path(root), redactor=redactor)
+        self.turns: dict[str, int] = {}  # each sender's next request, by its number
+        self.moved: asyncio.Event | None = None  # set (and replaced) when a request has run (on the store's loop)
+
+    async def _turn(self, sender: str, number: int) -> None:
+        """Wait for every request ``sender`` sent before this one to run (Ray may start an async actor's tasks
+        out of order: one whose arguments it fetches from another node waits while a later one starts)."""
+        while self.turns.get(sender, 0) != number:
+            if self.moved is None:
+                self.moved = asyncio.Event()
+            await self.moved.wait()
+
+    def _ran(self, sender: str, number: int) -> None:
+        self.turns[sender] = number + 1
+        if self.moved is not None:
+            self.moved.set()
+            self.moved = None
+
+    @ray.method(concurrency_group="store")
+    async def call(self, sender: str, number: int, name: str, *args: Any) -> Any:
+        await self._turn(sender, number)
+        try:
+            return getattr(self.store, name)(*args)
+        finally:
+            self._ran(sender, number)
+
+    @ray.method(concurrency_group="store")
+    async def submit(self, sender: str, number: int, packed: bytes, written: str | None = None) -> dict[str, Exception]:
+        """Queue batches and releases, in order, then (``written``) wait until that session's are written; the
+        acknowledgement: why each session that cannot be written cannot be."""
+        await self._turn(sender, number)
+        try:
+            return self._submit(packed, written)
+        finally:
+            self._ran(sender, number)
+
+    def _submit(self, packed: bytes, written: str | None) -> dict[str, Exception]:
+        failed: dict[str, Exception] = {}
+        batches: list[tuple[str, list[Event], bool, bool]] = pickle.loads(packed)
+        for session_id, events, final, release in batches:
+            try:
+                if events or final:
+                    self.store.submit(session_id, events, final=final)
+                    self.store.check(session_id)
+                if release:
+                    self.store.release(session_id)
+            except Exception as e:  # noqa: BLE001 (that session's next check raises it)
+                failed.setdefault(session_id, e)
+        if written is not None and written not in failed:
+            try:
+                self.store.written(written)
+            except Exception as e:  # noqa: BLE001
+                failed[written] = e
+        return failed
+
+
+def start_writer(root: Path, redactor: Callable[[str], str]) -> RayStore:
+    """The run's session writer (and its ledger) on this (the driver's) node, writing the sessions under
+    ``root``."""
+    options = {"max_concurrency": 100_000, "concurrency_groups": {"store": 100_000}}
+    writer = _actor(_Writer, scheduling_strategy=_on_this_node(), **options).remote(str(root), redactor)
+    return RayStore(writer)
 
 
 @dataclass(frozen=True)
@@ -928,7 +969,7 @@ class RayExecutor:
         if self.opened is None:
             self.opened = opened = anyio.Event()
             assert isinstance(team.limits, TeamBudget)
-            await _await(actor.open.remote(team.limits, team.used))
+            await _await(actor.open.remote(team.limits, team.used, self.ctx.prices))
             opened.set()
         await self.opened.wait()
         key = "team" if ledger is team else ledger.name
@@ -943,8 +984,7 @@ class RayExecutor:
 
     def _ledger_actor(self) -> Any:
         if self.ledger is None:
-            ledger_host = _actor(_LedgerHost, scheduling_strategy=_on_this_node(), max_concurrency=100_000)
-            self.ledger = ledger_host.remote(self.ctx.prices)
+            self.ledger = self.store.writer  # (the session writer's process holds the ledger)
         return self.ledger
 
     def host(self, plan: MemberPlan) -> tuple[str, Any]:
@@ -987,9 +1027,7 @@ class RayExecutor:
                 except ray.exceptions.RayActorError:
                     pass  # its node is gone
                 ray.kill(host)
-            if self.ledger is not None:
-                ray.kill(self.ledger)
-        self.hosts, self.ledger = {}, None
+        self.hosts, self.ledger = {}, None  # (the ledger's process is the session writer's: the store's owner's)
 
 
 class _Delivered:

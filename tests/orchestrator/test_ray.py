@@ -449,6 +449,36 @@ def test_a_call_waits_on_the_ledger_for_another_nodes_call_to_settle(
     assert result["budget"]["used"]["tokens"] == result["usage"]["totalTokens"] == 2 * (110 + 125)
 
 
+def test_the_session_writer_keeps_each_processs_requests_in_their_order(cluster: Cluster, tmp_path: Path) -> None:
+    """A batch too big to go inline (Ray puts it in its object store and the writer fetches it) and a small one
+    after it: the log holds them in the order they were sent (Ray starts an async actor's tasks as their
+    arguments arrive, so the small one came first)."""
+    from zero.agent import MessageAdded, StatusChanged
+    from zero.orchestrator.ray_executor import connect, start_writer
+    from zero.sessions import SessionMetadata
+    from zero.tools import Redactor
+
+    connect(cluster.address)
+    try:
+        store = start_writer(tmp_path / "sessions", Redactor())
+        store.create(SessionMetadata(session_id="s1", title="order"))
+        sent: list[str] = []
+        for i in range(10):
+            big = MessageAdded(session_id="s1", role="user", content=f"big {i} " + "x" * 300_000)
+            small = StatusChanged(session_id="s1", status="running", reason=f"small {i}")
+            store.submit("s1", [big])  # (no event loop here: each goes at once, a request of its own)
+            store.submit("s1", [small])
+            sent += [f"big {i}", f"small {i}"]
+        store.flush("s1")
+        logged = [
+            e.event.content.rsplit(" ", 1)[0] if e.event.kind == "message" else e.event.reason
+            for e in store.events("s1")
+        ]
+        assert logged == sent
+    finally:
+        ray.shutdown()
+
+
 def test_a_members_events_stream_to_the_driver_as_they_happen(
     cluster: Cluster, workspace: Path, tmp_path: Path, node_names: None
 ) -> None:
@@ -475,7 +505,7 @@ def _actor_processes() -> list[int]:
             command = Path(f"/proc/{entry}/cmdline").read_bytes()
         except OSError:
             continue
-        if any(name in command for name in (b"ray::_Host", b"ray::_Writer", b"ray::_LedgerHost")):
+        if any(name in command for name in (b"ray::_Host", b"ray::_Writer")):
             found.append(int(entry))
     return found
 
