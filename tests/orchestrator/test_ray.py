@@ -471,7 +471,7 @@ def test_the_session_writer_keeps_each_processs_requests_in_their_order(cluster:
             sent += [f"big {i}", f"small {i}"]
         store.flush("s1")
         logged = [
-            e.event.content.rsplit(" ", 1)[0] if e.event.kind == "message" else e.event.reason
+            e.event.content.rsplit(" ", 1)[0] if isinstance(e.event, MessageAdded) else getattr(e.event, "reason", "")
             for e in store.events("s1")
         ]
         assert logged == sent
