@@ -479,6 +479,38 @@ def test_the_session_writer_keeps_each_processs_requests_in_their_order(cluster:
         ray.shutdown()
 
 
+def test_a_hold_whose_member_stopped_before_its_answer_came_is_given_back(cluster: Cluster, tmp_path: Path) -> None:
+    """A member stopped (cancelled) while its reservation is on its way to the ledger: what the ledger held for
+    it is given back, so a call that needs most of the budget gets its permit at once instead of waiting for a
+    call that will never be booked."""
+    import anyio
+
+    from zero.agent import PriceTable
+    from zero.orchestrator.ledger import _Account
+    from zero.orchestrator.ray_executor import _LedgerLink, connect, start_writer
+    from zero.orchestrator.team import TeamBudget
+    from zero.tools import Redactor
+
+    connect(cluster.address)
+    try:
+        ledger = start_writer(tmp_path / "sessions", Redactor()).writer
+        ray.get(ledger.open.remote(TeamBudget(tokens=6_000), _Account(), PriceTable.builtin()))
+        ray.get(ledger.grant.remote("team", None, "team"))
+
+        async def holds() -> Any:
+            link = _LedgerLink(ledger, "host-1")
+            with anyio.move_on_after(0):  # (stopped once its request is queued: it still goes, in the next trip)
+                await link.ask("hold", "team", "gpt-4.1-mini", 1_000, 3_000, "s1")
+            # 4,000 tokens each: two do not fit in 6,000, so this one would wait for the first's booking
+            with anyio.fail_after(20):
+                return await link.ask("hold", "team", "gpt-4.1-mini", 1_000, 3_000, "s2")
+
+        permit = anyio.run(holds)
+        assert permit.token == 2  # its permit, at once (the ledger numbers its permits from 1)
+    finally:
+        ray.shutdown()
+
+
 def test_a_members_events_stream_to_the_driver_as_they_happen(
     cluster: Cluster, workspace: Path, tmp_path: Path, node_names: None
 ) -> None:
