@@ -36,6 +36,7 @@ __all__ = [
     "INIT",
     "SOCKET_ENV",
     "PrivateTemp",
+    "workspace_problem",
     "available",
     "command_env",
     "command_line",
@@ -148,31 +149,47 @@ _FOLDER = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
 
 
 def _temp_outside(roots: Sequence[str]) -> str:
-    """Where a run's private folder is made: ``TMPDIR`` where it lies in /tmp, /var/tmp or /dev/shm, else the
-    first of those three, outside every workspace root. The sandbox covers those three (a command sees its own
-    /tmp, /var/tmp and /dev/shm instead), so no command sees another run's folder beside its own: one made in a
-    ``TMPDIR`` elsewhere would be in view, readable by the commands of the user's other runs. A private folder in
-    a workspace could be changed by its commands (its /tmp made a link to a folder outside)."""
+    """Where a run's private folder is made: in /tmp, /var/tmp or /dev/shm itself (the one ``TMPDIR`` lies in
+    first), outside every workspace root. The sandbox covers those three (a command sees its own /tmp, /var/tmp
+    and /dev/shm instead), so no command sees another run's folder beside its own: one made in a ``TMPDIR``
+    elsewhere would be in view, readable by the commands of the user's other runs, and one made in a folder
+    within them (a ``TMPDIR`` of /tmp/x) is where another run's workspace may be, its commands able to read it
+    or to swap the folder for a link between its making and its use. A private folder in a workspace could be
+    changed by its commands (its /tmp made a link to a folder outside)."""
     real = [os.path.realpath(root) for root in roots]
-    covered = [os.path.realpath(folder) for folder in COVERED_TEMP]
-    tried = []
-    for folder in (tempfile.gettempdir(), *COVERED_TEMP):
-        place = os.path.realpath(folder)
-        if (
-            os.path.isdir(place)
-            and any(_beneath(place, temp) for temp in covered)
-            and not any(_beneath(place, root) for root in real)
-        ):
+    covered = [os.path.realpath(folder) for folder in TEMP_PARENTS]
+    chosen = os.path.realpath(tempfile.gettempdir())
+    for place in sorted(covered, key=lambda temp: not _beneath(chosen, temp)):
+        if os.path.isdir(place) and not any(_beneath(place, root) for root in real):
             return place
-        tried.append(folder)
-    raise OSError(
-        f"no temp folder lies outside the workspace in /tmp, /var/tmp or /dev/shm ({', '.join(tried)}): "
-        "set TMPDIR to a folder in one of them, outside the workspace"
-    )
+    raise OSError(f"no temp folder lies outside the workspace: {', '.join(TEMP_PARENTS)} are all in it")
+
+
+def workspace_problem(roots: Sequence[str], environ: Mapping[str, str]) -> str | None:
+    """Why no command runs sandboxed in a workspace of ``roots`` (None: they may): a root that is, or holds, a
+    folder the sandbox covers with one of its own (the host's temp folders, where every run's private folder
+    is; its devices; its runtime folders and their sockets; its processes) would show that folder as the host
+    has it, since a workspace is shown as it is."""
+    covered = ["/dev", "/proc", *empty_folders(environ), *COVERED_TEMP]
+    for root in roots:
+        real = os.path.realpath(root)
+        for folder in covered:
+            if _beneath(os.path.realpath(folder), real):
+                what = "is" if os.path.realpath(folder) == real else "holds"
+                return (
+                    f"the workspace {root} {what} {folder}, which the sandbox replaces with the run's own (the "
+                    "host's devices, sockets and every run's temp folders are there): no command runs sandboxed in "
+                    "it. Work in a folder of its own (a project's), or run the command with outside_sandbox = true "
+                    "(the user approves that)"
+                )
+    return None
 
 
 COVERED_TEMP = ("/tmp", "/var/tmp", "/dev/shm")
 """The host's temp folders, each covered in the sandbox by the run's own."""
+TEMP_PARENTS = COVERED_TEMP
+"""Where runs' private folders are made (a test makes its own in a tmpfs of its own, which the sandbox covers too:
+it lies in /tmp)."""
 
 
 def _beneath(path: str, folder: str) -> bool:

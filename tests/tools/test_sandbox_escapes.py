@@ -9,6 +9,7 @@ import base64
 import ctypes
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -314,7 +315,7 @@ def test_temp_folders_are_the_runs_own_and_gone_with_it(
 ) -> None:
     host = tmp_path / "host-temp"  # where the run's private folder is made
     host.mkdir()
-    monkeypatch.setattr(tempfile, "tempdir", str(host))
+    monkeypatch.setattr(_sandbox, "TEMP_PARENTS", (str(host),))
     name = f"zero-test-{os.getpid()}-{tmp_path.name}"
     files = [f"/tmp/{name}", f"/var/tmp/{name}", f"/dev/shm/{name}"]
     first, second = bash(workspace, f"echo kept | tee {' '.join(files)} >/dev/null; echo $TMPDIR", f"cat {files[0]}")
@@ -343,6 +344,38 @@ def test_another_runs_temp_folder_is_out_of_sight_wherever_tmpdir_is(
         shutil.rmtree(elsewhere)
 
 
+def test_a_tmpdir_in_another_runs_workspace_holds_no_private_folder(
+    workspace: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """TMPDIR in /tmp, in a folder another run works in: that run's commands could read the private folder made
+    there, or swap the folder for a link between its making and its use. It is made in /tmp itself."""
+    theirs = tmp_path / "theirs"
+    (theirs / "x").mkdir(parents=True)
+    monkeypatch.setattr(tempfile, "tempdir", str(theirs / "x"))
+    mine = _sandbox.PrivateTemp([str(workspace)])
+    try:
+        (Path(mine.path) / "tmp").mkdir()
+        (Path(mine.path) / "tmp" / "notes").write_text("this run's notes\n")
+        assert os.path.dirname(mine.path) in [os.path.realpath(folder) for folder in _sandbox.COVERED_TEMP]
+        [out] = bash(theirs, "ls -AR x; cat x/*/tmp/notes")  # a command of the other run
+        assert "zero-run" not in out and "this run's notes" not in out
+    finally:
+        mine.remove()
+
+
+@pytest.mark.parametrize("where", ["/", "/tmp", "/var", "/var/tmp", "/dev", "/dev/shm", "/run", "/proc", "link"])
+def test_a_workspace_that_holds_a_folder_the_sandbox_covers_runs_no_command(tmp_path: Path, where: str) -> None:
+    """A workspace is shown as it is: one that is (or holds) the host's /tmp, /dev, /run... would show them as
+    the host has them, every run's private folder, the devices and the services' sockets with them."""
+    workspace = Path(where)
+    if where == "link":
+        workspace = tmp_path / "link"
+        workspace.symlink_to("/tmp")
+    with pytest.raises(ToolError, match="no command runs sandboxed in it"):
+        bash(workspace, f"touch {tmp_path}/ran; ls /dev")
+    assert not (tmp_path / "ran").exists()
+
+
 DEEP = r"""
 import os, sys
 outside = sys.argv[1]
@@ -367,7 +400,7 @@ def host_temp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]
     host.mkdir()
     if subprocess.run(["mount", "-t", "tmpfs", "zero-test", str(host)]).returncode != 0:
         pytest.skip("cannot mount a tmpfs here")
-    monkeypatch.setattr(tempfile, "tempdir", str(host))
+    monkeypatch.setattr(_sandbox, "TEMP_PARENTS", (str(host),))
     yield host
     subprocess.run(["umount", "--recursive", "--lazy", str(host)], check=True)
 
@@ -767,8 +800,6 @@ match = {{ turn = 3 }}
 text = "Done."
 """,
     )
-    host = tmp_path / "host-temp"  # where the run's private temp folder is made
-    host.mkdir()
     run = [
         ZERO,
         "exec",
@@ -781,7 +812,6 @@ text = "Done."
         in_a_container(run) if mode == "container" else run,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
-        env={**os.environ, "TMPDIR": str(host)},
         start_new_session=True,  # a process group of its own, to kill as a CI timeout does
     )
     jobs = [f"^{job}$" for job in jobs]  # the jobs themselves, not a command line that names them
@@ -790,6 +820,10 @@ text = "Done."
         while not all(running(job) for job in jobs):  # both jobs run while the run does
             assert time.monotonic() < deadline and proc.poll() is None
             time.sleep(0.02)
+        # the run's private temp folder: the one whose lease Zero holds open
+        leases = [os.readlink(fd) for fd in Path(f"/proc/{proc.pid}/fd").iterdir()]
+        private = [Path(lease).parent for lease in leases if re.search(r"/zero-run-[^/]+/lease$", lease)]
+        assert len(private) == (mode == "auto")
         if ending == "zero-killed":
             proc.send_signal(signal.SIGKILL)
         elif ending == "group-killed":
@@ -802,10 +836,9 @@ text = "Done."
             time.sleep(0.05)
         assert [running(job) for job in jobs] == [[], []]
         if mode == "auto" and ending == "zero-killed":  # it could not remove the run's temp folder...
-            assert len(list(host.iterdir())) == 1
-            monkeypatch.setattr(tempfile, "tempdir", str(host))
+            assert private[0].exists()
             _sandbox.PrivateTemp().remove()  # ...the next run does
-        assert list(host.iterdir()) == []
+        assert not any(folder.exists() for folder in private)
     finally:
         proc.kill()
         for pid in (pid for job in jobs for pid in running(job)):  # what a failure left
@@ -1047,7 +1080,7 @@ def test_a_run_starting_beside_another_never_loses_its_temp_folder(
 ) -> None:
     """Each run's start removes the folders of runs that are gone (their lease free): a folder whose lease could
     be found before it was locked was removed under the run that was making it (two suites at once)."""
-    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    monkeypatch.setattr(_sandbox, "TEMP_PARENTS", (str(tmp_path),))
     done = False
     lost: list[str] = []
 

@@ -72,6 +72,8 @@ class Bash(BuiltinTool[BashArgs]):
                 f"shell commands run unconfined (network on, writes anywhere): {_sandbox.unavailable_reason()}",
             )
         roots = [str(root) for root in ctx.workspace.roots]
+        if confined and (problem := _sandbox.workspace_problem(roots, os.environ)) is not None:
+            raise ToolError(problem)
         private, protected = (_private_temp(ctx), _protected(ctx, roots)) if confined else (None, [])
         if private is not None and private.left:
             warning = ("temp_cleanup", f"could not remove what an earlier run left in the temp folder: {private.left}")
