@@ -149,6 +149,12 @@ def run(team: Path, *flags: str) -> dict[str, Any]:
     return result
 
 
+def run_on(cluster: Cluster, team: Path, server: LLMServer, workspace: Path, *flags: str) -> dict[str, Any]:
+    """``zero swarm run`` of ``team`` on ``cluster``, its model ``server``: the result it prints."""
+    common = ("--base-url", server.url, "--cwd", str(workspace), "--output-format", "json")
+    return run(team, *common, "--executor", "ray", "--ray-address", cluster.address, *flags)
+
+
 @pytest.fixture
 def node_names(tmp_path: Path) -> None:
     """A shell command sees ZERO_NODE, the name of the node it runs on (the user's config lets it through)."""
@@ -323,24 +329,17 @@ def test_a_dead_nodes_members_resume_on_another_and_the_team_completes(
     assert result["budget"]["used"]["tokens"] == result["usage"]["totalTokens"] == 3 * 940 + 3 * 1010
 
 
-SPENDERS = """
-name = "spenders"
-[defaults]
-model = "gpt-4.1-mini"
-max_turns = 1000
-[budget]
-tokens = 20_000
-[[members]]
-name = "spender"
-specialist = "explorer"
-prompt = "Spend."
-resources = { node_a = 1 }
-[[members]]
-name = "looper"
-specialist = "explorer"
-prompt = "Loop."
-resources = { node_b = 1 }
-"""
+def on_two_nodes(name: str, tokens: int, first: tuple[str, str], second: tuple[str, str], defaults: str = "") -> str:
+    """A team of two explorers (their names and prompts), the first on node_a and the second on node_b, with a
+    token budget."""
+    members = "".join(
+        f'[[members]]\nname = "{member}"\nspecialist = "explorer"\nprompt = "{prompt}"\nresources = {{ {node} = 1 }}\n'
+        for (member, prompt), node in ((first, "node_a"), (second, "node_b"))
+    )
+    return f'name = "{name}"\n[defaults]\nmodel = "gpt-4.1-mini"\n{defaults}[budget]\ntokens = {tokens}\n{members}'
+
+
+SPENDERS = on_two_nodes("spenders", 20_000, ("spender", "Spend."), ("looper", "Loop."), defaults="max_turns = 1000\n")
 
 
 def test_a_budget_trip_on_one_node_stops_the_other_nodes_members_within_one_call(
@@ -362,18 +361,7 @@ def test_a_budget_trip_on_one_node_stops_the_other_nodes_members_within_one_call
         return reply
 
     with LLMServer(respond) as server:
-        flags = ("--base-url", server.url, "--cwd", str(workspace), "--output-format", "json")
-        result = run(
-            team,
-            *flags,
-            "--max-output-tokens",
-            "1024",
-            "--accept-estimate",
-            "--executor",
-            "ray",
-            "--ray-address",
-            cluster.address,
-        )
+        result = run_on(cluster, team, server, workspace, "--max-output-tokens", "1024", "--accept-estimate")
     assert result["status"] == "budget_exhausted"
     assert [(m["name"], m["status"]) for m in result["members"]] == [
         ("spender", "budget_exhausted"),
@@ -401,23 +389,7 @@ def test_a_budget_trip_on_one_node_stops_the_other_nodes_members_within_one_call
     assert sum(n == "looper" for n, _ in arrived) >= 3
 
 
-TAKERS = """
-name = "takers"
-[defaults]
-model = "gpt-4.1-mini"
-[budget]
-tokens = 7_000
-[[members]]
-name = "left"
-specialist = "explorer"
-prompt = "Look."
-resources = { node_a = 1 }
-[[members]]
-name = "right"
-specialist = "explorer"
-prompt = "Look."
-resources = { node_b = 1 }
-"""
+TAKERS = on_two_nodes("takers", 7_000, ("left", "Look."), ("right", "Look."))
 
 
 def test_a_call_waits_on_the_ledger_for_another_nodes_call_to_settle(
@@ -439,9 +411,7 @@ def test_a_call_waits_on_the_ledger_for_another_nodes_call_to_settle(
         return reply
 
     with LLMServer(respond) as server:
-        flags = ("--base-url", server.url, "--cwd", str(workspace), "--output-format", "json")
-        result = run(team, *flags, "--max-output-tokens", "3000", "--accept-estimate", "--executor", "ray",
-                     "--ray-address", cluster.address)  # fmt: skip
+        result = run_on(cluster, team, server, workspace, "--max-output-tokens", "3000", "--accept-estimate")
     assert [(m["name"], m["status"]) for m in result["members"]] == [("left", "completed"), ("right", "completed")]
     assert sorted(name for _, name in calls) == ["left", "left", "right", "right"]
     starts = sorted(at for at, _ in calls)
