@@ -234,14 +234,16 @@ class RayStore:
             batches, self._queue, self._sending = self._queue, [], False
             if not batches and written is None:
                 return None
-            ref = self.writer.submit.remote(self._sender, next(self._numbers), _packed(batches), written)
+            packed = _packed(batches)  # (before it takes a number: one taken and never sent holds up the rest)
+            ref = self.writer.submit.remote(self._sender, next(self._numbers), packed, written)
             self._acks.append(ref)
             return ref
 
     def _call(self, name: str, *args: Any) -> Any:
         self._send()  # (what was submitted before goes first)
+        request = _packed((name, args))
         with self._lock:
-            ref = self.writer.call.remote(self._sender, next(self._numbers), name, *args)
+            ref = self.writer.call.remote(self._sender, next(self._numbers), request)
         return _get(ref)
 
     def _settle(self, *, wait: bool) -> None:
@@ -543,9 +545,11 @@ class _Writer(_LedgerHost):
             self.moved = None
 
     @ray.method(concurrency_group="store")
-    async def call(self, sender: str, number: int, name: str, *args: Any) -> Any:
+    async def call(self, sender: str, number: int, request: bytes) -> Any:
+        """A call of the store: ``request`` its method's name and arguments, pickled."""
         await self._turn(sender, number)
         try:
+            name, args = pickle.loads(request)
             return getattr(self.store, name)(*args)
         finally:
             self._ran(sender, number)

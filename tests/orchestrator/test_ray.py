@@ -6,6 +6,7 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import pickle
 import re
 import select
 import shutil
@@ -445,6 +446,9 @@ def test_the_session_writer_keeps_each_processs_requests_in_their_order(cluster:
             for e in store.events("s1")
         ]
         assert logged == sent
+        with pytest.raises((pickle.PicklingError, AttributeError)):
+            store.append("s1", [lambda: None])  # type: ignore[list-item]
+        assert store.exists("s1")  # the next request runs: the one that could not go took no number in the order
     finally:
         ray.shutdown()
 
