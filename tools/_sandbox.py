@@ -172,7 +172,10 @@ def workspace_problem(roots: Sequence[str], environ: Mapping[str, str]) -> str |
     has it, since a workspace is shown as it is."""
     covered = ["/dev", "/proc", *empty_folders(environ), *COVERED_TEMP]
     for root in roots:
-        real = os.path.realpath(root)
+        try:
+            real = os.path.realpath(root, strict=True)
+        except OSError as e:
+            return f"the workspace {root} cannot be found as it is ({e.strerror or e}): no command runs sandboxed in it"
         for folder in covered:
             if _beneath(os.path.realpath(folder), real):
                 what = "is" if os.path.realpath(folder) == real else "holds"

@@ -50,6 +50,7 @@ _SECUREBITS = 0b1110_1111
 _MS_NOSUID, _MS_NODEV, _MS_NOEXEC, _MS_REC, _MS_PRIVATE = 0x2, 0x4, 0x8, 0x4000, 0x40000
 _SYS_OPEN_TREE, _SYS_MOVE_MOUNT, _SYS_MOUNT_SETATTR = 428, 429, 442
 _OPEN_TREE_CLONE, _AT_EMPTY_PATH, _AT_RECURSIVE, _MOUNT_ATTR_RDONLY = 1, 0x1000, 0x8000, 1
+_MOUNT_ATTR_NODEV = 4
 _MOVE_MOUNT_F_EMPTY_PATH, _MOVE_MOUNT_T_EMPTY_PATH = 0x4, 0x40
 
 PRIVATE = {"/tmp": "tmp", "/var/tmp": "var-tmp", "/dev/shm": "shm"}  # inside -> subfolder of --private
@@ -147,7 +148,18 @@ def _clone(source: int) -> int:
 
 def _read_only(tree: int) -> None:
     """Make every mount of ``tree`` (a descriptor of a mount) read-only."""
-    attr = _MountAttr(_MOUNT_ATTR_RDONLY, 0, 0, 0)
+    _set(tree, _MOUNT_ATTR_RDONLY)
+
+
+def _no_devices(tree: int) -> int:
+    """Make every mount of ``tree`` ignore device nodes (one left in the workspace by a command run outside the
+    sandbox, or by the host, opens nothing); ``tree``."""
+    _set(tree, _MOUNT_ATTR_NODEV)
+    return tree
+
+
+def _set(tree: int, flag: int) -> None:
+    attr = _MountAttr(flag, 0, 0, 0)
     if libc.syscall(_SYS_MOUNT_SETATTR, tree, b"", _AT_EMPTY_PATH | _AT_RECURSIVE, ctypes.byref(attr), 32) < 0:
         raise _fail("mount_setattr")
 
@@ -175,6 +187,23 @@ def _open(path: str, flags: int = 0) -> int | None:
         return os.open(path, os.O_PATH | os.O_CLOEXEC | flags)
     except OSError:
         return None
+
+
+def _open_real(path: str) -> int | None:
+    """The folder at the real path ``path``, each step opened without following a link (None: not there, or a
+    link in the way)."""
+    fd = os.open("/", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        for part in filter(None, path.split("/")):
+            step = os.open(part, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd)
+            os.close(fd)
+            fd = step
+            if not stat.S_ISDIR(os.fstat(fd).st_mode):
+                raise NotADirectoryError(path)
+    except OSError:
+        os.close(fd)
+        return None
+    return fd
 
 
 def _same(a: int, b: int) -> bool:
@@ -307,14 +336,17 @@ def private_view(private: str, roots: list[str], protected: list[str], empty: li
     # a protected file (a repository's .git/config) is the last entry of its way, a regular file
     files = [way[-1] for way, real in ways if real is None and way and stat.S_ISREG(os.fstat(way[-1][1]).st_mode)]
     protected = list(dict.fromkeys(real for _, real in ways if real is not None))
-    kept = {path: fd for path in roots + protected if (fd := _open(path, os.O_DIRECTORY)) is not None}
+    # A root as it was checked (by its real path): each step opened without following a link, which a run whose
+    # workspace holds this one's may have swapped in since
+    kept = {path: fd for path in roots if (fd := _open_real(path)) is not None}
+    kept |= {path: fd for path in protected if path not in kept and (fd := _open(path, os.O_DIRECTORY)) is not None}
     temp = _private_folders(private)
     devices = {name: fd for name in DEVICES if (fd := _open(f"{node_folder}/{name}", os.O_NOFOLLOW)) is not None}
     opened = [*kept.values(), *temp.values(), *devices.values()]
     # Copies, taken while they are as the host has them, of what stays writable: the rest is made read-only
     # (Landlock does not cover chmod, chown, utimes and xattrs, and the command's root owns root's files)
-    writable = {path: _clone(kept[path]) for path in sorted(roots, key=len) if path in kept}
-    temps = {inside: _clone(fd) for inside, fd in temp.items()}
+    writable = {path: _no_devices(_clone(kept[path])) for path in sorted(roots, key=len) if path in kept}
+    temps = {inside: _no_devices(_clone(fd)) for inside, fd in temp.items()}
     nodes = {name: _clone(fd) for name, fd in devices.items()}
     everything = os.open("/", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
     _read_only(everything)

@@ -13,6 +13,7 @@ import re
 import shutil
 import signal
 import socket
+import stat
 import subprocess
 import sys
 import tempfile
@@ -374,6 +375,41 @@ def test_a_workspace_that_holds_a_folder_the_sandbox_covers_runs_no_command(tmp_
     with pytest.raises(ToolError, match="no command runs sandboxed in it"):
         bash(workspace, f"touch {tmp_path}/ran; ls /dev")
     assert not (tmp_path / "ran").exists()
+
+
+@needs_root
+def test_a_device_node_in_the_workspace_opens_nothing(workspace: Path) -> None:
+    """A device node left in the workspace (by a command run outside the sandbox, or by the host): the sandbox
+    cannot make one, but one there would open the device (a disk, /dev/kvm). Here the host's /dev/zero."""
+    os.mknod(workspace / "zero-node", stat.S_IFCHR | 0o666, os.makedev(1, 5))
+    [out] = bash(workspace, "head -c 4 zero-node | od -An -tx1; head -c 4 /dev/zero | od -An -tx1")
+    assert "'zero-node' for reading: Permission denied" in out
+    assert out.count("00 00 00 00") == 1, out  # (the sandbox's own /dev/zero works)
+
+
+def test_a_workspace_root_swapped_for_a_link_after_its_check_is_not_made_writable(outside: Path) -> None:
+    """A run whose workspace holds this one's swaps this root for a link between the bash tool's check of it (by
+    its real path) and the sandbox's making: the sandbox opens each root without following a link, so where the
+    link leads is not made writable."""
+    target = outside / "target"  # (outside the temp folders: a folder the sandbox shows read-only)
+    target.mkdir()
+    root = outside / "root"
+    root.symlink_to(target)  # (the swap, done)
+    private = _sandbox.PrivateTemp([str(root)])
+    status_r, status_w = os.pipe()
+    hold_r, hold_w = os.pipe()
+    argv = _sandbox.command_line(
+        f"touch {root}/planted", confined=True, writable=[str(root)], status_fd=status_w, hold_fd=hold_r,
+        private=private.path,
+    )  # fmt: skip
+    try:
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=30, pass_fds=(status_w, hold_r))
+    finally:
+        for fd in (status_r, status_w, hold_r, hold_w):
+            os.close(fd)
+        private.remove()
+    assert "Read-only file system" in done.stdout + done.stderr
+    assert list(target.iterdir()) == []
 
 
 DEEP = r"""
