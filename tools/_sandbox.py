@@ -23,11 +23,13 @@ import ctypes
 import fcntl
 import functools
 import os
+import re
 import stat
 import subprocess
 import sys
 import tempfile
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from zero.tools.redact import secret_name
@@ -168,9 +170,12 @@ def _temp_outside(roots: Sequence[str]) -> str:
 def workspace_problem(roots: Sequence[str], environ: Mapping[str, str]) -> str | None:
     """Why no command runs sandboxed in a workspace of ``roots`` (None: they may): a root that is, or holds, a
     folder the sandbox covers with one of its own (the host's temp folders, where every run's private folder
-    is; its devices; its runtime folders and their sockets; its processes) would show that folder as the host
+    is; its devices; its runtime folders and their sockets; its processes), at its own path or through a mount
+    of it elsewhere (``mount --bind /tmp ws/t``, a procfs in the workspace), would show that folder as the host
     has it, since a workspace is shown as it is."""
     covered = ["/dev", "/proc", *empty_folders(environ), *COVERED_TEMP]
+    mounts = _mounts()
+    places = {folder: _place(os.path.realpath(folder), mounts) for folder in covered if os.path.exists(folder)}
     for root in roots:
         try:
             real = os.path.realpath(root, strict=True)
@@ -178,14 +183,63 @@ def workspace_problem(roots: Sequence[str], environ: Mapping[str, str]) -> str |
             return f"the workspace {root} cannot be found as it is ({e.strerror or e}): no command runs sandboxed in it"
         for folder in covered:
             if _beneath(os.path.realpath(folder), real):
-                what = "is" if os.path.realpath(folder) == real else "holds"
-                return (
-                    f"the workspace {root} {what} {folder}, which the sandbox replaces with the run's own (the "
-                    "host's devices, sockets and every run's temp folders are there): no command runs sandboxed in "
-                    "it. Work in a folder of its own (a project's), or run the command with outside_sandbox = true "
-                    "(the user approves that)"
-                )
+                return _refused(root, f"{'is' if os.path.realpath(folder) == real else 'holds'} {folder}")
+        # What it shows: the file system it lies in (from where in it), and each mount within it
+        shown = [_place(real, mounts), *(m for m in mounts if _beneath(m.point, real) and m.point != real)]
+        for mount in shown:
+            if mount.kind in HOST_ONLY:
+                return _refused(root, f"shows the host's {mount.kind} (the mount at {mount.point})")
+            for folder, place in places.items():
+                if place.device == mount.device and _beneath(place.top, mount.top):
+                    return _refused(root, f"shows {folder} (the mount at {mount.point})")
     return None
+
+
+def _refused(root: str, why: str) -> str:
+    return (
+        f"the workspace {root} {why}, which the sandbox replaces with the run's own (the host's devices, sockets "
+        "and every run's temp folders are there): no command runs sandboxed in it. Work in a folder of its own (a "
+        "project's), or run the command with outside_sandbox = true (the user approves that)"
+    )
+
+
+HOST_ONLY = frozenset(
+    ("proc", "sysfs", "devtmpfs", "devpts", "mqueue", "cgroup", "cgroup2", "debugfs", "tracefs", "securityfs",
+     "bpf", "configfs", "fusectl", "hugetlbfs", "pstore", "efivarfs", "binfmt_misc", "nsfs")
+)  # fmt: skip
+"""File systems of the host's processes, devices and kernel: none is shown in the sandbox."""
+
+
+@dataclass(frozen=True)
+class _Mount:
+    device: str  # its file system (major:minor)
+    top: str  # the folder of that file system it shows (or, from ``_place``, the one a path is)
+    point: str  # where it is mounted
+    kind: str  # the file system's type
+
+
+def _mounts() -> list[_Mount]:
+    """The mounts this process sees, in the order they were made (a later one on a point covers an earlier)."""
+    mounts = []
+    with open("/proc/self/mountinfo", encoding="utf-8", errors="surrogateescape") as f:
+        for line in f:
+            fields = line.split()
+            kind = fields[fields.index("-") + 1]
+            mounts.append(_Mount(fields[2], _unescaped(fields[3]), _unescaped(fields[4]), kind))
+    return mounts
+
+
+def _unescaped(field: str) -> str:
+    """A path of mountinfo, its blanks and backslashes as they are (written there as octal escapes)."""
+    return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m[1], 8)), field)
+
+
+def _place(path: str, mounts: Sequence[_Mount]) -> _Mount:
+    """The mount ``path`` lies in, with ``top`` the folder of its file system that ``path`` is."""
+    holding = [(len(m.point), i) for i, m in enumerate(mounts) if _beneath(path, m.point)]
+    mount = mounts[max(holding)[1]] if holding else _Mount("", "/", "/", "")
+    inside = path[len(mount.point) :].lstrip("/")
+    return replace(mount, top=os.path.join(mount.top, inside) if inside else mount.top)
 
 
 COVERED_TEMP = ("/tmp", "/var/tmp", "/dev/shm")

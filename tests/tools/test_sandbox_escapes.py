@@ -378,6 +378,24 @@ def test_a_workspace_that_holds_a_folder_the_sandbox_covers_runs_no_command(tmp_
 
 
 @needs_root
+@pytest.mark.parametrize("mount", [["--bind", "/tmp"], ["-t", "proc", "proc"], ["--bind", "/run"]])
+def test_a_workspace_that_shows_a_covered_folder_through_a_mount_runs_no_command(
+    workspace: Path, tmp_path: Path, mount: list[str]
+) -> None:
+    """A mount in the workspace (the host's doing: a container's volumes) of /tmp, of a procfs, of /run: the
+    sandbox would show it as the host has it, every run's private folder, every process, the services' sockets."""
+    point = workspace / "mounted"
+    point.mkdir()
+    subprocess.run(["mount", *mount, str(point)], check=True)
+    try:
+        with pytest.raises(ToolError, match="the mount at .*mounted.* no command runs sandboxed in it"):
+            bash(workspace, f"touch {tmp_path}/ran")
+        assert not (tmp_path / "ran").exists()
+    finally:
+        subprocess.run(["umount", "--lazy", str(point)], check=True)
+
+
+@needs_root
 def test_a_device_node_in_the_workspace_opens_nothing(workspace: Path) -> None:
     """A device node left in the workspace (by a command run outside the sandbox, or by the host): the sandbox
     cannot make one, but one there would open the device (a disk, /dev/kvm). Here the host's /dev/zero."""
