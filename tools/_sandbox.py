@@ -210,7 +210,7 @@ HOST_ONLY = frozenset(
 """File systems of the host's processes, devices and kernel: none is shown in the sandbox."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class _Mount:
     device: str  # its file system (major:minor)
     top: str  # the folder of that file system it shows (or, from ``_place``, the one a path is)
@@ -225,7 +225,7 @@ def _mounts() -> list[_Mount]:
         for line in f:
             fields = line.split()
             kind = fields[fields.index("-") + 1]
-            mounts.append(_Mount(fields[2], _unescaped(fields[3]), _unescaped(fields[4]), kind))
+            mounts.append(_Mount(device=fields[2], top=_unescaped(fields[3]), point=_unescaped(fields[4]), kind=kind))
     return mounts
 
 
@@ -237,7 +237,7 @@ def _unescaped(field: str) -> str:
 def _place(path: str, mounts: Sequence[_Mount]) -> _Mount:
     """The mount ``path`` lies in, with ``top`` the folder of its file system that ``path`` is."""
     holding = [(len(m.point), i) for i, m in enumerate(mounts) if _beneath(path, m.point)]
-    mount = mounts[max(holding)[1]] if holding else _Mount("", "/", "/", "")
+    mount = mounts[max(holding)[1]] if holding else _Mount(device="", top="/", point="/", kind="")
     inside = path[len(mount.point) :].lstrip("/")
     return replace(mount, top=os.path.join(mount.top, inside) if inside else mount.top)
 
