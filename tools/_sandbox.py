@@ -274,10 +274,12 @@ def _remove(path: str) -> str | None:
                 if child is not None:
                     above.append((sub, os.fstat(fd), todo))
                     os.close(fd)
-                    fd, todo = child, _clear(child, left)
+                    fd, todo = child, _clear(child, left, keep=_LEASE if len(above) == 1 else "")
                 continue
             if not above:
                 break
+            if len(above) == 1 and not left:  # the lease last: a folder that cannot all go keeps it, to be tried again
+                _unlink(fd, _LEASE, left)
             sub, identity, todo = above.pop()
             up = os.open("..", _FOLDER, dir_fd=fd)
             os.close(fd)
@@ -317,14 +319,14 @@ def _enter(fd: int, name: str, device: int, left: list[str]) -> int | None:
         os.close(found)
 
 
-def _clear(fd: int, left: list[str]) -> list[str]:
-    """Remove what is in the folder ``fd`` but its subfolders, and name those."""
+def _clear(fd: int, left: list[str], keep: str = "") -> list[str]:
+    """Remove what is in the folder ``fd`` but its subfolders (and ``keep``), and name those."""
     folders = []
     with os.scandir(fd) as entries:
         for entry in entries:
             if entry.is_dir(follow_symlinks=False):
                 folders.append(entry.name)
-            else:
+            elif entry.name != keep:
                 _unlink(fd, entry.name, left)
     return folders
 

@@ -524,6 +524,10 @@ text = "Done."
     assert sorted(host_temp.iterdir()) == [mounted]  # the deep one went, the one it could not remove stays...
     assert (mounted / "shm" / "other-fs.txt").read_text() == "kept"  # ...whole, with the other file system
     assert (outside / "kept.txt").read_text() == "kept" and list(outside.iterdir()) == [outside / "kept.txt"]
+    assert (mounted / "lease").exists()  # ...and its lease, so that a later run's start tries again
+    subprocess.run(["umount", str(mounted / "shm")], check=True)
+    _sandbox.PrivateTemp().remove()
+    assert list(host_temp.iterdir()) == []
 
 
 def test_zero_home_and_the_config_folder_are_never_writable(workspace: Path, tmp_path: Path) -> None:
