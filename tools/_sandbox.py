@@ -171,27 +171,41 @@ def workspace_problem(roots: Sequence[str], environ: Mapping[str, str]) -> str |
     """Why no command runs sandboxed in a workspace of ``roots`` (None: they may): a root that is, or holds, a
     folder the sandbox covers with one of its own (the host's temp folders, where every run's private folder
     is; its devices; its runtime folders and their sockets; its processes), at its own path or through a mount
-    of it elsewhere (``mount --bind /tmp ws/t``, a procfs in the workspace), would show that folder as the host
-    has it, since a workspace is shown as it is."""
-    covered = ["/dev", "/proc", *empty_folders(environ), *COVERED_TEMP]
+    that shows it, or a part of it, there (``mount --bind /tmp ws/t``, a bind of one socket of /run, a procfs, an
+    overlay with a layer in /tmp), would show that folder as the host has it, since a workspace is shown as it
+    is. (A FUSE file system showing one, bindfs say, cannot be told from what the kernel says of it.)"""
+    covered = {folder: os.path.realpath(folder) for folder in ("/dev", "/proc", *empty_folders(environ), *COVERED_TEMP)}
     mounts = _mounts()
-    places = {folder: _place(os.path.realpath(folder), mounts) for folder in covered if os.path.exists(folder)}
+    try:
+        places = {folder: _place(real, mounts) for folder, real in covered.items() if os.path.exists(real)}
+    except OSError as e:
+        return f"the sandbox cannot tell which file systems are where ({e}): no command runs sandboxed"
     for root in roots:
         try:
             real = os.path.realpath(root, strict=True)
+            own = _place(real, mounts)  # the file system it lies in, from where in it (the mount it is reached by)
         except OSError as e:
             return f"the workspace {root} cannot be found as it is ({e.strerror or e}): no command runs sandboxed in it"
-        for folder in covered:
-            if _beneath(os.path.realpath(folder), real):
-                return _refused(root, f"{'is' if os.path.realpath(folder) == real else 'holds'} {folder}")
-        # What it shows: the file system it lies in (from where in it), and each mount within it
-        shown = [_place(real, mounts), *(m for m in mounts if _beneath(m.point, real) and m.point != real)]
-        for mount in shown:
+        for folder, covered_real in covered.items():
+            if _beneath(covered_real, real):
+                return _refused(root, f"{'is' if covered_real == real else 'holds'} {folder}")
+        # The root shows what lies beneath it; each mount within it shows all it mounts, and so a part of a
+        # covered folder as the host has it, unless that part is of the workspace itself.
+        within = [m for m in mounts if _beneath(m.point, real) and m.point != real]  # hidden ones too: refused
+        for mount in [own, *within]:
             if mount.kind in HOST_ONLY:
                 return _refused(root, f"shows the host's {mount.kind} (the mount at {mount.point})")
+            part = mount is not own and not (mount.device == own.device and _beneath(mount.top, own.top))
             for folder, place in places.items():
-                if place.device == mount.device and _beneath(place.top, mount.top):
+                if place.device == mount.device and (
+                    _beneath(place.top, mount.top) or part and _beneath(mount.top, place.top)
+                ):
                     return _refused(root, f"shows {folder} (the mount at {mount.point})")
+            for layer in mount.layers:
+                part = mount is not own and not _beneath(layer, real)
+                for folder, covered_real in covered.items():
+                    if _beneath(covered_real, layer) or part and _beneath(layer, covered_real):
+                        return _refused(root, f"shows {folder} (the {mount.kind} at {mount.point} shows {layer})")
     return None
 
 
@@ -205,28 +219,48 @@ def _refused(root: str, why: str) -> str:
 
 HOST_ONLY = frozenset(
     ("proc", "sysfs", "devtmpfs", "devpts", "mqueue", "cgroup", "cgroup2", "debugfs", "tracefs", "securityfs",
-     "bpf", "configfs", "fusectl", "hugetlbfs", "pstore", "efivarfs", "binfmt_misc", "nsfs")
+     "bpf", "configfs", "fusectl", "hugetlbfs", "pstore", "efivarfs", "binfmt_misc", "nsfs", "selinuxfs",
+     "rpc_pipefs", "autofs", "resctrl", "nfsd")
 )  # fmt: skip
 """File systems of the host's processes, devices and kernel: none is shown in the sandbox."""
 
 
 @dataclass(frozen=True, kw_only=True)
 class _Mount:
+    id: str  # the mount's number
     device: str  # its file system (major:minor)
     top: str  # the folder of that file system it shows (or, from ``_place``, the one a path is)
     point: str  # where it is mounted
     kind: str  # the file system's type
+    layers: tuple[str, ...] = ()  # the folders an overlay shows (its lower and upper ones)
 
 
 def _mounts() -> list[_Mount]:
-    """The mounts this process sees, in the order they were made (a later one on a point covers an earlier)."""
+    """The mounts this process sees, hidden ones (mounted on or beneath a later one's point) among them."""
     mounts = []
     with open("/proc/self/mountinfo", encoding="utf-8", errors="surrogateescape") as f:
         for line in f:
             fields = line.split()
-            kind = fields[fields.index("-") + 1]
-            mounts.append(_Mount(device=fields[2], top=_unescaped(fields[3]), point=_unescaped(fields[4]), kind=kind))
+            at = fields.index("-")
+            kind, options = fields[at + 1], fields[at + 3] if len(fields) > at + 3 else ""
+            mounts.append(
+                _Mount(
+                    id=fields[0], device=fields[2], top=_unescaped(fields[3]), point=_unescaped(fields[4]), kind=kind,
+                    layers=_layers(options) if kind == "overlay" else (),
+                )
+            )  # fmt: skip
     return mounts
+
+
+def _layers(options: str) -> tuple[str, ...]:
+    """The folders an overlay's options name (``lowerdir=a:b``, ``lowerdir+=a``, ``upperdir=``, ``datadir+=``;
+    a comma, a colon within a path are escaped)."""
+    layers: list[str] = []
+    for option in options.split(","):
+        key, _, value = option.partition("=")
+        if key.rstrip("+") in ("lowerdir", "upperdir", "datadir"):
+            layers += (part.replace("\\:", ":") for part in re.split(r"(?<!\\):", _unescaped(value)) if part)
+    return tuple(layers)
 
 
 def _unescaped(field: str) -> str:
@@ -235,9 +269,17 @@ def _unescaped(field: str) -> str:
 
 
 def _place(path: str, mounts: Sequence[_Mount]) -> _Mount:
-    """The mount ``path`` lies in, with ``top`` the folder of its file system that ``path`` is."""
-    holding = [(len(m.point), i) for i, m in enumerate(mounts) if _beneath(path, m.point)]
-    mount = mounts[max(holding)[1]] if holding else _Mount(device="", top="/", point="/", kind="")
+    """The mount ``path`` is reached by, as the kernel says of it (a mount on a shorter point made later than one
+    on a longer may hide it), with ``top`` the folder of its file system that ``path`` is."""
+    fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+    try:
+        with open(f"/proc/self/fdinfo/{fd}", encoding="ascii") as f:
+            number = next((line.split()[1] for line in f if line.startswith("mnt_id:")), "")
+    finally:
+        os.close(fd)
+    mount = next((m for m in mounts if m.id == number and _beneath(path, m.point)), None)
+    if mount is None:
+        raise OSError(f"{path} lies in no mount this process sees")
     inside = path[len(mount.point) :].lstrip("/")
     return replace(mount, top=os.path.join(mount.top, inside) if inside else mount.top)
 

@@ -377,22 +377,90 @@ def test_a_workspace_that_holds_a_folder_the_sandbox_covers_runs_no_command(tmp_
     assert not (tmp_path / "ran").exists()
 
 
-@needs_root
-@pytest.mark.parametrize("mount", [["--bind", "/tmp"], ["-t", "proc", "proc"], ["--bind", "/run"]])
-def test_a_workspace_that_shows_a_covered_folder_through_a_mount_runs_no_command(
-    workspace: Path, tmp_path: Path, mount: list[str]
-) -> None:
-    """A mount in the workspace (the host's doing: a container's volumes) of /tmp, of a procfs, of /run: the
-    sandbox would show it as the host has it, every run's private folder, every process, the services' sockets."""
+def _mounted_in(workspace: Path, tmp_path: Path, what: str) -> Path:
+    """Mount ``what`` in the workspace (as a host does: a container's volumes) at the point returned."""
     point = workspace / "mounted"
     point.mkdir()
-    subprocess.run(["mount", *mount, str(point)], check=True)
+    beside = tmp_path / "beside"  # a folder of the host's /tmp beside the workspace: another run's, a socket's
+    (beside / "upper").mkdir(parents=True)
+    (beside / "lower").mkdir()
+    made = {
+        "/tmp": ["--bind", "/tmp"],
+        "/run": ["--bind", "/run"],
+        "a procfs": ["-t", "proc", "proc"],
+        "a folder of /tmp": ["--bind", str(beside)],
+        "an overlay on /tmp": ["-t", "overlay", "overlay", "-o", f"lowerdir={beside}/upper:{beside}/lower"],
+    }
+    if what == "a file of /dev/shm":  # (a socket's file, as of /run/docker.sock)
+        point.rmdir()
+        point.touch()
+        shm = Path("/dev/shm") / f"zero-test-{tmp_path.name}"
+        shm.write_text("the host's\n")
+        made[what] = ["--bind", str(shm)]
+    subprocess.run(["mount", *made[what], str(point)], check=True)
+    return point
+
+
+SHOWN = ["/tmp", "/run", "a procfs", "a folder of /tmp", "a file of /dev/shm", "an overlay on /tmp"]
+
+
+@needs_root
+@pytest.mark.parametrize("what", SHOWN)
+def test_a_workspace_that_shows_a_covered_folder_through_a_mount_runs_no_command(
+    workspace: Path, tmp_path: Path, what: str
+) -> None:
+    """A mount in the workspace (the host's doing: a container's volumes) of /tmp, /run, a procfs, a part of one
+    (a folder of /tmp, one socket's file), an overlay of folders in /tmp: the sandbox would show it as the host
+    has it, every run's private folder, every process, the services' sockets."""
+    point = _mounted_in(workspace, tmp_path, what)
     try:
-        with pytest.raises(ToolError, match="the mount at .*mounted.* no command runs sandboxed in it"):
+        with pytest.raises(ToolError, match="the .* at .*mounted.* no command runs sandboxed in it"):
             bash(workspace, f"touch {tmp_path}/ran")
         assert not (tmp_path / "ran").exists()
     finally:
         subprocess.run(["umount", "--lazy", str(point)], check=True)
+        Path("/dev/shm", f"zero-test-{tmp_path.name}").unlink(missing_ok=True)
+
+
+@needs_root
+def test_a_workspace_hidden_beneath_a_later_mount_is_read_as_it_is_reached(tmp_path: Path) -> None:
+    """A clean tmpfs at w/tmp, then the host's / bound at w (it hides the tmpfs): a workspace w/tmp is the host's
+    /tmp, though the mount on the longest point that holds it is the clean one."""
+    if os.stat("/tmp").st_dev != os.stat("/").st_dev:
+        pytest.skip("the host's /tmp is a file system of its own: a bind of / does not show it")
+    w = tmp_path / "w"
+    (w / "tmp").mkdir(parents=True)
+    subprocess.run(["mount", "-t", "tmpfs", "clean", str(w / "tmp")], check=True)
+    subprocess.run(["mount", "--bind", "/", str(w)], check=True)
+    try:
+        with pytest.raises(ToolError, match=f"the workspace {w}/tmp shows /tmp .* no command runs sandboxed in it"):
+            bash(w / "tmp", f"touch {tmp_path}/ran")
+        assert not (tmp_path / "ran").exists()
+    finally:
+        subprocess.run(["umount", "--lazy", str(w)], check=True)
+        subprocess.run(["umount", "--lazy", str(w / "tmp")], check=True)
+
+
+@needs_root
+def test_mounts_that_show_only_the_workspace_and_file_systems_of_its_own_run_commands(workspace: Path) -> None:
+    """No refusal where nothing covered is in view: a tmpfs in the workspace, a bind of a folder of its own, an
+    overlay of two of its folders."""
+    for folder in ("disk", "again", "merged", "l1", "l2"):
+        (workspace / folder).mkdir()
+    (workspace / "l1" / "a.txt").write_text("a\n")
+    mounts = [
+        ["-t", "tmpfs", "zero-test", str(workspace / "disk")],
+        ["--bind", str(workspace / "src"), str(workspace / "again")],
+        ["-t", "overlay", "overlay", "-o", f"lowerdir={workspace}/l1:{workspace}/l2", str(workspace / "merged")],
+    ]
+    for mount in mounts:
+        subprocess.run(["mount", *mount], check=True)
+    try:
+        [out] = bash(workspace, "ls again merged; touch disk/made && echo MADE")
+        assert out.split() == ["again:", "app.py", "merged:", "a.txt", "MADE", "[exit", "code", "0]"], out
+    finally:
+        for mount in mounts:
+            subprocess.run(["umount", "--lazy", mount[-1]], check=True)
 
 
 @needs_root
