@@ -171,15 +171,20 @@ def workspace_problem(roots: Sequence[str], environ: Mapping[str, str]) -> str |
     """Why no command runs sandboxed in a workspace of ``roots`` (None: they may): a root that is, or holds, a
     folder the sandbox covers with one of its own (the host's temp folders, where every run's private folder
     is; its devices; its runtime folders and their sockets; its processes), at its own path or through a mount
-    that shows it, or a part of it, there (``mount --bind /tmp ws/t``, a bind of one socket of /run, a procfs, an
-    overlay with a layer in /tmp), would show that folder as the host has it, since a workspace is shown as it
-    is. (A FUSE file system showing one, bindfs say, cannot be told from what the kernel says of it.)"""
-    covered = {folder: os.path.realpath(folder) for folder in ("/dev", "/proc", *empty_folders(environ), *COVERED_TEMP)}
+    that shows it, or a part of it, there (``mount --bind /tmp ws/t``, a bind of one socket of /run or of a
+    tmpfs mounted in /tmp, a procfs, an overlay with a layer in /tmp, a workspace that is a bind of a folder of
+    /tmp), would show that folder as the host has it, since a workspace is shown as it is. (Not told apart: a
+    FUSE, NFS, 9p or virtiofs file system that shows one, bindfs say, since the kernel does not say what they
+    show; an overlay layer renamed into one since it was mounted.)"""
+    folders = ("/dev", "/proc", *empty_folders(environ), *COVERED_TEMP)
+    covered = {folder: real for folder in folders if os.path.exists(real := os.path.realpath(folder))}
     mounts = _mounts()
     try:
-        places = {folder: _place(real, mounts) for folder, real in covered.items() if os.path.exists(real)}
+        places = [(folder, _place(real, mounts)) for folder, real in covered.items()]
     except OSError as e:
         return f"the sandbox cannot tell which file systems are where ({e}): no command runs sandboxed"
+    # and each file system mounted in one (a tmpfs of /tmp/.X11-unix, of /run/user/1000), hidden ones too
+    places += [(m.point, m) for m in mounts if any(_beneath(m.point, c) and m.point != c for c in covered.values())]
     for root in roots:
         try:
             real = os.path.realpath(root, strict=True)
@@ -189,24 +194,71 @@ def workspace_problem(roots: Sequence[str], environ: Mapping[str, str]) -> str |
         for folder, covered_real in covered.items():
             if _beneath(covered_real, real):
                 return _refused(root, f"{'is' if covered_real == real else 'holds'} {folder}")
-        # The root shows what lies beneath it; each mount within it shows all it mounts, and so a part of a
-        # covered folder as the host has it, unless that part is of the workspace itself.
-        within = [m for m in mounts if _beneath(m.point, real) and m.point != real]  # hidden ones too: refused
-        for mount in [own, *within]:
-            if mount.kind in HOST_ONLY:
-                return _refused(root, f"shows the host's {mount.kind} (the mount at {mount.point})")
-            part = mount is not own and not (mount.device == own.device and _beneath(mount.top, own.top))
-            for folder, place in places.items():
-                if place.device == mount.device and (
-                    _beneath(place.top, mount.top) or part and _beneath(mount.top, place.top)
-                ):
-                    return _refused(root, f"shows {folder} (the mount at {mount.point})")
-            for layer in mount.layers:
-                part = mount is not own and not _beneath(layer, real)
-                for folder, covered_real in covered.items():
-                    if _beneath(covered_real, layer) or part and _beneath(layer, covered_real):
-                        return _refused(root, f"shows {folder} (the {mount.kind} at {mount.point} shows {layer})")
+        if (why := _shows(real, own, mounts, covered, places)) is not None:
+            return _refused(root, why)
     return None
+
+
+def _shows(
+    real: str, own: _Mount, mounts: Sequence[_Mount], covered: Mapping[str, str], places: Sequence[tuple[str, _Mount]]
+) -> str | None:
+    """Which covered folder (or part of one) the workspace at ``real``, reached by the mount ``own``, shows: what
+    lies beneath it, and all that each mount in view within it shows (a part of a covered folder is the host's too),
+    unless that part is of the workspace itself. A workspace that lies in a covered folder (a project in /tmp)
+    shows no more of it than itself."""
+    places = [(folder, place) for folder, place in places if not _beneath(place.point, real)]  # (not its own)
+    inside = any(_beneath(real, c) for c in covered.values())
+    for mount in [own, *_within(own, real, mounts)]:
+        if mount.kind in HOST_ONLY:
+            return f"shows the host's {mount.kind} (the mount at {mount.point})"
+        mine = mount.device == own.device and _beneath(mount.top, own.top)
+        if (folder := _covers(mount, not inside if mount is own else not mine, places)) is not None:
+            return f"shows {folder} (the mount at {mount.point})"
+        for layer in mount.layers:
+            shown = f"(the {mount.kind} at {mount.point} shows {layer})"
+            if (folder := next((f for f, c in covered.items() if _beneath(c, layer)), None)) is not None:
+                return f"shows {folder} {shown}"
+            seen = _placed(layer, mounts)
+            if seen is None and mount is not own:  # (a container's root: its layers are the host's, not in view)
+                return f"shows a folder the sandbox cannot place {shown}: a relative or unresolved path, or gone"
+            if seen is None or _beneath(layer, real):
+                continue  # (a layer in the workspace: it shows its own)
+            if (folder := _covers(seen, mount is not own or not inside, places)) is not None:
+                return f"shows {folder} {shown}"
+    return None
+
+
+def _covers(view: _Mount, whole: bool, places: Sequence[tuple[str, _Mount]]) -> str | None:
+    """The covered folder of ``places`` that ``view`` (a mount, a path's place) shows: holds, or with ``whole``
+    lies in (all it shows is in view)."""
+    for folder, place in places:
+        if place.device == view.device and (_beneath(place.top, view.top) or whole and _beneath(view.top, place.top)):
+            return folder
+    return None
+
+
+def _within(own: _Mount, real: str, mounts: Sequence[_Mount]) -> list[_Mount]:
+    """The mounts in view beneath the workspace at ``real``, reached by ``own``: those on its tree at a point in it,
+    and those on theirs (one hidden among them too); not one on another tree that ``own`` hides."""
+    children: dict[str, list[_Mount]] = {}
+    for mount in mounts:
+        children.setdefault(mount.parent, []).append(mount)
+    found, todo, seen = [], [own.id], {own.id}
+    while todo:
+        for mount in children.get(todo.pop(), []):
+            if mount.id not in seen and _beneath(mount.point, real):
+                seen.add(mount.id)
+                found.append(mount)
+                todo.append(mount.id)
+    return found
+
+
+def _placed(path: str, mounts: Sequence[_Mount]) -> _Mount | None:
+    """``path``'s place, if it is an absolute path that is as it is (no link, no ``..`` in it) and there."""
+    try:
+        return _place(path, mounts) if os.path.isabs(path) and os.path.realpath(path, strict=True) == path else None
+    except OSError:
+        return None
 
 
 def _refused(root: str, why: str) -> str:
@@ -228,6 +280,7 @@ HOST_ONLY = frozenset(
 @dataclass(frozen=True, kw_only=True)
 class _Mount:
     id: str  # the mount's number
+    parent: str  # the number of the mount it is mounted on
     device: str  # its file system (major:minor)
     top: str  # the folder of that file system it shows (or, from ``_place``, the one a path is)
     point: str  # where it is mounted
@@ -243,24 +296,35 @@ def _mounts() -> list[_Mount]:
             fields = line.split()
             at = fields.index("-")
             kind, options = fields[at + 1], fields[at + 3] if len(fields) > at + 3 else ""
-            mounts.append(
-                _Mount(
-                    id=fields[0], device=fields[2], top=_unescaped(fields[3]), point=_unescaped(fields[4]), kind=kind,
-                    layers=_layers(options) if kind == "overlay" else (),
-                )
-            )  # fmt: skip
+            top, point = _unescaped(fields[3]), _unescaped(fields[4])
+            mount = _Mount(id=fields[0], parent=fields[1], device=fields[2], top=top, point=point, kind=kind)
+            mounts.append(replace(mount, layers=_layers(options)) if kind == "overlay" else mount)
     return mounts
 
 
 def _layers(options: str) -> tuple[str, ...]:
-    """The folders an overlay's options name (``lowerdir=a:b``, ``lowerdir+=a``, ``upperdir=``, ``datadir+=``;
-    a comma, a colon within a path are escaped)."""
+    """The folders an overlay's options name (``lowerdir=a:b``, ``lowerdir+=a``, ``upperdir=``, ``datadir+=``),
+    read as the kernel reads them: a backslash keeps the character after it (a colon, a backslash) in the path."""
     layers: list[str] = []
-    for option in options.split(","):
+    for option in options.split(","):  # (a comma in a path is shown as an octal escape)
         key, _, value = option.partition("=")
         if key.rstrip("+") in ("lowerdir", "upperdir", "datadir"):
-            layers += (part.replace("\\:", ":") for part in re.split(r"(?<!\\):", _unescaped(value)) if part)
+            layers += (part for part in _split_layers(_unescaped(value)) if part)
     return tuple(layers)
+
+
+def _split_layers(value: str) -> list[str]:
+    parts: list[str] = []
+    current, escaped = "", False
+    for character in value:
+        if escaped or character not in "\\:":
+            current, escaped = current + character, False
+        elif character == "\\":
+            escaped = True
+        else:
+            parts.append(current)
+            current = ""
+    return [*parts, current]
 
 
 def _unescaped(field: str) -> str:

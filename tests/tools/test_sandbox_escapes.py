@@ -20,6 +20,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import anyio
@@ -377,31 +378,57 @@ def test_a_workspace_that_holds_a_folder_the_sandbox_covers_runs_no_command(tmp_
     assert not (tmp_path / "ran").exists()
 
 
-def _mounted_in(workspace: Path, tmp_path: Path, what: str) -> Path:
-    """Mount ``what`` in the workspace (as a host does: a container's volumes) at the point returned."""
+@contextmanager
+def mounted(*mounts: list[str], cwd: str | None = None) -> Iterator[None]:
+    """Each ``mount`` command's arguments run (as a host does: a container's volumes), all unmounted afterwards."""
+    made: list[str] = []
+    try:
+        for mount in mounts:
+            subprocess.run(["mount", *mount], check=True, cwd=cwd)
+            made.append(os.path.join(cwd or "", mount[-1]))
+        yield
+    finally:
+        for point in reversed(made):
+            subprocess.run(["umount", "--lazy", point], check=True)
+
+
+def _shown(workspace: Path, tmp_path: Path, what: str) -> tuple[list[list[str]], str | None]:
+    """The mounts that put ``what`` at ``workspace/mounted`` (the host's /tmp, a part of it...), and where to run
+    them from."""
     point = workspace / "mounted"
     point.mkdir()
     beside = tmp_path / "beside"  # a folder of the host's /tmp beside the workspace: another run's, a socket's
-    (beside / "upper").mkdir(parents=True)
-    (beside / "lower").mkdir()
-    made = {
-        "/tmp": ["--bind", "/tmp"],
-        "/run": ["--bind", "/run"],
-        "a procfs": ["-t", "proc", "proc"],
-        "a folder of /tmp": ["--bind", str(beside)],
-        "an overlay on /tmp": ["-t", "overlay", "overlay", "-o", f"lowerdir={beside}/upper:{beside}/lower"],
-    }
+    for folder in ("upper", "lower", "x11"):
+        (beside / folder).mkdir(parents=True)
+    (workspace / "x\\").mkdir()
+    layers = f"{beside}/upper:{beside}/lower"
     if what == "a file of /dev/shm":  # (a socket's file, as of /run/docker.sock)
         point.rmdir()
         point.touch()
         shm = Path("/dev/shm") / f"zero-test-{tmp_path.name}"
         shm.write_text("the host's\n")
-        made[what] = ["--bind", str(shm)]
-    subprocess.run(["mount", *made[what], str(point)], check=True)
-    return point
+    return {
+        "/tmp": [["--bind", "/tmp", str(point)]],
+        "/run": [["--bind", "/run", str(point)]],
+        "a procfs": [["-t", "proc", "proc", str(point)]],
+        "a folder of /tmp": [["--bind", str(beside), str(point)]],
+        "a file of /dev/shm": [["--bind", f"/dev/shm/zero-test-{tmp_path.name}", str(point)]],
+        "a tmpfs mounted in /tmp": [
+            ["-t", "tmpfs", "x11", str(beside / "x11")],
+            ["--bind", str(beside / "x11"), str(point)],
+        ],
+        "an overlay on /tmp": [["-t", "overlay", "overlay", "-o", f"lowerdir={layers}", str(point)]],
+        "an overlay on /tmp past an escaped colon": [
+            ["-t", "overlay", "overlay", "-o", f"lowerdir={workspace}/x\\\\:{beside}/lower", str(point)]
+        ],
+        "an overlay of a relative path": [
+            ["-t", "overlay", "overlay", "-o", f"lowerdir={layers.replace(':/', ':')[1:]}", str(point)]
+        ],
+    }[what], ("/" if what == "an overlay of a relative path" else None)
 
 
-SHOWN = ["/tmp", "/run", "a procfs", "a folder of /tmp", "a file of /dev/shm", "an overlay on /tmp"]
+SHOWN = ["/tmp", "/run", "a procfs", "a folder of /tmp", "a file of /dev/shm", "a tmpfs mounted in /tmp",
+         "an overlay on /tmp", "an overlay on /tmp past an escaped colon", "an overlay of a relative path"]  # fmt: skip
 
 
 @needs_root
@@ -410,16 +437,35 @@ def test_a_workspace_that_shows_a_covered_folder_through_a_mount_runs_no_command
     workspace: Path, tmp_path: Path, what: str
 ) -> None:
     """A mount in the workspace (the host's doing: a container's volumes) of /tmp, /run, a procfs, a part of one
-    (a folder of /tmp, one socket's file), an overlay of folders in /tmp: the sandbox would show it as the host
-    has it, every run's private folder, every process, the services' sockets."""
-    point = _mounted_in(workspace, tmp_path, what)
+    (a folder of /tmp, one socket's file, a tmpfs of /tmp/.X11-unix), an overlay of folders in /tmp: the sandbox
+    would show it as the host has it, every run's private folder, every process, the services' sockets."""
+    mounts, cwd = _shown(workspace, tmp_path, what)
     try:
-        with pytest.raises(ToolError, match="the .* at .*mounted.* no command runs sandboxed in it"):
-            bash(workspace, f"touch {tmp_path}/ran")
+        with mounted(*mounts, cwd=cwd):
+            with pytest.raises(ToolError, match="the .* at .*mounted.* no command runs sandboxed in it"):
+                bash(workspace, f"touch {tmp_path}/ran")
         assert not (tmp_path / "ran").exists()
     finally:
-        subprocess.run(["umount", "--lazy", str(point)], check=True)
         Path("/dev/shm", f"zero-test-{tmp_path.name}").unlink(missing_ok=True)
+
+
+def test_an_overlays_layers_are_read_as_the_kernel_reads_them() -> None:
+    """As mountinfo shows them (octal escapes) and then as the kernel split them: a backslash keeps the character
+    after it, a colon of its own or another backslash (a colon after that one parts two layers)."""
+    options = r"ro,lowerdir=/w/x\134\134:/tmp/l,upperdir=/u\134:v\054w,workdir=/k,lowerdir+=/m,redirect_dir=on"
+    assert _sandbox._layers(options) == ("/w/x\\", "/tmp/l", "/u:v,w", "/m")
+
+
+@needs_root
+def test_a_workspace_that_is_a_view_of_a_folder_of_tmp_runs_no_command(tmp_path: Path, outside: Path) -> None:
+    """A workspace outside /tmp that is a bind of a folder in it (another run's private folder, say) shows it."""
+    theirs = tmp_path / "zero-run-theirs"
+    (theirs / "tmp").mkdir(parents=True)
+    (outside / "ws").mkdir()
+    with mounted(["--bind", str(theirs), str(outside / "ws")]):
+        with pytest.raises(ToolError, match=f"the workspace {outside}/ws shows /tmp .* no command runs sandboxed"):
+            bash(outside / "ws", f"touch {tmp_path}/ran")
+    assert not (tmp_path / "ran").exists()
 
 
 @needs_root
@@ -430,37 +476,33 @@ def test_a_workspace_hidden_beneath_a_later_mount_is_read_as_it_is_reached(tmp_p
         pytest.skip("the host's /tmp is a file system of its own: a bind of / does not show it")
     w = tmp_path / "w"
     (w / "tmp").mkdir(parents=True)
-    subprocess.run(["mount", "-t", "tmpfs", "clean", str(w / "tmp")], check=True)
-    subprocess.run(["mount", "--bind", "/", str(w)], check=True)
-    try:
+    with mounted(["-t", "tmpfs", "clean", str(w / "tmp")], ["--bind", "/", str(w)]):
         with pytest.raises(ToolError, match=f"the workspace {w}/tmp shows /tmp .* no command runs sandboxed in it"):
             bash(w / "tmp", f"touch {tmp_path}/ran")
-        assert not (tmp_path / "ran").exists()
-    finally:
-        subprocess.run(["umount", "--lazy", str(w)], check=True)
-        subprocess.run(["umount", "--lazy", str(w / "tmp")], check=True)
+    assert not (tmp_path / "ran").exists()
 
 
 @needs_root
-def test_mounts_that_show_only_the_workspace_and_file_systems_of_its_own_run_commands(workspace: Path) -> None:
+def test_mounts_that_show_only_the_workspace_and_file_systems_of_its_own_run_commands(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """No refusal where nothing covered is in view: a tmpfs in the workspace, a bind of a folder of its own, an
-    overlay of two of its folders."""
-    for folder in ("disk", "again", "merged", "l1", "l2"):
+    overlay of two of its folders; a bind of /tmp that a tmpfs mounted on the workspace since hides; a runtime
+    folder that is not there."""
+    for folder in ("disk", "again", "merged", "l1", "l2", "hidden"):
         (workspace / folder).mkdir()
     (workspace / "l1" / "a.txt").write_text("a\n")
-    mounts = [
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(workspace / "run"))
+    with mounted(["--bind", "/tmp", str(workspace / "hidden")], ["-t", "tmpfs", "zero-test", str(workspace)]):
+        [out] = bash(workspace, "ls -A")
+        assert out.endswith("[exit code 0]") and "hidden" not in out, out  # (the tmpfs is all it shows)
+    with mounted(
         ["-t", "tmpfs", "zero-test", str(workspace / "disk")],
         ["--bind", str(workspace / "src"), str(workspace / "again")],
         ["-t", "overlay", "overlay", "-o", f"lowerdir={workspace}/l1:{workspace}/l2", str(workspace / "merged")],
-    ]
-    for mount in mounts:
-        subprocess.run(["mount", *mount], check=True)
-    try:
+    ):
         [out] = bash(workspace, "ls again merged; touch disk/made && echo MADE")
         assert out.split() == ["again:", "app.py", "merged:", "a.txt", "MADE", "[exit", "code", "0]"], out
-    finally:
-        for mount in mounts:
-            subprocess.run(["umount", "--lazy", mount[-1]], check=True)
 
 
 @needs_root
