@@ -172,19 +172,19 @@ def workspace_problem(roots: Sequence[str], environ: Mapping[str, str]) -> str |
     folder the sandbox covers with one of its own (the host's temp folders, where every run's private folder
     is; its devices; its runtime folders and their sockets; its processes), at its own path or through a mount
     that shows it, or a part of it, there (``mount --bind /tmp ws/t``, a bind of one socket of /run or of a
-    tmpfs mounted in /tmp, a procfs, an overlay with a layer in /tmp, a workspace that is a bind of a folder of
-    /tmp), would show that folder as the host has it, since a workspace is shown as it is. (Not told apart: a
-    FUSE, NFS, 9p or virtiofs file system that shows one, bindfs say, since the kernel does not say what they
-    show; an overlay layer renamed into one since it was mounted.)"""
+    tmpfs mounted in /tmp, a procfs, a workspace that is itself a bind of a folder of /run), would show that
+    folder as the host has it, since a workspace is shown as it is. An overlay in view is refused as well: the
+    paths its layers are named by are those of when it was mounted. (Not told apart: a FUSE, NFS, 9p or
+    virtiofs file system that shows one, bindfs say, since the kernel does not say what they show.)"""
     folders = ("/dev", "/proc", *empty_folders(environ), *COVERED_TEMP)
     covered = {folder: real for folder in folders if os.path.exists(real := os.path.realpath(folder))}
     mounts = _mounts()
-    try:
-        places = [(folder, _place(real, mounts)) for folder, real in covered.items()]
+    try:  # each covered folder's place, and each file system mounted in one (a tmpfs of /tmp/.X11-unix)
+        places = [_Covered(folder, real, _place(real, mounts)) for folder, real in covered.items()]
     except OSError as e:
         return f"the sandbox cannot tell which file systems are where ({e}): no command runs sandboxed"
-    # and each file system mounted in one (a tmpfs of /tmp/.X11-unix, of /run/user/1000), hidden ones too
-    places += [(m.point, m) for m in mounts if any(_beneath(m.point, c) and m.point != c for c in covered.values())]
+    inside = [m for m in mounts if any(_beneath(m.point, c) and m.point != c for c in covered.values())]
+    places += [_Covered(m.point, m.point, m, mounted=True) for m in inside]  # (hidden ones too)
     for root in roots:
         try:
             real = os.path.realpath(root, strict=True)
@@ -194,46 +194,54 @@ def workspace_problem(roots: Sequence[str], environ: Mapping[str, str]) -> str |
         for folder, covered_real in covered.items():
             if _beneath(covered_real, real):
                 return _refused(root, f"{'is' if covered_real == real else 'holds'} {folder}")
-        if (why := _shows(real, own, mounts, covered, places)) is not None:
+        if (why := _shows(real, own, mounts, places)) is not None:
             return _refused(root, why)
     return None
 
 
-def _shows(
-    real: str, own: _Mount, mounts: Sequence[_Mount], covered: Mapping[str, str], places: Sequence[tuple[str, _Mount]]
-) -> str | None:
+@dataclass(frozen=True)
+class _Covered:
+    """A covered folder, or a file system ``mounted`` in one: its name, its path, its place."""
+
+    name: str
+    path: str
+    place: _Mount
+    mounted: bool = False
+
+
+def _shows(real: str, own: _Mount, mounts: Sequence[_Mount], places: Sequence[_Covered]) -> str | None:
     """Which covered folder (or part of one) the workspace at ``real``, reached by the mount ``own``, shows: what
-    lies beneath it, and all that each mount in view within it shows (a part of a covered folder is the host's too),
-    unless that part is of the workspace itself. A workspace that lies in a covered folder (a project in /tmp)
-    shows no more of it than itself."""
-    places = [(folder, place) for folder, place in places if not _beneath(place.point, real)]  # (not its own)
-    inside = any(_beneath(real, c) for c in covered.values())
+    lies beneath it, and all that each mount in view within it shows (a part of a covered folder is the host's
+    too), unless that part is of the workspace itself. A workspace that lies in a covered folder (a project in
+    /tmp) shows no more of it than itself, if it shows what that folder's file system has at its path."""
+    theirs = [c for c in places if not _beneath(c.path, real)]  # (one in the workspace: the workspace's)
+    others = [c for c in theirs if not (c.mounted and c.place.id == own.id)]  # (one mounted as the workspace: its own)
+    itself = any(
+        _beneath(real, c.path) and own.device == c.place.device and own.top == _top(c.place, c.path, real)
+        for c in others
+    )
     for mount in [own, *_within(own, real, mounts)]:
         if mount.kind in HOST_ONLY:
             return f"shows the host's {mount.kind} (the mount at {mount.point})"
-        mine = mount.device == own.device and _beneath(mount.top, own.top)
-        if (folder := _covers(mount, not inside if mount is own else not mine, places)) is not None:
-            return f"shows {folder} (the mount at {mount.point})"
-        for layer in mount.layers:
-            shown = f"(the {mount.kind} at {mount.point} shows {layer})"
-            if (folder := next((f for f, c in covered.items() if _beneath(c, layer)), None)) is not None:
-                return f"shows {folder} {shown}"
-            seen = _placed(layer, mounts)
-            if seen is None and mount is not own:  # (a container's root: its layers are the host's, not in view)
-                return f"shows a folder the sandbox cannot place {shown}: a relative or unresolved path, or gone"
-            if seen is None or _beneath(layer, real):
-                continue  # (a layer in the workspace: it shows its own)
-            if (folder := _covers(seen, mount is not own or not inside, places)) is not None:
-                return f"shows {folder} {shown}"
+        if mount.kind == "overlay" and mount.point != "/":  # (a container's root: its layers are out of view)
+            return f"shows an overlay (the mount at {mount.point}), whose layers the sandbox cannot tell"
+        if mount is own:
+            shown = None if itself else _covers(own, others, whole=True)
+        else:
+            mine = mount.device == own.device and _beneath(mount.top, own.top)
+            shown = _covers(mount, theirs, whole=not mine)
+        if shown is not None:
+            return f"shows {shown} (the mount at {mount.point})"
     return None
 
 
-def _covers(view: _Mount, whole: bool, places: Sequence[tuple[str, _Mount]]) -> str | None:
+def _covers(view: _Mount, places: Sequence[_Covered], *, whole: bool) -> str | None:
     """The covered folder of ``places`` that ``view`` (a mount, a path's place) shows: holds, or with ``whole``
-    lies in (all it shows is in view)."""
-    for folder, place in places:
+    (all it shows is in view) lies in."""
+    for covered in places:
+        place = covered.place
         if place.device == view.device and (_beneath(place.top, view.top) or whole and _beneath(view.top, place.top)):
-            return folder
+            return covered.name
     return None
 
 
@@ -251,14 +259,6 @@ def _within(own: _Mount, real: str, mounts: Sequence[_Mount]) -> list[_Mount]:
                 found.append(mount)
                 todo.append(mount.id)
     return found
-
-
-def _placed(path: str, mounts: Sequence[_Mount]) -> _Mount | None:
-    """``path``'s place, if it is an absolute path that is as it is (no link, no ``..`` in it) and there."""
-    try:
-        return _place(path, mounts) if os.path.isabs(path) and os.path.realpath(path, strict=True) == path else None
-    except OSError:
-        return None
 
 
 def _refused(root: str, why: str) -> str:
@@ -285,7 +285,6 @@ class _Mount:
     top: str  # the folder of that file system it shows (or, from ``_place``, the one a path is)
     point: str  # where it is mounted
     kind: str  # the file system's type
-    layers: tuple[str, ...] = ()  # the folders an overlay shows (its lower and upper ones)
 
 
 def _mounts() -> list[_Mount]:
@@ -294,37 +293,9 @@ def _mounts() -> list[_Mount]:
     with open("/proc/self/mountinfo", encoding="utf-8", errors="surrogateescape") as f:
         for line in f:
             fields = line.split()
-            at = fields.index("-")
-            kind, options = fields[at + 1], fields[at + 3] if len(fields) > at + 3 else ""
-            top, point = _unescaped(fields[3]), _unescaped(fields[4])
-            mount = _Mount(id=fields[0], parent=fields[1], device=fields[2], top=top, point=point, kind=kind)
-            mounts.append(replace(mount, layers=_layers(options)) if kind == "overlay" else mount)
+            top, point, kind = _unescaped(fields[3]), _unescaped(fields[4]), fields[fields.index("-") + 1]
+            mounts.append(_Mount(id=fields[0], parent=fields[1], device=fields[2], top=top, point=point, kind=kind))
     return mounts
-
-
-def _layers(options: str) -> tuple[str, ...]:
-    """The folders an overlay's options name (``lowerdir=a:b``, ``lowerdir+=a``, ``upperdir=``, ``datadir+=``),
-    read as the kernel reads them: a backslash keeps the character after it (a colon, a backslash) in the path."""
-    layers: list[str] = []
-    for option in options.split(","):  # (a comma in a path is shown as an octal escape)
-        key, _, value = option.partition("=")
-        if key.rstrip("+") in ("lowerdir", "upperdir", "datadir"):
-            layers += (part for part in _split_layers(_unescaped(value)) if part)
-    return tuple(layers)
-
-
-def _split_layers(value: str) -> list[str]:
-    parts: list[str] = []
-    current, escaped = "", False
-    for character in value:
-        if escaped or character not in "\\:":
-            current, escaped = current + character, False
-        elif character == "\\":
-            escaped = True
-        else:
-            parts.append(current)
-            current = ""
-    return [*parts, current]
 
 
 def _unescaped(field: str) -> str:
@@ -344,8 +315,13 @@ def _place(path: str, mounts: Sequence[_Mount]) -> _Mount:
     mount = next((m for m in mounts if m.id == number and _beneath(path, m.point)), None)
     if mount is None:
         raise OSError(f"{path} lies in no mount this process sees")
-    inside = path[len(mount.point) :].lstrip("/")
-    return replace(mount, top=os.path.join(mount.top, inside) if inside else mount.top)
+    return replace(mount, top=_top(mount, mount.point, path))
+
+
+def _top(mount: _Mount, at: str, path: str) -> str:
+    """The folder of ``mount``'s file system that ``path`` is, ``mount`` showing its ``top`` at ``at``."""
+    inside = path[len(at) :].lstrip("/")
+    return os.path.join(mount.top, inside) if inside else mount.top
 
 
 COVERED_TEMP = ("/tmp", "/var/tmp", "/dev/shm")
