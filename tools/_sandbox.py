@@ -183,8 +183,13 @@ def workspace_problem(roots: Sequence[str], environ: Mapping[str, str]) -> str |
         places = [_Covered(folder, real, _place(real, mounts)) for folder, real in covered.items()]
     except OSError as e:
         return f"the sandbox cannot tell which file systems are where ({e}): no command runs sandboxed"
-    inside = [m for m in mounts if any(_beneath(m.point, c) and m.point != c for c in covered.values())]
-    places += [_Covered(m.point, m.point, m, mounted=True) for m in inside]  # (hidden ones too)
+    inside = [m for m in mounts if any(_beneath(m.point, c) for c in covered.values())]
+    places += [_Covered(m.point, m.point, m, mounted=True) for m in inside]  # (hidden and stacked ones too)
+    # and what a mount on a covered folder hides of the file system beneath it (left there before it came)
+    parents = {m.id: m for m in mounts}
+    for m in inside:
+        if m.point in covered.values() and (under := parents.get(m.parent)) and _beneath(m.point, under.point):
+            places.append(_Covered(m.point, m.point, replace(under, top=_top(under, under.point, m.point))))
     for root in roots:
         try:
             real = os.path.realpath(root, strict=True)
@@ -213,7 +218,7 @@ def _shows(real: str, own: _Mount, mounts: Sequence[_Mount], places: Sequence[_C
     """Which covered folder (or part of one) the workspace at ``real``, reached by the mount ``own``, shows: what
     lies beneath it, and all that each mount in view within it shows (a part of a covered folder is the host's
     too), unless that part is of the workspace itself. A workspace that lies in a covered folder (a project in
-    /tmp) shows no more of it than itself, if it shows what that folder's file system has at its path."""
+    /tmp) may lie in it if it shows what that folder's file system has at its path, yet holds none of them."""
     theirs = [c for c in places if not _beneath(c.path, real)]  # (one in the workspace: the workspace's)
     others = [c for c in theirs if not (c.mounted and c.place.id == own.id)]  # (one mounted as the workspace: its own)
     itself = any(
@@ -226,7 +231,7 @@ def _shows(real: str, own: _Mount, mounts: Sequence[_Mount], places: Sequence[_C
         if mount.kind == "overlay" and mount.point != "/":  # (a container's root: its layers are out of view)
             return f"shows an overlay (the mount at {mount.point}), whose layers the sandbox cannot tell"
         if mount is own:
-            shown = None if itself else _covers(own, others, whole=True)
+            shown = _covers(own, others, whole=not itself)
         else:
             mine = mount.device == own.device and _beneath(mount.top, own.top)
             shown = _covers(mount, theirs, whole=not mine)

@@ -465,6 +465,31 @@ def test_a_workspace_that_is_a_view_of_a_covered_folder_runs_no_command(
 
 
 @needs_root
+@pytest.mark.parametrize("how", ["bound from the workspace", "stacked", "hidden beneath its mount"])
+def test_a_workspace_that_shows_a_runtime_folders_file_system_runs_no_command(
+    workspace: Path, outside: Path, monkeypatch: pytest.MonkeyPatch, how: str
+) -> None:
+    """The runtime folder (covered, as /tmp and /run are) is a bind of a folder of a workspace in /tmp; or the
+    workspace is a bind of the file system a later one was stacked on at the runtime folder; or a bind of the
+    folder beneath it, whose runtime folder a mount hides: each shows a covered folder's files as the host
+    has them (sockets bound there before stay reachable)."""
+    runtime, ws = outside / "run", outside / "ws"
+    for folder in (runtime, ws, workspace / "sockets"):
+        folder.mkdir()
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(runtime))
+    mounts = {
+        "bound from the workspace": [["--bind", str(workspace / "sockets"), str(runtime)]],
+        "stacked": [["-t", "tmpfs", "lower", str(runtime)], ["--bind", str(runtime), str(ws)],
+                    ["-t", "tmpfs", "upper", str(runtime)]],
+        "hidden beneath its mount": [["-t", "tmpfs", "over", str(runtime)], ["--bind", str(outside), str(ws)]],
+    }[how]  # fmt: skip
+    root = workspace if how == "bound from the workspace" else ws
+    with mounted(*mounts), pytest.raises(ToolError, match=f"the workspace {root} shows .* no command runs sandboxed"):
+        bash(root, f"touch {outside}/ran")
+    assert not (outside / "ran").exists()
+
+
+@needs_root
 def test_a_workspace_hidden_beneath_a_later_mount_is_read_as_it_is_reached(tmp_path: Path) -> None:
     """A clean tmpfs at w/tmp, then the host's / bound at w (it hides the tmpfs): a workspace w/tmp is the host's
     /tmp, though the mount on the longest point that holds it is the clean one."""
@@ -483,8 +508,8 @@ def test_mounts_that_show_only_the_workspace_and_file_systems_of_its_own_run_com
     workspace: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """No refusal where nothing covered is in view: a tmpfs in the workspace, a bind of a folder of its own, the
-    workspace bound on itself; a workspace that is (or lies in) a tmpfs mounted in /tmp; a bind of /tmp that a tmpfs mounted
-    on the workspace since hides; a runtime folder that is not there."""
+    workspace bound on itself; a workspace that is (or lies in) a tmpfs mounted in /tmp; a bind of /tmp that a
+    tmpfs mounted on the workspace since hides; a runtime folder that is not there."""
     for folder in ("disk", "again", "hidden"):
         (workspace / folder).mkdir()
     monkeypatch.setenv("XDG_RUNTIME_DIR", str(workspace / "run"))
