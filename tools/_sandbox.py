@@ -293,12 +293,14 @@ class _Mount:
 
 
 def _mounts() -> list[_Mount]:
-    """The mounts this process sees, hidden ones (mounted on or beneath a later one's point) among them."""
+    """The mounts this process sees, hidden ones (mounted on or beneath a later one's point) among them. Its fields
+    are parted by single spaces (the kernel escapes a space, tab, newline and backslash in a path, but no other
+    blank: a no-break space in a name is one, which ``str.split`` took for a break)."""
     mounts = []
-    with open("/proc/self/mountinfo", encoding="utf-8", errors="surrogateescape") as f:
+    with open("/proc/self/mountinfo", "rb") as f:
         for line in f:
-            fields = line.split()
-            top, point, kind = _unescaped(fields[3]), _unescaped(fields[4]), fields[fields.index("-") + 1]
+            fields = [_unescaped(os.fsdecode(field)) for field in line.rstrip(b"\n").split(b" ")]
+            top, point, kind = fields[3], fields[4], fields[fields.index("-", 6) + 1]  # (after the optional ones)
             mounts.append(_Mount(id=fields[0], parent=fields[1], device=fields[2], top=top, point=point, kind=kind))
     return mounts
 

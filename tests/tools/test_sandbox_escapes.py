@@ -490,6 +490,23 @@ def test_a_workspace_that_shows_a_runtime_folders_file_system_runs_no_command(
 
 
 @needs_root
+def test_a_mount_point_whose_name_holds_blanks_is_read_whole(tmp_path: Path) -> None:
+    """Blanks the kernel does not escape in its mount table (a no-break space, a vertical tab) are part of a name:
+    a procfs at "p - tmpfs" (no-break spaces) is a procfs, a mount in "my project" is in it, and a workspace
+    that is a tmpfs at "a b" lies in a mount."""
+    ws = tmp_path / "my\u00a0pro\x0bject"
+    (ws / "p\u00a0-\u00a0tmpfs").mkdir(parents=True)
+    (tmp_path / "a\u00a0b").mkdir()
+    with mounted(
+        ["-t", "proc", "proc", str(ws / "p\u00a0-\u00a0tmpfs")], ["-t", "tmpfs", "t", str(tmp_path / "a\u00a0b")]
+    ):
+        with pytest.raises(ToolError, match="shows the host's proc .* no command runs sandboxed in it"):
+            bash(ws, f"touch {tmp_path}/ran")
+        assert bash(tmp_path / "a\u00a0b", "true") == ["[exit code 0]"]
+    assert not (tmp_path / "ran").exists()
+
+
+@needs_root
 def test_a_workspace_hidden_beneath_a_later_mount_is_read_as_it_is_reached(tmp_path: Path) -> None:
     """A clean tmpfs at w/tmp, then the host's / bound at w (it hides the tmpfs): a workspace w/tmp is the host's
     /tmp, though the mount on the longest point that holds it is the clean one."""
