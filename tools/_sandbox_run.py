@@ -224,9 +224,9 @@ def _proc_mounts() -> list[bytes]:
     found = []
     with open("/proc/self/mountinfo", "rb") as f:
         for line in f:
-            fields, kind = line.split(b" - ", 1)
-            if kind.startswith(b"proc "):
-                target = fields.split()[4]
+            fields = line.rstrip(b"\n").split(b" ")  # (single spaces: a vertical tab in a name is part of it)
+            if fields[fields.index(b"-", 6) + 1] == b"proc":
+                target = fields[4]
                 for escaped, char in ((b"\\040", b" "), (b"\\011", b"\t"), (b"\\012", b"\n"), (b"\\134", b"\\")):
                     target = target.replace(escaped, char)  # the kernel's escapes; a backslash last
                 found.append(target)

@@ -1119,7 +1119,7 @@ def test_an_unconfined_command_finds_no_provider_key_in_any_process(
     unique = os.urandom(8).hex()  # no other process here holds these, a test running meanwhile included
     keys = {name: f"{value}-{unique}" for name, value in SECRETS.items() if name.endswith("_API_KEY")}
     (workspace / "peek.py").write_text(PEEK)
-    other = tmp_path / "chroot" / "proc"  # another proc mount of the host, as a chroot has
+    other = tmp_path / "chroot\x0b1" / "proc"  # another proc mount of the host, as a chroot has (a blank in a name)
     other.mkdir(parents=True)
     command = f"python3 peek.py {base64.b64encode(keys['OPENAI_API_KEY'].encode()).decode()}"
     if where == "root":  # (in a container, without CAP_SYS_ADMIN, nobody mounts one)
@@ -1130,7 +1130,7 @@ def test_an_unconfined_command_finds_no_provider_key_in_any_process(
         f"""
 [[turns]]
 match = {{ turn = 1 }}
-tool_calls = [{{ name = "bash", arguments = {{ command = "{command}" }} }}]
+tool_calls = [{{ name = "bash", arguments = {{ command = {json.dumps(command)} }} }}]
 [[turns]]
 match = {{ turn = 2 }}
 text = "Done."
