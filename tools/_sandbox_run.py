@@ -28,6 +28,7 @@ Standard library only (it runs in ``python -I -S``).
 from __future__ import annotations
 
 import ctypes
+import errno
 import os
 import select
 import signal
@@ -38,14 +39,14 @@ __all__ = ["main"]
 libc = ctypes.CDLL(None, use_errno=True)
 
 _PR_SET_PDEATHSIG, _PR_SET_DUMPABLE, _PR_SET_CHILD_SUBREAPER = 1, 4, 36
-_MS_NOSUID, _MS_NODEV, _MS_NOEXEC, _MS_REC, _MS_SLAVE, _MNT_DETACH = 0x2, 0x4, 0x8, 0x4000, 0x80000, 2
+_MS_NOSUID, _MS_NODEV, _MS_NOEXEC, _MS_REC, _MS_PRIVATE, _MNT_DETACH = 0x2, 0x4, 0x8, 0x4000, 0x40000, 2
 _CLONE_NEWNS, _CLONE_NEWUSER, _CLONE_NEWPID, _CLONE_NEWNET = 0x00020000, 0x10000000, 0x20000000, 0x40000000
 _CLONE_NEWIPC = 0x08000000  # SysV shared memory, semaphores and message queues, POSIX queues: its own
 
 
 def _fail(what: str) -> OSError:
-    errno = ctypes.get_errno()
-    return OSError(errno, f"{what}: {os.strerror(errno)}")
+    number = ctypes.get_errno()
+    return OSError(number, f"{what}: {os.strerror(number)}")
 
 
 def _on_parent_death(parent: int, then: Callable[[], object]) -> None:
@@ -204,12 +205,18 @@ def _own_pid_namespace() -> bool:
         enter_namespaces(_CLONE_NEWNS | _CLONE_NEWPID)
     except OSError:
         return False
-    if libc.mount(None, b"/", None, ctypes.c_ulong(_MS_REC | _MS_SLAVE), None) == 0 and _mount_proc():
+    # Private: a procfs the host mounts later, in a shared folder, does not come into view.
+    if libc.mount(None, b"/", None, ctypes.c_ulong(_MS_REC | _MS_PRIVATE), None) == 0 and _mount_proc():
         for target in _proc_mounts():  # ours just made on /proc among them: every proc mount, stacked ones too
             while libc.umount2(target, _MNT_DETACH) == 0:
                 pass
         if not _mount_proc():
             raise _fail("mount /proc")
+        if left := [target for target in _proc_mounts() if target != b"/proc"]:  # (beneath a later mount: no path)
+            raise OSError(
+                errno.EBUSY, f"a procfs of the host at {os.fsdecode(left[0])} could not be unmounted (a later mount "
+                "hides it): the command would see every process",
+            )  # fmt: skip
     return True
 
 

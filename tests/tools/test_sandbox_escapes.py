@@ -1107,24 +1107,11 @@ print("environments with the key:", everyone())
 '''
 
 
-@needs_root
-@pytest.mark.parametrize("where", ["root", "container"])
-def test_an_unconfined_command_finds_no_provider_key_in_any_process(
-    workspace: Path, tmp_path: Path, where: str
-) -> None:
-    """As root, an unconfined command's PID namespace shows it no process outside, not even once it unmounts
-    /proc: neither Zero nor Zero's parent, which holds the keys (as a CI runner does). Root in a container has no
-    such namespace: the command sees Zero, whose environment it reads without the keys, and whose memory it
-    may not read."""
-    unique = os.urandom(8).hex()  # no other process here holds these, a test running meanwhile included
-    keys = {name: f"{value}-{unique}" for name, value in SECRETS.items() if name.endswith("_API_KEY")}
-    (workspace / "peek.py").write_text(PEEK)
-    other = tmp_path / "chroot\x0b1" / "proc"  # another proc mount of the host, as a chroot has (a blank in a name)
-    other.mkdir(parents=True)
-    command = f"python3 peek.py {base64.b64encode(keys['OPENAI_API_KEY'].encode()).decode()}"
-    if where == "root":  # (in a container, without CAP_SYS_ADMIN, nobody mounts one)
-        subprocess.run(["mount", "-t", "proc", "proc", str(other)], check=True)
-        command += f" {other}"
+def _unconfined(
+    workspace: Path, tmp_path: Path, command: str, keys: dict[str, str], *, container: bool = False
+) -> tuple[subprocess.Popen[str], str, str]:
+    """``command`` run by ``zero exec`` unconfined (``--permission-mode unsafe``), as root on the host or in a
+    container, under a parent holding ``keys``: the process, its tool's output and its standard error."""
     script = write_script(
         tmp_path / "s.toml",
         f"""
@@ -1147,24 +1134,102 @@ text = "Done."
         "stream-json",
     ]
     proc = subprocess.Popen(
-        ["sh", "-c", '"$@"; exit $?', "sh", *run] if where == "root" else in_a_container(run),
+        in_a_container(run) if container else ["sh", "-c", '"$@"; exit $?', "sh", *run],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
         env={**os.environ, **keys},
     )
-    try:
-        out, err = proc.communicate(timeout=60)
-    finally:
-        subprocess.run(["umount", "-l", str(other)], capture_output=True)
+    out, err = proc.communicate(timeout=60)
     assert proc.returncode == 0, err
     [result] = [e["output"] for e in lines(out) if e["type"] == "tool_result"]
+    return proc, result, err
+
+
+def _keys() -> dict[str, str]:
+    unique = os.urandom(8).hex()  # no other process here holds these, a test running meanwhile included
+    return {name: f"{value}-{unique}" for name, value in SECRETS.items() if name.endswith("_API_KEY")}
+
+
+def _peek(workspace: Path, keys: dict[str, str], *procs: Path) -> str:
+    (workspace / "peek.py").write_text(PEEK)
+    return " ".join(["python3 peek.py", base64.b64encode(keys["OPENAI_API_KEY"].encode()).decode(), *map(str, procs)])
+
+
+@needs_root
+@pytest.mark.parametrize("where", ["root", "container"])
+def test_an_unconfined_command_finds_no_provider_key_in_any_process(
+    workspace: Path, tmp_path: Path, where: str
+) -> None:
+    """As root, an unconfined command's PID namespace shows it no process outside, not even once it unmounts
+    /proc: neither Zero nor Zero's parent, which holds the keys (as a CI runner does), nor through another procfs
+    of the host (whatever blank its mount point's name holds). Root in a container has no such namespace: the
+    command sees Zero, whose environment it reads without the keys, and whose memory it may not read."""
+    keys = _keys()
+    other = tmp_path / "chroot\x0b1" / "proc"  # another proc mount of the host, as a chroot has (a blank in a name)
+    other.mkdir(parents=True)
+    if where == "root":  # (in a container, without CAP_SYS_ADMIN, nobody mounts one)
+        subprocess.run(["mount", "-t", "proc", "proc", str(other)], check=True)
+    try:
+        proc, result, _ = _unconfined(
+            workspace, tmp_path, _peek(workspace, keys, *[other] * (where == "root")), keys, container=where != "root"
+        )
+    finally:
+        subprocess.run(["umount", "-l", str(other)], capture_output=True)
     assert "key found" not in result
     assert result.count("environments with the key: 0\n") == 2
     if where == "root":  # its only ancestor is its PID namespace's first process
         assert result.startswith("ancestor 1: environ no key, memory no key\nenvironments")
     else:
         assert f"ancestor {proc.pid}: environ no key, memory Permission denied\n" in result
+
+
+@needs_root
+def test_an_unconfined_command_runs_not_where_a_procfs_of_the_host_is_hidden_beneath_a_later_mount(
+    workspace: Path, tmp_path: Path
+) -> None:
+    """A procfs at a/p, then a tmpfs at a: no path reaches the procfs to unmount it, yet a command as root may
+    unmount a and read every process there. It does not run; the tool says why."""
+    (tmp_path / "a" / "p").mkdir(parents=True)
+    keys = _keys()
+    with mounted(["-t", "proc", "proc", str(tmp_path / "a" / "p")], ["-t", "tmpfs", "hiding", str(tmp_path / "a")]):
+        _, result, _ = _unconfined(
+            workspace, tmp_path, f"umount {tmp_path}/a; {_peek(workspace, keys, tmp_path / 'a' / 'p')}", keys
+        )
+    assert "key found" not in result and "environments with the key" not in result
+    assert (
+        f"the sandbox did not start: [Errno 16] a procfs of the host at {tmp_path}/a/p could not be unmounted" in result
+    )
+
+
+@needs_root
+def test_a_procfs_the_host_mounts_after_an_unconfined_command_started_stays_out_of_its_view(
+    workspace: Path, tmp_path: Path
+) -> None:
+    """In a folder the host shares (systemd's default), a procfs mounted once the command runs would come into
+    its view, every process's environment with it: its mounts are private."""
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    keys = _keys()
+    command = f"touch {workspace}/started; while [ ! -e {shared}/go ]; do sleep 0.05; done; ls {shared}/p | head -3"
+    with mounted(["-t", "tmpfs", "shared", str(shared)]):
+        subprocess.run(["mount", "--make-shared", str(shared)], check=True)
+        (shared / "p").mkdir()
+
+        def host() -> None:  # once the command runs: the host mounts a procfs there
+            while not (workspace / "started").exists():
+                time.sleep(0.02)
+            with mounted(["-t", "proc", "proc", str(shared / "p")]):
+                (shared / "go").touch()
+                time.sleep(1)
+
+        mounting = threading.Thread(target=host)
+        mounting.start()
+        try:
+            _, result, _ = _unconfined(workspace, tmp_path, command, keys)
+        finally:
+            mounting.join()
+    assert result.strip() == "[exit code 0]", result  # the folder as it was when the command started: empty
 
 
 HOST_IPC = r"""
