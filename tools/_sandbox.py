@@ -180,16 +180,17 @@ def workspace_problem(roots: Sequence[str], environ: Mapping[str, str]) -> str |
     covered = {folder: real for folder in folders if os.path.exists(real := os.path.realpath(folder))}
     mounts = _mounts()
     try:  # each covered folder's place, and each file system mounted in one (a tmpfs of /tmp/.X11-unix)
-        places = [_Covered(folder, real, _place(real, mounts)) for folder, real in covered.items()]
+        places = [_Covered(name=folder, path=real, place=_place(real, mounts)) for folder, real in covered.items()]
     except OSError as e:
         return f"the sandbox cannot tell which file systems are where ({e}): no command runs sandboxed"
-    inside = [m for m in mounts if any(_beneath(m.point, c) for c in covered.values())]
-    places += [_Covered(m.point, m.point, m, mounted=True) for m in inside]  # (hidden and stacked ones too)
+    inside = [m for m in mounts if any(_beneath(m.point, c) for c in covered.values())]  # (hidden, stacked ones too)
+    places += [_Covered(name=m.point, path=m.point, place=m, mounted=True) for m in inside]
     # and what a mount on a covered folder hides of the file system beneath it (left there before it came)
     parents = {m.id: m for m in mounts}
     for m in inside:
         if m.point in covered.values() and (under := parents.get(m.parent)) and _beneath(m.point, under.point):
-            places.append(_Covered(m.point, m.point, replace(under, top=_top(under, under.point, m.point))))
+            hidden = replace(under, top=_top(under, under.point, m.point))
+            places.append(_Covered(name=m.point, path=m.point, place=hidden))
     for root in roots:
         try:
             real = os.path.realpath(root, strict=True)
@@ -204,7 +205,7 @@ def workspace_problem(roots: Sequence[str], environ: Mapping[str, str]) -> str |
     return None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class _Covered:
     """A covered folder, or a file system ``mounted`` in one: its name, its path, its place."""
 
