@@ -19,8 +19,9 @@ then answers. Unconfined, the PID namespace comes with a mount namespace whose o
 ``/proc``: the host's (and any other ``proc`` mount) is detached and one of the new PID namespace
 mounted, so that ``ps``, ``kill`` and ``/proc/$$`` agree and no process outside can be seen or read,
 Zero's environment with the provider keys included, not even by unmounting ``/proc`` (mounts in it
-are slaves: what the command mounts stays in it). A user namespace would confine more (setuid
-programs such as sudo stop working), so another user than root gets none.
+are private: what the command mounts stays in it, and what the host mounts later stays out; a ``proc``
+mount that cannot be detached, hidden beneath a later mount, stops the command). A user namespace would
+confine more (setuid programs such as sudo stop working), so another user than root gets none.
 
 Standard library only (it runs in ``python -I -S``).
 """
