@@ -1,5 +1,6 @@
-"""File systems a test makes as root: a small tmpfs to fill, a read-only view of a folder. Where mounting
-is not permitted (no CAP_SYS_ADMIN), the test is skipped and says why."""
+"""File systems a test makes as root: a small tmpfs to fill, a read-only view of a folder, the mounts a host
+makes. Where mounting is not permitted (no CAP_SYS_ADMIN), the test is skipped and says why (``mounted``, for
+tests that need root anyway, fails instead)."""
 
 from __future__ import annotations
 
@@ -7,12 +8,12 @@ import errno
 import os
 import subprocess
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 import pytest
 
-__all__ = ["fill", "read_only_view", "tmpfs"]
+__all__ = ["fill", "mounted", "read_only_view", "tmpfs"]
 
 
 def _mount(*args: str) -> None:
@@ -28,6 +29,17 @@ def _mounted(path: Path) -> Iterator[Path]:
     finally:
         # lazily: a session writer of the test's own process may still hold a log open there
         subprocess.run(["umount", "--lazy", str(path)], check=True)
+
+
+@contextmanager
+def mounted(*mounts: list[str]) -> Iterator[None]:
+    """Each ``mount`` command's arguments run in turn (as a host does: a container's volumes), all unmounted
+    afterwards, the last first."""
+    with ExitStack() as made:
+        for mount in mounts:
+            subprocess.run(["mount", *mount], check=True)
+            made.enter_context(_mounted(Path(mount[-1])))
+        yield
 
 
 @contextmanager

@@ -20,12 +20,12 @@ import tempfile
 import threading
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import anyio
 import pytest
 from support.cli import ZERO, lines, scripted, write_script, zero
+from support.mounts import mounted
 from support.package import ROOT, pyproject
 from support.sandbox import bash, in_a_container, needs_root, needs_sandbox, running
 
@@ -376,20 +376,6 @@ def test_a_workspace_that_holds_a_folder_the_sandbox_covers_runs_no_command(tmp_
     with pytest.raises(ToolError, match="no command runs sandboxed in it"):
         bash(workspace, f"touch {tmp_path}/ran; ls /dev")
     assert not (tmp_path / "ran").exists()
-
-
-@contextmanager
-def mounted(*mounts: list[str], cwd: str | None = None) -> Iterator[None]:
-    """Each ``mount`` command's arguments run (as a host does: a container's volumes), all unmounted afterwards."""
-    made: list[str] = []
-    try:
-        for mount in mounts:
-            subprocess.run(["mount", *mount], check=True, cwd=cwd)
-            made.append(os.path.join(cwd or "", mount[-1]))
-        yield
-    finally:
-        for point in reversed(made):
-            subprocess.run(["umount", "--lazy", point], check=True)
 
 
 def _shown(workspace: Path, tmp_path: Path, what: str) -> list[list[str]]:
