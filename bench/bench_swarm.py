@@ -46,6 +46,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -146,7 +147,9 @@ def zero_worker(n: int, url: str, live: bool) -> dict[str, float]:
     settle_collector()  # as `zero swarm run` does once the team is planned (cli.common.freeze_startup_heap)
     devnull = open(os.devnull, "w")  # noqa: SIM115 - the live view draws into it
 
-    async def main() -> Any:
+    done: list[Any] = []  # (not main's return value: see ran)
+
+    async def main() -> None:
         runner = TeamRunner(plan, ctx)
         if live:
             from rich.console import Console
@@ -162,10 +165,10 @@ def zero_worker(n: int, url: str, live: bool) -> dict[str, float]:
         else:
             result = await runner.run()
         await provider.aclose()
-        return result
+        done.append(result)
 
     times0, wall0 = os.times(), time.perf_counter()
-    result = anyio.run(main)
+    result = ran(main, done)
     times, wall = os.times(), time.perf_counter() - wall0
     failed = {(m.status, m.reason) for m in result.members if m.status != "completed"}
     assert result.status == "completed", failed
@@ -182,6 +185,16 @@ def zero_worker(n: int, url: str, live: bool) -> dict[str, float]:
     headers = {k: v for k, v in pool.headers.items() if k.lower() not in ("accept-encoding", "connection")}
     (Path(tmp) / "payload.json").write_text(json.dumps({"system": first.content, "tools": tools, "headers": headers}))
     return {"wall": wall, **cpu_of(times0, times), "sessions": events}
+
+
+def ran(main: Callable[[], Awaitable[None]], done: list[Any]) -> Any:
+    """What ``main`` put in ``done``, run as `zero swarm run` runs a team: its coroutine returns an exit code,
+    not the team's result. (A coroutine's return value is in its task's repr, which asyncio's runner formats as
+    it puts back the SIGINT handler: the whole TeamResult, 40 ms at N=2,000, counted as the run's CPU.)"""
+    import anyio
+
+    anyio.run(main)
+    return done[0]
 
 
 class BenchContext:
@@ -218,7 +231,6 @@ class BenchContext:
 def ray_worker(n: int, url: str, address: str) -> dict[str, float]:
     """The same team as ``zero_worker``'s, on the cluster at ``address``: its members on nodes node_a and node_b,
     the CPU of every process of the cluster counted too."""
-    import anyio
 
     from zero.orchestrator import TeamRunner
     from zero.orchestrator.ray_executor import RayExecutor, connect, start_writer
@@ -230,17 +242,19 @@ def ray_worker(n: int, url: str, address: str) -> dict[str, float]:
     store = start_writer(tmp / "sessions", Redactor())
     opener = BenchContext(url, ws, registry, prices)
 
-    async def main() -> Any:
+    done: list[Any] = []
+
+    async def main() -> None:
         async with opener(store) as ctx:
             async with RayExecutor(ctx, opener, store) as executor:
                 executor.warm(plan)
                 result = await TeamRunner(plan, ctx, executor=executor).run()
                 trips = await executor.ledger_stats()
                 cluster = cluster_cpu()  # before the hosts end (their CPU then goes to their raylet's children's)
-            return result, trips, cluster
+            done.append((result, trips, cluster))
 
     cluster0, times0, wall0 = cluster_cpu(), os.times(), time.perf_counter()
-    result, trips, cluster1 = anyio.run(main)
+    result, trips, cluster1 = ran(main, done)
     times, wall = os.times(), time.perf_counter() - wall0
     failed = {(m.status, m.reason) for m in result.members if m.status != "completed"}
     assert result.status == "completed", failed
