@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import json
 import socket
+import sys
 import threading
 import time
 from collections import deque
@@ -37,6 +38,12 @@ Responder = Callable[[dict[str, Any]], Reply]
 
 class _Server(ThreadingHTTPServer):
     request_queue_size = 1024  # hundreds of clients connect at once in the benchmark
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that went away (a killed process resets its connections, idle or mid-answer) ends its
+        connection quietly; any other error of a handler is printed, as the standard library does."""
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)
 
 
 class LLMServer:
