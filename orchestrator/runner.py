@@ -16,6 +16,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 import anyio
+import anyio.lowlevel
 import anyio.to_thread
 from anyio.streams.memory import MemoryObjectReceiveStream
 
@@ -279,8 +280,7 @@ class TeamRunner:
                         for i, state in enumerate(self.members.values(), 1):
                             members.start_soon(self._member, state)
                             if i % STARTED_AT_ONCE == 0:  # those started take a step (a stop meanwhile
-                                with anyio.CancelScope(shield=True):  # reaches every member, as it did)
-                                    await anyio.sleep(0)
+                                await anyio.lowlevel.cancel_shielded_checkpoint()  # reaches every member)
                     tg.cancel_scope.cancel()  # members are done: stop the wall clock
         finally:
             with anyio.CancelScope(shield=True):
