@@ -15,10 +15,11 @@ from support.llm_server import LLMServer, Reply, openai_reply
 POST = b"POST /v1/chat/completions HTTP/1.1\r\nHost: localhost\r\nContent-Length: 2\r\n\r\n{}"
 
 
-def handled() -> None:
-    """Wait until every connection the server took has been handled to its end."""
+def handled(earlier: set[threading.Thread]) -> None:
+    """Wait until every connection a server took since ``earlier`` (the threads then) has been handled to its end
+    (a thread of an earlier test's server may still wait on its reply)."""
     deadline = time.monotonic() + 10
-    while any("process_request_thread" in t.name for t in threading.enumerate()):
+    while any("process_request_thread" in t.name for t in set(threading.enumerate()) - earlier):
         assert time.monotonic() < deadline, "the server still handles a connection"
         time.sleep(0.01)
 
@@ -26,7 +27,7 @@ def handled() -> None:
 def reset(server: LLMServer, sent: bytes, *, answered: bool = False, asked: bool = False) -> None:
     """Connect, send ``sent``, read the answer (``answered``) or wait until the server has the request
     (``asked``), then reset the connection (as the kernel does for a process killed with its connections open)."""
-    before = len(server.requests)
+    before, earlier = len(server.requests), set(threading.enumerate())
     with socket.create_connection(("127.0.0.1", int(server.url.rsplit(":", 1)[1]))) as client:
         client.sendall(sent)
         deadline = time.monotonic() + 10
@@ -38,7 +39,7 @@ def reset(server: LLMServer, sent: bytes, *, answered: bool = False, asked: bool
             while not received.endswith(b"0\r\n\r\n"):  # the end of a chunked stream
                 received += client.recv(65536)
         client.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-    handled()
+    handled(earlier)
 
 
 def test_a_client_that_resets_its_connections_is_no_error_of_the_server(capfd: pytest.CaptureFixture[str]) -> None:
