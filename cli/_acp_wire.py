@@ -11,29 +11,126 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from typing import Any
+import os
+import selectors
+import stat
+import sys
+import threading
+from typing import Any, Protocol
 
 import anyio
 
-__all__ = ["LIMIT", "Wire", "quiet_logs"]
+from zero.errors import UsageError
+
+__all__ = ["LIMIT", "Wire", "quiet_logs", "stdio"]
 
 PARSE_ERROR, INVALID_REQUEST = -32700, -32600
 LIMIT = 64 * 1024 * 1024  # one message: an embedded file can be large, but not this large
 
 
+class Output(Protocol):
+    """Where the wire writes: a ``StreamWriter`` or ``_FileOutput``."""
+
+    def write(self, data: bytes) -> None: ...
+
+    async def drain(self) -> None: ...
+
+    def close(self) -> None: ...
+
+
+async def stdio() -> tuple[asyncio.StreamReader, Output]:
+    """The process's stdin and stdout as streams, whatever they are: the event loop watches a pipe, a socket or
+    a terminal; a regular file or ``/dev/null`` (``zero acp < requests.jsonl > replies.jsonl``), which it cannot
+    watch, is read on a thread and written as it comes (the SDK's ``stdio_streams`` crashed on a file and hung on
+    ``/dev/null``)."""
+    if sys.stdout is None:  # (its descriptor was closed when the process started)
+        raise UsageError("standard output is closed: zero acp answers its editor there (give it a pipe or a file)")
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader(limit=LIMIT)
+    if sys.stdin is None:
+        reader.feed_eof()
+    elif _watchable(sys.stdin.fileno(), selectors.EVENT_READ):
+        await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
+    else:
+        threading.Thread(target=_feed, args=(sys.stdin.fileno(), reader, loop), daemon=True).start()
+    if not _watchable(sys.stdout.fileno(), selectors.EVENT_WRITE):
+        return reader, _FileOutput(sys.stdout.fileno())
+    transport, protocol = await loop.connect_write_pipe(_Drained, sys.stdout)
+    return reader, asyncio.StreamWriter(transport, protocol, None, loop)
+
+
+def _watchable(fd: int, events: int) -> bool:
+    """Whether the event loop can watch ``fd`` (epoll refuses a regular file and ``/dev/null``)."""
+    try:
+        if stat.S_ISREG(os.fstat(fd).st_mode):
+            return False
+        with selectors.DefaultSelector() as selector:
+            selector.register(fd, events)
+    except (OSError, ValueError):
+        return False
+    return True
+
+
+def _feed(fd: int, reader: asyncio.StreamReader, loop: asyncio.AbstractEventLoop) -> None:
+    """Read ``fd`` to its end into ``reader`` (on a thread: a read of a file does not wait for a writer)."""
+    try:
+        while chunk := os.read(fd, 1 << 16):
+            loop.call_soon_threadsafe(reader.feed_data, chunk)
+        loop.call_soon_threadsafe(reader.feed_eof)
+    except OSError as e:
+        loop.call_soon_threadsafe(reader.set_exception, e)
+    except RuntimeError:  # the loop closed: the process is ending
+        pass
+
+
+class _Drained(asyncio.streams.FlowControlMixin):
+    """The protocol of stdout's pipe: what ``StreamWriter.drain`` waits on."""
+
+
+class _FileOutput:
+    """stdout when it is a regular file or a device: each write written whole at once (a file takes it without
+    waiting)."""
+
+    def __init__(self, fd: int):
+        self.fd = fd
+
+    def write(self, data: bytes) -> None:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(self.fd, view) :]
+
+    async def drain(self) -> None:
+        return None
+
+    def close(self) -> None:
+        return None
+
+
 class Wire:
     """A JSON-RPC message transport (the SDK's ``Transport``) over the process's stdin and stdout."""
 
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter):
+    def __init__(self, reader: asyncio.StreamReader, writer: Output):
         self._reader = reader
         self._writer = writer
         self._sending = anyio.Lock()
+        self._asked: set[Any] = set()  # the ids of the requests received and not answered yet
+        self._all_answered: anyio.Event | None = None
 
     async def send(self, message: dict[str, Any]) -> None:
         data = json.dumps(message, ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
         async with self._sending:  # one message a line: writes never interleave
             self._writer.write(data)
             await self._writer.drain()
+        if "method" not in message and self._asked:
+            self._asked.discard(message.get("id"))
+            if not self._asked and self._all_answered is not None:
+                self._all_answered.set()
+
+    async def answered(self) -> None:
+        """Until every request received has had its answer."""
+        while self._asked:
+            self._all_answered = anyio.Event()
+            await self._all_answered.wait()
 
     async def receive(self) -> dict[str, Any] | None:
         while True:
@@ -54,6 +151,8 @@ class Wire:
                 isinstance(message.get("method"), str)
                 or ("id" in message and ("result" in message or "error" in message))
             ):
+                if "id" in message and "method" in message:
+                    self._asked.add(message["id"])
                 return message  # a request, a notification, or the answer to one of ours
             if isinstance(message, dict):
                 why = "Invalid Request: a message needs a method (a request), or a result or an error (an answer)"

@@ -69,7 +69,7 @@ from zero.agent.prompts import default_system_prompt
 from zero.cli._acp_sessions import Checked, history, listable, recorded, requested
 from zero.cli._acp_updates import Shown, options, prompt_text, replayed, shown
 from zero.cli.approvals import judge, visible
-from zero.cli.common import Streams, open_context, print_warnings, session_store, settings_from
+from zero.cli.common import Streams, open_context, print_error, print_warnings, session_store, settings_from
 from zero.cli.options import AcpOptions
 from zero.errors import ZeroError
 from zero.sessions import AgentSession, FileSessionStore, fork_session
@@ -543,19 +543,23 @@ def _editor_servers(servers: list[Any]) -> Any:
 
 async def serve(args: AcpOptions, streams: Streams) -> int:
     """Serve one editor on stdio until it closes its end (0) or a signal says stop (130)."""
-    from acp import stdio_streams
     from acp.agent.connection import AgentSideConnection
 
-    from zero.cli._acp_wire import LIMIT, Wire, quiet_logs
+    from zero.cli._acp_wire import Wire, quiet_logs, stdio
 
     quiet_logs(args.debug)
+    try:
+        reader, writer = await stdio()
+    except ZeroError as e:
+        print_error(str(e), streams.stderr)
+        return e.exit_code
     ending = anyio.Event()
     HOST_ENDING.set(ending)  # the editor gone, MCP servers get no long grace: the process ends within a second
     with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as signals:
-        reader, writer = await stdio_streams(limit=LIMIT)
         async with anyio.create_task_group() as tg:
             agent = ZeroAcpAgent(args, streams, tg)
-            conn = AgentSideConnection(agent, Wire(reader, writer), listening=False, use_unstable_protocol=True)  # type: ignore[arg-type]
+            wire = Wire(reader, writer)
+            conn = AgentSideConnection(agent, wire, listening=False, use_unstable_protocol=True)  # type: ignore[arg-type]
             signalled: list[int] = []
             async with anyio.create_task_group() as until:
 
@@ -572,7 +576,10 @@ async def serve(args: AcpOptions, streams: Streams) -> int:
                 until.start_soon(watch)
             ending.set()
             with anyio.CancelScope(shield=True):
-                await agent.shutdown()
+                await agent.shutdown()  # (a turn under way answers: it ended interrupted)
+                with anyio.move_on_after(SHUTDOWN_SECONDS):  # what was asked before the end has its answer
+                    await wire.answered()
+                await agent.shutdown()  # (a session made meanwhile)
                 await conn.close()
             tg.cancel_scope.cancel()
     gc.freeze()  # the process ends now: its objects need no collection (under load ~0.5 s of its exit)

@@ -156,3 +156,30 @@ async def drive(script: Path, workspace: Path, earlier: tuple[str, str], how: st
         tg.cancel_scope.cancel()
     await conn.close()
     return Ended(fresh, stopped, elapsed, code, (await proc.stderr.read()).decode(), below)
+
+
+def test_zero_acp_reads_and_writes_files_and_dev_null_as_it_does_pipes(tmp_path: Path) -> None:
+    # (the SDK's stdio streams crashed on a file, "Pipe transport is only for pipes...", and hung on /dev/null)
+    requests = tmp_path / "requests.jsonl"
+    asks = [("initialize", {"protocolVersion": 1}), ("session/new", {"cwd": str(tmp_path), "mcpServers": []})]
+    requests.write_text("".join(json.dumps({"jsonrpc": "2.0", "id": i, "method": m, "params": p}) + "\n"
+                                for i, (m, p) in enumerate(asks, 1)))  # fmt: skip
+    replies, script = tmp_path / "replies.jsonl", write_script(tmp_path / "turns.toml", SCRIPT)
+    with requests.open() as stdin, replies.open("w") as stdout:
+        ran = subprocess.run(
+            [ZERO, "acp", "--provider", "scripted", "--script", str(script)],
+            stdin=stdin,
+            stdout=stdout,
+            stderr=subprocess.PIPE,
+            timeout=30,
+        )
+    assert (ran.returncode, ran.stderr) == (0, b"")
+    answers = [json.loads(line) for line in replies.read_text().splitlines()]
+    assert [a["id"] for a in answers] == [1, 2] and answers[1]["result"]["sessionId"]
+
+    with open(os.devnull) as nothing:  # no editor at all: it ends at once, as at a closed pipe
+        ran = subprocess.run([ZERO, "acp"], stdin=nothing, capture_output=True, timeout=30)
+    assert (ran.returncode, ran.stdout, ran.stderr) == (0, b"", b"")
+
+    ran = subprocess.run(f"exec {ZERO} acp >&-", shell=True, stdin=subprocess.DEVNULL, capture_output=True, timeout=30)
+    assert ran.returncode == 2 and b"standard output is closed" in ran.stderr and b"Traceback" not in ran.stderr
