@@ -25,6 +25,7 @@ class BackgroundWriter(io.TextIOBase):
     def __init__(self, target: TextIO):
         self.target = target
         self.broken = False
+        self.error: Exception | None = None  # why the target could not be written (``close`` raises it)
         self._queue: queue.SimpleQueue[str | None] = queue.SimpleQueue()
         self._thread = threading.Thread(target=self._run, name="zero-output", daemon=True)
         self._thread.start()
@@ -52,11 +53,13 @@ class BackgroundWriter(io.TextIOBase):
         return getattr(self.target, "encoding", None) or "utf-8"
 
     def close(self) -> None:
-        """Wait until everything written so far has reached the target."""
+        """Wait until everything written so far has reached the target (or raise why it could not)."""
         if not self._closed:
             self._closed = True
             self._queue.put(None)
             self._thread.join()
+        if self.error is not None:
+            raise self.error
 
     def _run(self) -> None:
         while True:
@@ -74,5 +77,7 @@ class BackgroundWriter(io.TextIOBase):
                     self.target.flush()
                 except (BrokenPipeError, ValueError, OSError):
                     self.broken = True  # the reader left: drop the rest
+                except Exception as e:  # noqa: BLE001 (an OutputError of the checked stdout: close raises it)
+                    self.broken, self.error = True, e
             if end:
                 return

@@ -7,7 +7,7 @@ TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (~2 ms o
 if TYPE_CHECKING:
     from typing import TextIO
 
-__all__ = ["Streams"]
+__all__ = ["CheckedOutput", "Streams"]
 
 
 class Streams:
@@ -42,3 +42,42 @@ class Unblocked:
     def __exit__(self, *exc: object) -> None:
         self._err.close()
         self._out.close()
+
+
+class CheckedOutput:
+    """The process's stdout (None: its descriptor was closed), whose write errors are an ``OutputError`` saying
+    so, not an internal error or silence; a reader that left stays a ``BrokenPipeError`` (``| head``)."""
+
+    def __init__(self, target: TextIO | None):
+        self.target = target
+
+    def write(self, text: str) -> int:
+        try:
+            if self.target is None:
+                raise OSError(9, "the descriptor is closed")
+            return self.target.write(text)
+        except BrokenPipeError:
+            raise
+        except OSError as e:
+            raise _unwritable(e) from None
+
+    def flush(self) -> None:
+        try:
+            if self.target is not None:
+                self.target.flush()
+        except BrokenPipeError:
+            raise
+        except OSError as e:
+            raise _unwritable(e) from None
+
+    def isatty(self) -> bool:
+        return self.target is not None and self.target.isatty()
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.target, name)
+
+
+def _unwritable(e: OSError) -> Exception:
+    from zero.errors import OutputError
+
+    return OutputError(f"cannot write to standard output: {e.strerror or e}")

@@ -11,7 +11,7 @@ import sys
 
 from zero import __version__
 from zero.cli._choices import PERMISSION_MODES, PROVIDERS
-from zero.cli._streams import Streams
+from zero.cli._streams import CheckedOutput, Streams
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (~2 ms of zero --help)
 if TYPE_CHECKING:
@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from typing import TextIO
 
     from zero.cli.options import Command
+    from zero.errors import ZeroError
 
 __all__ = ["PERMISSION_MODES", "PROVIDERS", "build_parser", "main"]
 
@@ -69,7 +70,8 @@ def main(
     ``argv`` None means this is Zero's own process (the console script); tests pass ``argv``
     and their own streams.
     """
-    streams = Streams(stdout or sys.stdout, stderr or sys.stderr, stdin or sys.stdin, real=argv is None)
+    out = stdout or (CheckedOutput(sys.stdout) if argv is None else sys.stdout)
+    streams = Streams(out, stderr or sys.stderr, stdin or sys.stdin, real=argv is None)  # type: ignore[arg-type]
     words = list(sys.argv[1:] if argv is None else argv)
     if words in (["help"], ["version"]):  # as commands, not a first message sent to a paid model
         words = ["--" + words[0]]
@@ -90,6 +92,10 @@ def main(
         namespace = parser.parse_args(words)
     except SystemExit as e:  # --help, --version, or a usage error (already printed)
         return int(e.code or 0)
+    except Exception as e:  # (the help could not be written)
+        if (unwritten := _unwritten(e)) is None:
+            raise
+        return _said(streams, unwritten)
     finally:
         sys.stdout, sys.stderr = saved
     from zero.cli.arguments import options_of
@@ -105,6 +111,8 @@ def main(
     except Exception as e:
         if options.debug:
             raise
+        if (unwritten := _unwritten(e)) is not None:  # (raised where no command's own handler was)
+            return _said(streams, unwritten)
         streams.stderr.write(
             f"zero: internal error (a bug in Zero; please report it): {type(e).__name__}: {e}\n"
             "zero: run the same command with --debug to see where it happened\n"
@@ -166,6 +174,18 @@ def _dispatch(options: Command, streams: Streams) -> int:
             return run_replay(options, streams)
         case _:
             assert_never(options)
+
+
+def _said(streams: Streams, error: ZeroError) -> int:
+    streams.stderr.write(f"zero: error: {error}\n")
+    return error.exit_code
+
+
+def _unwritten(error: Exception) -> ZeroError | None:
+    """``error`` if it says stdout could not be written."""
+    from zero.errors import OutputError
+
+    return error if isinstance(error, OutputError) else None
 
 
 def _quiet(streams: Streams) -> None:

@@ -38,6 +38,7 @@ in brackets, the package that exports it. ``tests/test_errors.py`` holds the dra
         │   └── PlantedGitFolder          not run: git would read a git folder a command made [zero.tools]
         ├── SessionError                  the session store is missing or damaged
         │   └── SessionWriteError         a session's files could not be written (disk full, ...)
+        ├── OutputError                   standard output could not be written (disk full, closed)
         └── InternalError                 a bug in Zero: it ends that agent's run, not the others'
 
 Messages say what happened, why, and what to do.
@@ -59,6 +60,7 @@ __all__ = [
     "InternalError",
     "InvalidOutputError",
     "OutputCappedError",
+    "OutputError",
     "OverloadedError",
     "ProviderConnectionError",
     "ProviderError",
@@ -247,6 +249,14 @@ class SessionWriteError(SessionError):
     failing disk): the run that writes it stops, and the session keeps its last whole event."""
 
     code = "session_write_error"
+
+
+class OutputError(RunError):
+    """Standard output could not be written (a full disk, a failing device, a closed descriptor): what the
+    command said is lost, so it does not end as if all were well. A reader that left (a closed pipe, ``| head``)
+    is not one: that is ``BrokenPipeError``, and quiet."""
+
+    code = "output_error"
 
 
 class InternalError(RunError):

@@ -243,3 +243,26 @@ def test_mistakes_in_what_was_typed_are_refused_at_once_saying_what_to_type(work
     ):
         done = zero(*argv, *scripted(tmp_path / "ok.toml", workspace))
         assert (done.returncode, done.stderr) == (2, f"zero: error: {said}{fix}"), argv
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full")
+@pytest.mark.parametrize("output", ["text", "stream-json"])
+def test_output_that_cannot_be_written_is_an_error_not_silence_or_a_traceback(
+    workspace: Path, tmp_path: Path, output: str
+) -> None:
+    # (a full disk was exit 0 with the answer lost, or an internal error; a closed stdout a thread's traceback)
+    full = "zero: error: cannot write to standard output: No space left on device"
+    runs = {"run": answering(workspace, tmp_path, "--output-format", output), "list": ["sessions", "list"]}
+    if output == "text":
+        runs["help"] = ["--help"]
+    for name, args in runs.items():
+        with open("/dev/full", "w") as stdout:
+            ran = subprocess.run([ZERO, *args], stdout=stdout, stderr=subprocess.PIPE, text=True, timeout=30)
+        assert (ran.returncode, ran.stderr.splitlines()[-1]) == (1, full), (name, ran.stderr)
+        assert "Traceback" not in ran.stderr
+    (session,) = FileSessionStore(Path(os.environ["ZERO_HOME"]) / "sessions").list()  # recorded all the same
+    assert session.status == "completed"
+
+    ran = subprocess.run(f"exec {ZERO} {' '.join(runs['run'])} >&-", shell=True, capture_output=True, text=True)
+    assert ran.returncode == 1 and "Traceback" not in ran.stderr
+    assert ran.stderr.splitlines()[-1] == "zero: error: cannot write to standard output: the descriptor is closed"
