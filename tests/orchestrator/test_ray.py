@@ -113,19 +113,21 @@ def cluster() -> Iterator[Cluster]:
     saved = {name: os.environ.get(name) for name in ("RAY_TMPDIR", "RAY_USAGE_STATS_ENABLED")}
     os.environ.update(RAY_TMPDIR=temp, RAY_USAGE_STATS_ENABLED="0")
     common: dict[str, Any] = {"node_ip_address": LOCAL, "num_cpus": 1}
+    # (no coverage in Ray's processes: an actor ends killed, and its data with it; it only slowed them down)
+    quiet = {"COVERAGE_PROCESS_START": "", "COVERAGE_PROCESS_CONFIG": ""}
     made = Cluster(
         initialize_head=True,
         head_node_args={
             **common,
             "include_dashboard": False,
             "resources": {"head": 1},
-            "env_vars": {"ZERO_NODE": "head"},
+            "env_vars": {"ZERO_NODE": "head", **quiet},
         },
     )
     try:
         for name in "ab":
             HOMES[name] = Path(temp, f"home-{name}")
-            env = {"ZERO_NODE": name, "ZERO_HOME": str(HOMES[name])}
+            env = {"ZERO_NODE": name, "ZERO_HOME": str(HOMES[name]), **quiet}
             made.add_node(**common, resources={f"node_{name}": 1}, env_vars=env)
         made.wait_for_nodes()
         yield made
