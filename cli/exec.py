@@ -38,12 +38,17 @@ from zero.tools.describe import printable
 __all__ = ["run_exec"]
 
 
+PROMPT_LIMIT = 32 * 2**20  # characters of a prompt: far past any model's context window
+
+
 def _read_prompt(args: ExecOptions, stdin: TextIO) -> str:
     if args.prompt is not None and args.file:
         raise UsageError("give the prompt as an argument or with --file, not both")
     if args.file:
+        named = f"--file {args.file}"
         try:
-            text = Path(args.file).read_text("utf-8")
+            with open(args.file, encoding="utf-8") as file:
+                text = _bounded(file, named)
         except IsADirectoryError:
             raise UsageError(f"--file {args.file}: is a folder, not a file") from None
         except OSError as e:
@@ -55,17 +60,35 @@ def _read_prompt(args: ExecOptions, stdin: TextIO) -> str:
         text, source, named = args.prompt, "prompt", "the prompt argument"
     elif not stdin.isatty():
         try:
-            text, source, named = stdin.read(), "stdin", "standard input"
+            text, source, named = _bounded(stdin, "the prompt on stdin"), "stdin", "standard input"
         except UnicodeDecodeError as e:
             raise UsageError(f"the prompt on stdin is not UTF-8 text (byte {e.start})") from None
     else:
         raise UsageError("no prompt: pass it as an argument, with --file, or on stdin")
+    try:
+        text.encode("utf-8")  # (an argument or stdin of other bytes comes with them escaped as surrogates)
+    except UnicodeEncodeError as e:
+        byte = len(text[: e.start].encode("utf-8", "surrogateescape"))
+        raise UsageError(f"{named} is not UTF-8 text (byte {byte})") from None
     if args.input_format == "stream-json":
         return read_input(text.splitlines(), source)
     if not text.strip():
         what = "blank" if text else "empty"
         raise UsageError(f"{named} is {what}: give the prompt as an argument, with --file, or on standard input")
     return text
+
+
+def _bounded(stream: TextIO, named: str) -> str:
+    """What ``stream`` holds, read a megabyte at a time (Ctrl-C works between reads); more than PROMPT_LIMIT
+    (``/dev/zero``, ``yes |``) is a usage error, not all the memory there is."""
+    parts: list[str] = []
+    size = 0
+    while chunk := stream.read(2**20):
+        size += len(chunk)
+        if size > PROMPT_LIMIT:
+            raise UsageError(f"{named} goes on past {PROMPT_LIMIT // 2**20} MB, more than any model reads")
+        parts.append(chunk)
+    return "".join(parts)
 
 
 def run_exec(args: ExecOptions, streams: Streams) -> int:

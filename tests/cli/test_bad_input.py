@@ -266,3 +266,21 @@ def test_output_that_cannot_be_written_is_an_error_not_silence_or_a_traceback(
     ran = subprocess.run(f"exec {ZERO} {' '.join(runs['run'])} >&-", shell=True, capture_output=True, text=True)
     assert ran.returncode == 1 and "Traceback" not in ran.stderr
     assert ran.stderr.splitlines()[-1] == "zero: error: cannot write to standard output: the descriptor is closed"
+
+
+def test_a_prompt_that_never_ends_or_is_not_utf8_is_a_usage_error(workspace: Path, tmp_path: Path) -> None:
+    # (an endless source took all the memory there was, deaf to Ctrl-C; other bytes were an internal error)
+    script = write_script(tmp_path / "ok.toml", ANSWER)
+    flags = scripted(script, workspace)
+    cases = [
+        (["exec", "-f", "/dev/zero", *flags], "", "--file /dev/zero goes on past 32 MB"),
+        (["exec", *flags], "y\n" * (16 * 2**20 + 1), "the prompt on stdin goes on past 32 MB"),
+        (["exec", "caf\udce9", *flags], "", "the prompt argument is not UTF-8 text (byte 3)"),  # argv as Python has it
+        (["exec", *flags], "caf\udce9\n", "standard input is not UTF-8 text (byte 3)"),
+        (["sessions", "resume", "last", "\udcff", *flags], "", "the prompt argument is not UTF-8 text (byte 0)"),
+    ]
+    for argv, given, needle in cases:
+        done = zero(*argv, input=given)
+        assert done.returncode == 2, (argv[:3], done.stderr)
+        one_error_line(done.stderr, needle)
+    assert not FileSessionStore(Path(os.environ["ZERO_HOME"]) / "sessions").list()  # nothing was run
