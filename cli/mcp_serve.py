@@ -17,6 +17,10 @@ from __future__ import annotations
 import functools
 import inspect
 import json
+import os
+import signal
+import sys
+import threading
 from collections.abc import Awaitable, Callable, Mapping
 from contextlib import AsyncExitStack
 from pathlib import Path
@@ -56,20 +60,82 @@ __all__ = ["serve"]
 
 
 def serve(args: McpOptions, streams: Streams) -> int:
-    anyio.run(_serve, args, streams)
-    return 0
+    """Serve until the client closes stdin (0), or a signal says stop (130: running calls end ``interrupted``)."""
+    relay = _Relay()
+    signalled: list[int] = []
+    anyio.run(_serve, args, streams, relay, signalled)
+    return 130 if signalled else 0
 
 
-async def _serve(args: McpOptions, streams: Streams) -> None:
-    """Serve until the client closes stdin. A setup that cannot run (no provider configured, a broken config
-    file, a bad flag) still serves: hosts start servers with a minimal environment and often hide stderr, so
-    the tools are listed and each run answers with what is wrong."""
-    async with AsyncExitStack() as stack:
+class _Relay:
+    """stdin as the SDK reads it: fd 0 becomes a pipe a thread fills from the real stdin, so a signal can end
+    the input (``end``: the SDK reads its end, as when the client closes stdin). The SDK reads on a thread no
+    cancellation reaches: a signal left it waiting for the client's next line, and the server ran on."""
+
+    def __init__(self) -> None:
+        try:
+            source: int | None = os.dup(0)
+        except OSError:  # (stdin closed: nothing to read)
+            source = None
+        read, self._write = os.pipe()  # (fd 0 closed: read is 0)
+        if read != 0:
+            os.dup2(read, 0)
+            os.close(read)
+        if sys.stdin is None:
+            sys.stdin = open(0, closefd=False)  # (the process's, as Python would have made it)
+        self._lock = threading.Lock()
+        self._ended = False
+        self.calls = 0  # requests being answered
+        self._idle: anyio.Event | None = None
+        threading.Thread(target=self._copy, args=(source,), name="zero-stdin", daemon=True).start()
+
+    def _copy(self, source: int | None) -> None:
+        try:
+            while source is not None and (data := os.read(source, 1 << 16)):
+                with self._lock:
+                    if self._ended:
+                        return
+                    os.write(self._write, data)
+        except OSError:
+            pass  # the client's end failed, or the SDK's: either way the input is over
+        self.end()
+
+    async def counting(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+        """The server's middleware that counts the requests being answered."""
+        self.calls += 1
+        try:
+            return await call_next(ctx)
+        finally:
+            self.calls -= 1
+            if not self.calls and self._idle is not None:
+                self._idle.set()
+
+    async def idle(self) -> None:
+        """Until no request is being answered."""
+        while self.calls:
+            self._idle = anyio.Event()
+            await self._idle.wait()
+
+    def end(self) -> None:
+        with self._lock:
+            if not self._ended:
+                self._ended = True
+                os.close(self._write)
+
+
+async def _serve(args: McpOptions, streams: Streams, relay: _Relay, signalled: list[int]) -> None:
+    """Serve until the client closes stdin or a signal comes. A setup that cannot run (no provider configured,
+    a broken config file, a bad flag) still serves: hosts start servers with a minimal environment and often
+    hide stderr, so the tools are listed and each run answers with what is wrong."""
+    async with AsyncExitStack() as stack, anyio.create_task_group() as watching:
+        ctxs: list[AgentContext] = []
+        watching.start_soon(_watch, relay, signalled, ctxs)
         workspace: Path | None = None
         try:
             workspace = workspace_from(args)
             settings = settings_from(args.run, workspace)
             ctx = await stack.enter_async_context(open_context(args.run, settings, workspace, streams))
+            ctxs.append(ctx)
         except ZeroError as e:
             print_error(f"{e} (zero mcp serve goes on: each run asked of it answers with this)", streams.stderr)
             served = _Served(args, session_store(), workspace, problem=str(e))
@@ -89,8 +155,26 @@ async def _serve(args: McpOptions, streams: Streams) -> None:
         server: MCPServer = MCPServer(
             "zero", title="Zero", version=__version__, instructions=instructions, tools=tools, log_level="WARNING"
         )
-        server.middleware.append(_tools_only)
+        server.middleware.extend([_tools_only, relay.counting])
         await server.run_stdio_async()
+        watching.cancel_scope.cancel()
+
+
+SHUTDOWN_SECONDS = 0.8  # from a signal to the end of the input, at most
+
+
+async def _watch(relay: _Relay, signalled: list[int], ctxs: list[AgentContext]) -> None:
+    """At SIGTERM, SIGINT or SIGHUP: every run ends ``interrupted`` now, and the input ends."""
+    with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as signals:
+        async for signum in signals:
+            signalled.append(signum)
+            for ctx in ctxs:
+                for node in [n for n in ctx.tree.nodes.values() if n.parent is None]:
+                    ctx.tree.stop("interrupted", under=node)
+            with anyio.move_on_after(SHUTDOWN_SECONDS):  # each call under way answers that its run was interrupted
+                await relay.idle()
+            relay.end()
+            return
 
 
 _INSTRUCTIONS = (

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import signal
 import socket
 import subprocess
 import sys
@@ -860,3 +861,45 @@ def test_control_team_stops_one_member_of_a_team_that_run_team_runs(workspace: P
     }
     assert got["ended"].is_error
     assert got["ended"].content[0].text.endswith(f"the team {got['team_id']} is not running: it ended cancelled")
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP], ids=["term", "int", "hup"])
+def test_a_signal_ends_zero_mcp_serve_at_once_and_its_runs_interrupted(
+    workspace: Path, tmp_path: Path, sig: signal.Signals
+) -> None:
+    # (its SDK reads stdin on a thread no cancellation reaches: a signal left the server waiting for the
+    # client's next line, a run under way ended cancelled and its call never answered)
+    script = write_script(tmp_path / "s.toml", SERVE_SCRIPT)
+    hello = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}
+    asked = [
+        {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": hello},
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "explorer", "arguments": {
+            "prompt": "Take forever"}}},
+    ]  # fmt: skip
+    command = [ZERO, "mcp", "serve", *scripted(script, workspace)]
+
+    def under_way() -> bool:  # its log holds the prompt (its metadata says running only every few seconds)
+        return any(e.event.kind == "message" for m in store().list() for e in store().events(m.session_id))
+
+    with subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True) as proc:
+        assert proc.stdin is not None and proc.stdout is not None
+        try:
+            proc.stdin.write("".join(json.dumps(m) + "\n" for m in asked[: 3 if sig != signal.SIGHUP else 2]))
+            proc.stdin.flush()
+            assert json.loads(proc.stdout.readline())["id"] == 1
+            deadline = time.monotonic() + 30
+            while sig != signal.SIGHUP and not under_way():
+                assert time.monotonic() < deadline, "the run never started"
+                time.sleep(0.02)
+            proc.send_signal(sig)  # the client's end stays open
+            answers = [json.loads(line) for line in proc.stdout]
+            assert proc.wait(timeout=10) == 130
+        finally:
+            proc.kill()
+    if sig == signal.SIGHUP:  # idle: nothing to answer
+        assert answers == []
+        return
+    (answer,) = answers  # (the call under way answers before the input ends)
+    assert answer["id"] == 2 and "status: interrupted" in answer["result"]["content"][0]["text"]
+    assert [m.status for m in store().list()] == ["interrupted"]
