@@ -45,10 +45,9 @@ def _read_prompt(args: ExecOptions, stdin: TextIO) -> str:
     if args.prompt is not None and args.file:
         raise UsageError("give the prompt as an argument or with --file, not both")
     if args.file:
-        named = f"--file {args.file}"
         try:
             with open(args.file, encoding="utf-8") as file:
-                text = _bounded(file, named)
+                text = _bounded(file, f"--file {args.file}")
         except IsADirectoryError:
             raise UsageError(f"--file {args.file}: is a folder, not a file") from None
         except OSError as e:

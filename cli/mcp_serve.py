@@ -166,15 +166,15 @@ SHUTDOWN_SECONDS = 0.8  # from a signal to the end of the input, at most
 async def _watch(relay: _Relay, signalled: list[int], ctxs: list[AgentContext]) -> None:
     """At SIGTERM, SIGINT or SIGHUP: every run ends ``interrupted`` now, and the input ends."""
     with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as signals:
-        async for signum in signals:
+        async for signum in signals:  # (the first; a second meanwhile is taken here too)
             signalled.append(signum)
-            for ctx in ctxs:
-                for node in [n for n in ctx.tree.nodes.values() if n.parent is None]:
-                    ctx.tree.stop("interrupted", under=node)
-            with anyio.move_on_after(SHUTDOWN_SECONDS):  # each call under way answers that its run was interrupted
-                await relay.idle()
-            relay.end()
-            return
+            break
+        for ctx in ctxs:
+            for node in [n for n in ctx.tree.nodes.values() if n.parent is None]:
+                ctx.tree.stop("interrupted", under=node)
+        with anyio.move_on_after(SHUTDOWN_SECONDS):  # each call under way answers that its run was interrupted
+            await relay.idle()
+        relay.end()
 
 
 _INSTRUCTIONS = (
