@@ -24,7 +24,7 @@ def resolve_session_id(
     if text == LAST:
         return _last(store.rows(), here, kind)
     validate_session_id(text)
-    if store.exists(text):
+    if store.exists(text) or store.path(text).is_dir():  # (a folder whose metadata is missing is a damaged session)
         return text
     rows = store.rows()
     ids = [str(r.get("sessionId", "")) for r in rows]

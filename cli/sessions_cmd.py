@@ -14,7 +14,7 @@ from zero.agent import STATUSES, format_cost, format_tokens
 from zero.cli.common import Streams, confirm, print_error, session_store, workspace_from
 from zero.cli.options import SessionsOptions
 from zero.cli.session_ids import resolve_session_id
-from zero.cli.transcript import Transcript, logged_events
+from zero.cli.transcript import Transcript
 from zero.errors import SessionError, UsageError, ZeroError, did_you_mean
 from zero.sessions import (
     FileSessionStore,
@@ -190,7 +190,7 @@ def _age(row: Row, now: datetime) -> str:
 def _show(store: SessionStore, session_id: str, args: SessionsOptions, out: TextIO) -> int:
     if args.json:
         meta = store.metadata(session_id)
-        records = records_json(logged_events(store, meta), session_id)
+        records = records_json(store.events(session_id), session_id)
         out.write(json.dumps({"metadata": meta.to_json(), "events": records}, indent=2) + "\n")
         return 0
     for line in Transcript(store=store, children=args.children, full=args.full).lines(session_id):
@@ -262,31 +262,50 @@ def _export(store: SessionStore, session_id: str, args: SessionsOptions, out: Te
             for record in records_json(store.events(sid), sid):
                 out.write(json.dumps(record, ensure_ascii=False, separators=(",", ":")) + "\n")
         return 0
-    out.write(f"# Session {session_id}\n")
-    for line in Transcript(store=store, children=args.children, full=True, markdown=True).lines(session_id):
+    lines = list(Transcript(store=store, children=args.children, full=True, markdown=True).lines(session_id))
+    out.write(f"# Session {session_id}\n")  # (once it is read: a damaged session exports nothing)
+    for line in lines:
         out.write(line + "\n")
     return 0
 
 
 def _remove(store: FileSessionStore, session_id: str, args: SessionsOptions, streams: Streams) -> int:
-    nodes = session_tree(store, session_id).walk()
-    running = [n.meta.session_id for n in nodes if not n.meta.finished]
-    if running:
+    rows, damaged = store.listing()  # (its subtree by the parents the readable sessions name: a damaged one goes too)
+    ids = [session_id, *_descendants(session_id, rows)]
+    if running := [sid for sid in ids if store.held(sid)]:
         raise UsageError(f"{', '.join(running)} is still running; stop it first (or wait for it to end)")
-    below = len(nodes) - 1
-    question = f"remove {session_id}" + (f" and its {_count(below, 'descendant')}?" if below else "?")
-    if not confirm(question, streams, yes=args.yes, needs=f"removing {_count(len(nodes), 'session')}"):
+    below = len(ids) - 1
+    why = f" (damaged: {damaged[session_id].splitlines()[0]})" if session_id in damaged else ""
+    question = f"remove {session_id}{why}" + (f" and its {_count(below, 'descendant')}?" if below else "?")
+    if not confirm(question, streams, yes=args.yes, needs=f"removing {_count(len(ids), 'session')}"):
         streams.stderr.write("nothing removed\n")
         return 1
-    ids = [n.meta.session_id for n in nodes]
     removed = [sid for sid in ids if store.remove(sid)]
-    if left := [sid for sid in ids if sid not in removed and store.exists(sid)]:
+    if left := [sid for sid in ids if sid not in removed and store.path(sid).exists()]:
         raise SessionError(f"{', '.join(left)} started running meanwhile and was left; the rest is removed")
     if args.json:
         streams.stdout.write(json.dumps({"removed": removed}) + "\n")
     else:
         streams.stdout.write(f"removed {_count(len(removed), 'session')}\n")
     return 0
+
+
+def _descendants(session_id: str, rows: list[Row]) -> list[str]:
+    """The sessions below ``session_id``, parents before their children (a cycle of damaged links once)."""
+    kids: dict[str, list[str]] = {}
+    for row in rows:
+        if parent := row.get("parentSessionId"):
+            kids.setdefault(str(parent), []).append(str(row["sessionId"]))
+    found: list[str] = []
+    seen = {session_id}
+    todo = [session_id]
+    while todo:
+        for kid in kids.get(todo.pop(0), []):
+            if kid not in seen:
+                seen.add(kid)
+                found.append(kid)
+                todo.append(kid)
+    return found
 
 
 def _prune(store: FileSessionStore, args: SessionsOptions, out: TextIO) -> int:

@@ -44,30 +44,16 @@ from zero.agent import (
     format_cost,
     waiting_text,
 )
-from zero.errors import SessionError
 from zero.orchestrator.view import landing_state
-from zero.sessions import Rollup, SessionMetadata, SessionStore, StoredEvent
+from zero.sessions import Rollup, SessionMetadata, SessionStore
 from zero.tools.describe import printable
 from zero.tools.worktrees import DiffStat
 
-__all__ = ["Transcript", "logged_events"]
+__all__ = ["Transcript"]
 
 MESSAGE_CHARS = 2_000
 RESULT_LINES = 12
 RESULT_CHARS = 1_200
-
-
-def logged_events(store: SessionStore, meta: SessionMetadata) -> list[StoredEvent]:
-    """The session's events; a log that is missing, or empty while the metadata counts events, is damage
-    (``SessionError``), never an empty transcript."""
-    events = store.events(meta.session_id)
-    if not events and meta.event_count:
-        raise SessionError(
-            f"the log of session {meta.session_id} is empty, but its metadata counts {meta.event_count} "
-            f"event{'' if meta.event_count == 1 else 's'}: "
-            "the log was cut or replaced, and what it held is lost"
-        )
-    return events
 
 
 @dataclass(kw_only=True)
@@ -86,10 +72,10 @@ class Transcript:
 
     def lines(self, session_id: str, depth: int = 0) -> Iterator[str]:
         meta = self.store.metadata(session_id)
+        events = self.store.events(session_id)  # (before the header: a damaged log prints nothing)
         pad = "" if self.markdown else "    " * depth
         for line in self._header(meta, depth):
             yield pad + line
-        events = logged_events(self.store, meta)
         if not events:
             yield pad + "(no events yet: the session's log is empty)"
         for stored in events:

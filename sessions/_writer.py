@@ -22,6 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from pydantic import ValidationError
+
 from zero.agent import Event, MessageAdded, StatusChanged, decode_event
 from zero.errors import SessionError, SessionWriteError
 from zero.sessions._replace import replace_file
@@ -233,16 +235,13 @@ class Writer:
         took = session_id not in self.leases  # a lease this commit takes is given back if it fails
 
         def work() -> SessionMetadata | None:
-            if requests[0].kind == "create":
-                assert requests[0].meta is not None
-                log = self._create(self.root / session_id, requests[0].meta)
-            elif kinds <= {"read", "flush", "write"} and session_id not in self.logs:
+            create = requests[0].meta if requests[0].kind == "create" else None
+            if create is None and kinds <= {"read", "flush", "write"} and session_id not in self.logs:
                 return None  # nothing to wait for: the caller reads the files
-            elif kinds == {"repair"} and not self._take_lease(session_id, wait=False):
+            if create is None and kinds == {"repair"} and not self._take_lease(session_id, wait=False):
                 return None  # someone runs it after all: nothing to repair
-            else:
-                log = self._open(session_id)
             try:
+                log = self._open(session_id) if create is None else self._create(self.root / session_id, create)
                 with log.locked():
                     log.sync()
                     if kinds & {"lease", "repair"}:
@@ -428,7 +427,7 @@ class Writer:
             folder.mkdir(mode=0o700)
         except FileExistsError:
             raise SessionError(f"session {meta.session_id} already exists") from None
-        log = OpenLog(meta.session_id, folder, _open_log(folder), meta)
+        log = OpenLog(meta.session_id, folder, _open_log(folder, create=True), meta)
         log.dirty = True  # written at once by the commit (a create asks for it)
         self._take_lease(meta.session_id)  # before its metadata exists: a reader never sees it unowned
         self._keep(log)
@@ -442,7 +441,14 @@ class Writer:
         folder = self.root / session_id
         if not (folder / "metadata.json").is_file():
             raise SessionError(f"session {session_id} not found in {self.root}")
-        log = OpenLog(session_id, folder, _open_log(folder), None)
+        log = OpenLog(session_id, folder, _open_log(folder, create=False), None)
+        try:  # a log that lost events is never written to: what follows would hide the loss
+            with log.locked():
+                log.sync()
+            check_whole(log.meta, log.seq, log.log_path)
+        except BaseException:
+            os.close(log.fd)
+            raise
         self._keep(log)
         return log
 
@@ -726,13 +732,60 @@ def _stamp(st: os.stat_result) -> tuple[int, ...]:
     return (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
 
 
-def _open_log(folder: Path) -> int:
+def _open_log(folder: Path, *, create: bool) -> int:
+    """The log's descriptor for appending: made with a new session, else it must be there."""
     try:
-        return open_file(folder / "events.jsonl", os.O_RDWR | os.O_APPEND | os.O_CREAT)
+        return open_file(folder / "events.jsonl", os.O_RDWR | os.O_APPEND | (os.O_CREAT if create else 0))
     except FileNotFoundError:
+        if not create and folder.is_dir():
+            raise missing_log(folder / "events.jsonl") from None
         raise SessionError(f"session {folder.name} not found in {folder.parent}") from None
     except NotAFile as e:
         raise _not_a_file(e) from None
+
+
+def missing_metadata(folder: Path) -> SessionError:
+    return SessionError(
+        f"{folder / 'metadata.json'} is missing: the session cannot be read (zero sessions rm {folder.name} removes it)"
+    )
+
+
+def _first_error(e: ValidationError) -> str:
+    """What is wrong with a file pydantic read, on one line: the first error and where it is."""
+    errors = e.errors(include_url=False)
+    first = errors[0]
+    where = ".".join(str(part) for part in first["loc"])
+    more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+    return f"{where + ': ' if where else ''}{first['msg']}{more}"
+
+
+def missing_log(log: Path) -> SessionError:
+    return SessionError(f"{log} is missing: the session's log (its record) was removed, and what it held is lost")
+
+
+def check_whole(meta: SessionMetadata, last: int, log: Path | str) -> None:
+    """``SessionError`` if the log, whose last event is number ``last``, holds less than the metadata counts:
+    the metadata is written only once the log holds what it counts, so the log lost events."""
+    if last < meta.event_count:
+        held = f"only {last} event{'' if last == 1 else 's'}" if last else "no events"
+        raise SessionError(
+            f"{log} holds {held} where the session's metadata counts {meta.event_count}: "
+            "the log was cut or replaced, and what it held is lost"
+        )
+
+
+def last_sequence(log: Path) -> int:
+    """The number of the log's last whole event (0: none), read from its tail without changing it."""
+    try:
+        fd = open_file(log)
+    except FileNotFoundError:
+        raise missing_log(log) from None
+    except NotAFile as e:
+        raise _not_a_file(e) from None
+    try:
+        return _tail(fd, os.fstat(fd).st_size, log)[1]
+    finally:
+        os.close(fd)
 
 
 def read_session_file(path: Path, start: int = 0) -> bytes:
@@ -800,7 +853,11 @@ def read_metadata(folder: Path) -> SessionMetadata:
     try:
         meta = SessionMetadata.model_validate_json(read_swapped(folder / "metadata.json"))
     except (FileNotFoundError, NotADirectoryError):
+        if folder.is_dir():
+            raise missing_metadata(folder) from None
         raise SessionError(f"session {folder.name} not found in {folder.parent}") from None
+    except ValidationError as e:
+        raise SessionError(f"{folder / 'metadata.json'} is damaged: {_first_error(e)}") from e
     except ValueError as e:
         raise SessionError(f"{folder / 'metadata.json'} is damaged: {e}") from e
     if meta.session_id != folder.name:
@@ -813,11 +870,18 @@ def read_metadata(folder: Path) -> SessionMetadata:
 
 def _read_tail(fd: int, size: int, log: Path) -> tuple[int, int, str]:
     """``(size, sequence, type)`` of the log's last complete line; a torn tail is cut off first."""
-    if size > 0 and os.pread(fd, 1, size - 1) != b"\n":
-        # A crash cut the last write short: that batch never committed.
-        size = _last_newline(fd, size) + 1
-        os.ftruncate(fd, size)
+    whole = _tail(fd, size, log)
+    if whole[0] != size:  # a crash cut the last write short: that batch never committed
+        os.ftruncate(fd, whole[0])
         os.fsync(fd)
+    return whole
+
+
+def _tail(fd: int, size: int, log: Path) -> tuple[int, int, str]:
+    """``(size, sequence, type)`` of the log up to its last complete line (what follows it is a write cut
+    short, or under way)."""
+    if size > 0 and os.pread(fd, 1, size - 1) != b"\n":
+        size = _last_newline(fd, size) + 1
     if size == 0:
         return 0, 0, ""
     start = _last_newline(fd, size - 1) + 1
@@ -825,7 +889,7 @@ def _read_tail(fd: int, size: int, log: Path) -> tuple[int, int, str]:
     try:
         record = json.loads(line)
         return size, int(record["sequence"]), str(record["type"])
-    except (ValueError, KeyError) as e:
+    except (ValueError, KeyError, TypeError) as e:
         raise SessionError(f"{log}: the last event is damaged ({e}); cannot append safely") from e
 
 

@@ -300,7 +300,7 @@ def _history(store: SessionStore, session_id: str, system_prompt: str | None) ->
     if history:
         return history, len(history)
     # No conversation was ever recorded (it never ran, or its node died before its first message): it starts
-    # over from its system prompt, its first run recording it, unless the log lost events.
-    if system_prompt is None or len(events) < store.metadata(session_id).event_count:
+    # over from its system prompt, its first run recording it (a log that lost events is an error of events()).
+    if system_prompt is None:
         raise SessionError(f"session {session_id} has no conversation to resume")
     return [Message(role="system", content=system_prompt)], 0

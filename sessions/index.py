@@ -2,10 +2,10 @@
 file instead of 10,000.
 
 It is a cache, never the record: each entry keeps the identity of the ``metadata.json`` it was read
-from (inode, size, modification time), and an entry whose file changed, or that has no file any
-more, is read again or dropped on the next listing; a missing or damaged index is rebuilt from the
-sessions themselves. Any process may rewrite it (atomically, by rename); two listing at once write
-the same content.
+from and of the log beside it (inode, size, modification time), and an entry whose files changed (a
+log cut short by hand included), or that has no file any more, is read again or dropped on the next
+listing; a missing or damaged index is rebuilt from the sessions themselves. Any process may rewrite it
+(atomically, by rename); two listing at once write the same content.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ Row = dict[str, Any]
 """A session's metadata as its ``metadata.json`` holds it (camelCase keys)."""
 
 INDEX = ".index.json"
-_VERSION = 1
+_VERSION = 2  # (1: the metadata file's identity alone)
 
 
 def read_index(root: Path, fresh: Callable[[str], SessionMetadata | None]) -> tuple[list[Row], dict[str, str]]:
@@ -45,10 +45,15 @@ def read_index(root: Path, fresh: Callable[[str], SessionMetadata | None]) -> tu
         return [], {}
     changed = False
     for name in names:
-        path = f"{base}/{name}/metadata.json"
+        path = f"{base}/{name}/"
         key = _identity(path)
         entry = cached.get(name)
-        if entry is not None and entry[0] == key and entry[1].get("status") not in ("pending", "running"):
+        if (
+            entry is not None
+            and key is not None
+            and entry[0] == key
+            and entry[1].get("status") not in ("pending", "running")
+        ):
             entries[name] = entry
             continue
         changed = changed or entry is not None
@@ -65,12 +70,13 @@ def read_index(root: Path, fresh: Callable[[str], SessionMetadata | None]) -> tu
     return [data for _, data in entries.values()], damaged
 
 
-def _identity(path: str) -> list[int] | None:
+def _identity(folder: str) -> list[int] | None:
+    """Who the session's two files are now: a change to either, or either gone, and its entry is read again."""
     try:
-        st = os.stat(path)
+        meta, log = os.stat(folder + "metadata.json"), os.stat(folder + "events.jsonl")
     except OSError:
         return None
-    return [st.st_ino, st.st_size, st.st_mtime_ns]
+    return [meta.st_ino, meta.st_size, meta.st_mtime_ns, log.st_ino, log.st_size, log.st_mtime_ns]
 
 
 def _load(path: Path) -> dict[str, list[Any]]:

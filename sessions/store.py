@@ -47,8 +47,12 @@ from zero.errors import ConfigError, SessionError, SessionWriteError
 from zero.sessions._writer import (
     Request,
     Writer,
+    check_whole,
     copy_metadata,
     derive_interrupted,
+    last_sequence,
+    missing_log,
+    missing_metadata,
     parse_log,
     read_metadata,
     read_session_file,
@@ -115,7 +119,7 @@ class SessionStore(Protocol):
     def metadata(self, session_id: str) -> SessionMetadata: ...
 
     def events(self, session_id: str) -> list[StoredEvent]:
-        """Every event in order."""
+        """Every event in order; ``SessionError`` if the log lost events its metadata counts (it is damaged)."""
         ...
 
     def events_since(self, session_id: str, cursor: int) -> tuple[list[StoredEvent], int]:
@@ -260,25 +264,29 @@ class FileSessionStore:
         return meta
 
     def events(self, session_id: str) -> list[StoredEvent]:
-        """Every event in order; a torn last line is skipped, other bad lines are errors."""
+        """Every event in order; a torn last line is skipped, other bad lines are errors, and so is a log that
+        holds less than the metadata counts (cut short, emptied or replaced: what it lost is lost)."""
         return self.events_since(session_id, 0)[0]
 
     def events_since(self, session_id: str, cursor: int) -> tuple[list[StoredEvent], int]:
         """The events after byte ``cursor`` of the log (only whole lines); the next cursor."""
-        log = self.path(session_id) / "events.jsonl"
+        folder = self.path(session_id)
+        log = folder / "events.jsonl"
         self._writer.call(Request(kind="read", session_id=session_id))
         if not self.exists(session_id):
             raise SessionError(f"session {session_id} not found in {self.root}")
+        counted = read_metadata(folder) if cursor == 0 else None  # (before the log: it never counts more)
         try:
             data = read_session_file(log, cursor)
         except FileNotFoundError:
-            raise SessionError(
-                f"{log} is missing: the session's log (its record) was removed, and what it held is lost"
-            ) from None
+            raise missing_log(log) from None
         end = data.rfind(b"\n") + 1  # what follows the last newline is a write cut short (or under way)
-        return list(parse_log(data[:end], log, first_line=_line_at(log, cursor))), cursor + end
+        events = list(parse_log(data[:end], log, first_line=_line_at(log, cursor)))
+        if counted is not None:
+            check_whole(counted, events[-1].sequence if events else 0, log)
+        return events, cursor + end
 
-    def remove(self, session_id: str, *, keep: Callable[[SessionMetadata], bool] = lambda meta: False) -> bool:
+    def remove(self, session_id: str, *, keep: Callable[[SessionMetadata], bool] | None = None) -> bool:
         """Delete the session's folder, unless a process runs it (holds its lease) or ``keep(its metadata)``:
         both are checked holding the lease, so no run can start in between. False if it was left (or gone)."""
         folder = self.path(session_id)
@@ -291,7 +299,7 @@ class FileSessionStore:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
                 return False
-            if keep(read_metadata(folder)):
+            if keep is not None and keep(read_metadata(folder)):
                 return False
             shutil.rmtree(folder)
         except OSError as e:
@@ -317,9 +325,12 @@ class FileSessionStore:
             if not os.path.lexists(folder / "metadata.json"):
                 if not _unheld(folder):
                     return None  # being made: its metadata follows its lease
-                raise SessionError(f"{folder / 'metadata.json'} is missing")
+                raise missing_metadata(folder)
             meta = read_metadata(folder)
-            return self.metadata(session_id) if meta.status in ("pending", "running") else meta
+            if meta.status in ("pending", "running"):
+                return self.metadata(session_id)  # (a dead run's is repaired: its log is checked then)
+            check_whole(meta, last_sequence(folder / "events.jsonl"), folder / "events.jsonl")
+            return meta
 
         found, damaged = read_index(self.root, fresh)
         rows = sorted(found, key=lambda m: (m.get("updatedAt", ""), m.get("sessionId", "")), reverse=True)

@@ -138,8 +138,12 @@ async def test_a_damaged_session_gets_one_error_everywhere_and_is_not_listed(wor
     lines = history.splitlines()
     damages = {
         "a bad line": (log, "\n".join([lines[0], "[1, 2]", *lines[2:]]) + "\n", "line 2 is not a valid event"),
-        "a log cut short": (log, lines[0] + "\n", f"its log holds 1 events where its metadata counts {len(lines)}"),
-        "an emptied log": (log, "", f"its log holds 0 events where its metadata counts {len(lines)}"),
+        "a log cut short": (
+            log,
+            lines[0] + "\n",
+            f"holds only 1 event where the session's metadata counts {len(lines)}",
+        ),
+        "an emptied log": (log, "", f"holds no events where the session's metadata counts {len(lines)}"),
         "damaged metadata": (meta, "{not json", "metadata.json is damaged"),
     }
     async with agent(Editor(), script) as conn:

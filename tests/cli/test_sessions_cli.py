@@ -235,7 +235,7 @@ def test_prune_and_rm_leave_a_session_a_process_runs(workspace: Path) -> None:
     try:
         assert zero("sessions", "prune", "--older-than", "1s").stdout == "removed 0 sessions older than 1s\n"
         refused = zero("sessions", "rm", sid, "--yes")
-        assert refused.returncode != 0 and f"{sid} started running meanwhile" in refused.stderr
+        assert refused.returncode == 2 and f"{sid} is still running; stop it first" in refused.stderr
     finally:
         os.close(fd)
     assert st.exists(sid)
@@ -353,14 +353,17 @@ def test_damaged_sessions_are_listed_as_damaged_with_what_is_wrong(tmp_path: Pat
     assert listed.returncode == 0
     rows = {line.split()[0]: line.split(None, 7) for line in listed.stdout.splitlines()[1:]}
     assert rows[short_id(good)][2] == "completed"
-    assert rows[short_id(half)][2:] == ["damaged", "?", "?", "?", "0s", "metadata.json is missing"]
+    missing = f"metadata.json is missing: the session cannot be read (zero sessions rm {half} removes it)"
+    assert rows[short_id(half)][2:] == ["damaged", "?", "?", "?", "0s", missing]
     assert rows[short_id(broken)][2] == "damaged"
-    assert rows[short_id(broken)][7].startswith("metadata.json is damaged: 1 validation error for SessionMetadata")
+    assert (
+        rows[short_id(broken)][7] == "metadata.json is damaged: Invalid JSON: key must be a string at line 1 column 2"
+    )
     as_json = {row["sessionId"]: row for row in json.loads(zero("sessions", "list", "--json").stdout)}
     assert as_json[half] == {
         "sessionId": half,
         "status": "damaged",
-        "damaged": f"{s.path(half)}/metadata.json is missing",
+        "damaged": f"{s.path(half)}/{missing}",
         "updatedAt": as_json[half]["updatedAt"],
     }
     assert as_json[broken]["damaged"].startswith(f"{s.path(broken)}/metadata.json is damaged: ")
@@ -383,7 +386,7 @@ def test_show_says_a_log_is_missing_or_emptied_and_fails_rather_than_show_nothin
     cut = zero("sessions", "show", emptied)
     assert cut.returncode == 1
     assert cut.stderr == (
-        f"zero: error: the log of session {emptied} is empty, but its metadata counts 1 event: "
+        f"zero: error: {s.path(emptied)}/events.jsonl holds no events where the session's metadata counts 1: "
         "the log was cut or replaced, and what it held is lost\n"
     )
     assert zero("sessions", "show", emptied, "--json").stderr == cut.stderr
@@ -394,3 +397,63 @@ def test_show_says_a_log_is_missing_or_emptied_and_fails_rather_than_show_nothin
         f"zero: error: {s.path(removed)}/events.jsonl is missing: the session's log (its record) was removed, "
         "and what it held is lost\n"
     )
+
+
+def test_a_damaged_session_is_refused_by_every_command_and_resume_never_starts_it_afresh(
+    workspace: Path, tmp_path: Path
+) -> None:
+    """Resume and fork of a session whose log was emptied, removed or cut used to start a fresh conversation
+    under the old id (or continue from what was left) and rewrite its metadata to match; tree and export
+    exited 0; one whose metadata was removed could be listed but not shown or removed."""
+    script = write_script(
+        tmp_path / "s.toml",
+        '[[turns]]\nmatch = { last = "hi" }\ntext = "first"\n[[turns]]\nmatch = { last = "again" }\ntext = "second"\n',
+    )
+    assert zero("exec", "hi", *scripted(script, workspace)).returncode == 0
+    sid = store().list()[0].session_id
+    folder = store().path(sid)
+    log, meta = folder / "events.jsonl", folder / "metadata.json"
+    history, metadata = log.read_bytes(), meta.read_bytes()
+    count = len(history.splitlines())
+    damages = {
+        "an emptied log": (log, b"", f"{log} holds no events where the session's metadata counts {count}"),
+        "a log cut short": (log, b"".join(history.splitlines(keepends=True)[:3]), f"{log} holds only 3 events"),
+        "a removed log": (log, None, f"{log} is missing: the session's log (its record) was removed"),
+        "removed metadata": (meta, None, f"{meta} is missing: the session cannot be read (zero sessions rm {sid}"),
+        "damaged metadata": (meta, b'{"sessionId": 3}', f"{meta} is damaged: sessionId: Input should be a valid str"),
+    }
+    commands = {
+        "show": ["show", sid],
+        "show --json": ["show", sid, "--json"],
+        "tree": ["tree", sid],
+        "export": ["export", sid],
+        "export --as-script": ["export", sid, "--as-script"],
+        "fork": ["fork", sid],
+        "resume": ["resume", sid, "again", *scripted(script, workspace)],
+    }
+    for damage, (path, text, why) in damages.items():
+        if text is None:
+            path.unlink()
+        else:
+            path.write_bytes(text)
+        left = {p: p.read_bytes() for p in (log, meta) if p.exists()}
+        listed = {row["sessionId"]: row for row in json.loads(zero("sessions", "list", "--json").stdout)}
+        assert listed[sid]["status"] == "damaged" and listed[sid]["damaged"].startswith(why), (damage, listed[sid])
+        for name, argv in commands.items():
+            refused = zero("sessions", *argv)
+            assert (refused.returncode, refused.stdout) == (1, ""), (damage, name, refused)
+            assert refused.stderr.startswith(f"zero: error: {why}"), (damage, name, refused.stderr)
+            assert "\n" not in refused.stderr.rstrip("\n"), (damage, name, refused.stderr)  # one line, no traceback
+        assert {p: p.read_bytes() for p in (log, meta) if p.exists()} == left, damage  # nothing rewritten
+        assert [s.session_id for s in store().list()] == [], damage  # and nothing forked
+        log.write_bytes(history)
+        meta.write_bytes(metadata)
+    assert zero("sessions", "resume", sid, "again", *scripted(script, workspace)).stdout == "second\n"  # mended
+
+    meta.unlink()  # what cannot be read can still be removed, and a fork never run is not "running"
+    assert zero("sessions", "rm", sid, "--yes").stdout == "removed 1 session\n"
+    assert not folder.exists()
+    assert zero("exec", "hi", *scripted(script, workspace)).returncode == 0
+    made = json.loads(zero("sessions", "fork", store().list()[0].session_id, "--json").stdout)
+    assert made["status"] == "pending"
+    assert zero("sessions", "rm", made["sessionId"], "--yes").stdout == "removed 1 session\n"

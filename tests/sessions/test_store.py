@@ -222,6 +222,30 @@ def test_a_session_that_never_ran_stays_pending_and_one_whose_run_died_is_interr
     assert {m.session_id: m.status for m in theirs.list()}[never] == "pending"
 
 
+def test_a_dead_run_whose_log_lost_events_is_damaged_not_repaired_to_match_what_is_left(tmp_path: Path) -> None:
+    """The repair of a dead run (and a resume's lease) rebuilt the metadata from whatever log was left: an
+    emptied or cut log became a session that never ran, or one with less history, and nothing said so."""
+    ours = SessionStore(tmp_path / "sessions")
+    sid = make(ours)
+    ours.append(sid, [RunStarted(session_id=sid, provider="scripted", model="m", cwd="/repo"), say(sid, "hi")])
+    ours.release(sid)
+    ours.flush()
+    log = ours.path(sid) / "events.jsonl"
+    whole = log.read_text()
+    for left in ("", whole.splitlines(keepends=True)[0]):
+        log.write_text(left)
+        before = {p.name: p.read_bytes() for p in ours.path(sid).iterdir()}
+        theirs = SessionStore(tmp_path / "sessions")  # another process, after this one's run died
+        for read in (theirs.metadata, theirs.acquire, theirs.events):
+            with pytest.raises(SessionError, match=f"{log} holds .* where the session's metadata counts 2: the log"):
+                read(sid)
+        assert {p.name: p.read_bytes() for p in ours.path(sid).iterdir()} == before  # nothing repaired
+        assert [m.session_id for m in theirs.list()] == []
+        assert sid in theirs.listing()[1]
+    log.write_text(whole)
+    assert SessionStore(tmp_path / "sessions").metadata(sid).status == "interrupted"  # whole again: repaired
+
+
 def test_list_returns_sessions_newest_first_and_skips_damaged_ones(store: SessionStore) -> None:
     first = make(store, title="first")
     second = make(store, title="second")
@@ -246,7 +270,7 @@ def test_the_index_follows_every_session_file_and_is_rebuilt_when_lost(store: Se
     assert set(listed) == {ids[0], ids[2]} and listed[ids[0]].event_count == 1
     index.write_text("{not json")  # damaged: rebuilt from the sessions
     assert {m.session_id for m in SessionStore(store.root).list()} == {ids[0], ids[2]}
-    assert json.loads(index.read_text())["version"] == 1
+    assert json.loads(index.read_text())["version"] == 2
 
 
 def test_metadata_is_replaced_whole_and_readers_never_see_a_partial_file(store: SessionStore) -> None:
