@@ -75,6 +75,8 @@ class BackgroundWriter(io.TextIOBase):
                 try:
                     self.target.write(text)
                     self.target.flush()
+                except UnicodeError as e:  # (not a closed file's ValueError: the text, not the reader)
+                    self.broken, self.error = True, e
                 except (BrokenPipeError, ValueError, OSError):
                     self.broken = True  # the reader left: drop the rest
                 except Exception as e:  # noqa: BLE001 (an OutputError of the checked stdout: close raises it)

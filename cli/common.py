@@ -65,11 +65,19 @@ def freeze_startup_heap(streams: Streams) -> None:
         settle_collector()
 
 
+def current_folder(flag: str = "--cwd") -> Path:
+    """The process's current folder; ``UsageError`` if it was removed (``getcwd`` fails then)."""
+    try:
+        return Path.cwd()
+    except FileNotFoundError:
+        raise UsageError(f"the current folder was removed: cd to a folder that exists, or give {flag} DIR") from None
+
+
 def workspace_from(options: Options) -> Path:
     """The folder ``--cwd`` names (the current one without it), resolved."""
-    path = Path(options.cwd).expanduser() if options.cwd else Path.cwd()
+    path = Path(options.cwd).expanduser() if options.cwd else current_folder()
     if not path.is_dir():
-        raise UsageError(f"--cwd {options.cwd}: no such folder")
+        raise UsageError(f"--cwd {options.cwd}: {'not a folder' if path.exists() else 'no such folder'}")
     return Path(os.path.realpath(path))
 
 

@@ -202,12 +202,54 @@ def _terminated(signum: int, frame: object) -> None:
     raise KeyboardInterrupt  # SIGTERM before a run installs its own handler: end as Ctrl-C does (130)
 
 
+def _standard_streams() -> None:
+    """Descriptors 0-2 as a run needs them. One the caller closed (``<&-``, ``2>&-``) is /dev/null: else the next
+    file Zero opens takes its number, and a tool's process writing to its stderr writes into that file (a
+    session's log). A closed stdin reads as empty, a closed stderr takes what is said; a closed stdout stays
+    None for ``CheckedOutput`` to report. Text the output's encoding cannot hold (``PYTHONIOENCODING=ascii``)
+    is written as JSON-style escapes (valid inside stream-json's strings), not an error or silence."""
+    import codecs
+    import os
+
+    for fd in (0, 1, 2):
+        try:
+            os.fstat(fd)
+        except OSError:
+            null = os.open(os.devnull, os.O_RDONLY if fd == 0 else os.O_WRONLY)  # (the lowest free number: fd)
+            if null != fd:
+                os.dup2(null, fd)
+                os.close(null)
+            if fd == 0:
+                sys.stdin = open(0, encoding="utf-8", closefd=False)  # noqa: SIM115 (the process's, for its life)
+            elif fd == 2:
+                sys.stderr = open(2, "w", encoding="utf-8", closefd=False)  # noqa: SIM115
+    codecs.register_error("zero-escape", _escaped)
+    for stream in (sys.stdout, sys.stderr):
+        if stream is not None and stream.errors == "strict" and hasattr(stream, "reconfigure"):
+            stream.reconfigure(errors="zero-escape")
+
+
+def _escaped(error: UnicodeError) -> tuple[str, int]:
+    """``\\uXXXX`` for each character an encoding could not take (a pair for one beyond the BMP)."""
+    assert isinstance(error, UnicodeEncodeError)
+    out = []
+    for char in error.object[error.start : error.end]:
+        code = ord(char)
+        if code > 0xFFFF:
+            code -= 0x10000
+            out.append(f"\\u{0xD800 + (code >> 10):04x}\\u{0xDC00 + (code & 0x3FF):04x}")
+        else:
+            out.append(f"\\u{code:04x}")
+    return "".join(out), error.end
+
+
 def entry() -> None:
     """The ``zero`` console script."""
     import resource
     import signal
 
     signal.signal(signal.SIGTERM, _terminated)
+    _standard_streams()
     # As many descriptors as the system lets this process have (as Go's runtime does): each running agent
     # holds its session's lease and log, and each call a connection; a soft limit of 1,024 ends a team of
     # a thousand members with "too many open files".

@@ -21,7 +21,7 @@ from typing import Any, TextIO
 
 import tomli_w
 
-from zero.cli.common import Streams, print_error, session_store
+from zero.cli.common import Streams, current_folder, print_error, session_store
 from zero.cli.options import ExecOptions, ReplayOptions, ResumeOptions, RunOptions, SwarmOptions
 from zero.cli.session_ids import resolve_session_id
 from zero.errors import UsageError, ZeroError
@@ -150,7 +150,7 @@ def _recording(script: Script, source: str) -> ScriptRecording:
 def _workspace(args: ReplayOptions) -> str:
     """Where the replay runs: ``--workspace``, else the current folder. Never the recorded workspace: a script
     is a file anyone can edit or ship (a cloned repository's), and its ``workspace`` could name your home."""
-    workspace = args.cwd or os.getcwd()
+    workspace = args.cwd or str(current_folder("--workspace"))
     if not Path(workspace).is_dir():
         raise UsageError(f"--workspace {workspace} is not a folder: give the folder to replay in")
     return str(Path(workspace).resolve())
@@ -180,7 +180,7 @@ def _replay(
     assert recording is not None
     if flags.provider not in (None, "scripted") or flags.base_url or flags.script:
         raise UsageError("a replay's model is its recording: leave out --provider, --base-url and --script")
-    workspace = what.cwd or os.getcwd()  # (swarm run --replay runs in this folder, or --cwd)
+    workspace = what.cwd or str(current_folder())  # (swarm run --replay runs in this folder, or --cwd)
     path = folder / "script.json"
     write_script(moved(script, workspace), path, io.StringIO())
     run = replace(

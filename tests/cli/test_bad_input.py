@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import io
 import json
 import os
+import shlex
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -13,6 +16,7 @@ from pathlib import Path
 import pytest
 from support.cli import ZERO, scripted, write_script, zero
 
+from zero.cli.main import main
 from zero.sessions import FileSessionStore, SessionMetadata
 
 ANSWER = '[[turns]]\ntext = "fine"\ntimes = 0\n'
@@ -284,3 +288,62 @@ def test_a_prompt_that_never_ends_or_is_not_utf8_is_a_usage_error(workspace: Pat
         assert done.returncode == 2, (argv[:3], done.stderr)
         one_error_line(done.stderr, needle)
     assert not FileSessionStore(Path(os.environ["ZERO_HOME"]) / "sessions").list()  # nothing was run
+
+
+def test_closed_standard_streams_are_empty_or_silent_never_a_file_zero_opens(workspace: Path, tmp_path: Path) -> None:
+    # (2>&- was exit 1 with nothing done; <&- an internal error; and a descriptor left closed is the number
+    # the next file takes, so a server or tool inheriting it wrote its stderr into a session's log)
+    run = " ".join(answering(workspace, tmp_path))
+
+    def shell(command: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(command, shell=True, capture_output=True, text=True, timeout=30)
+
+    quiet = shell(f"exec {ZERO} {run} 2>&-")
+    assert (quiet.returncode, quiet.stdout) == (0, "fine\n"), quiet
+    assert shell(f"exec {ZERO} {run} --max-turns 0 2>&-").returncode == 2  # a usage error is still exit 2
+    unasked = shell(f"exec {ZERO} {run.replace(' hi ', ' ')} <&-")
+    assert unasked.returncode == 2
+    one_error_line(unasked.stderr, "standard input is empty: give the prompt as an argument")
+    probe = (
+        "import os, sys; from zero.cli.main import _standard_streams; _standard_streams(); "
+        "print(open(os.devnull).fileno(), sys.stdin.read() == '', *(os.readlink(f'/proc/self/fd/{n}') for n in (0, 2)))"
+    )
+    opened = shell(f"exec {sys.executable} -c {shlex.quote(probe)} <&- 2>&-")
+    assert opened.stdout.split() == ["3", "True", "/dev/null", "/dev/null"], opened
+
+
+def test_an_output_encoding_that_cannot_hold_the_text_gets_escapes_not_silence(workspace: Path, tmp_path: Path) -> None:
+    # (PYTHONIOENCODING=ascii dropped the answer with exit 0, and sessions list and show were internal errors)
+    script = write_script(tmp_path / "s.toml", '[[turns]]\ntext = "caf\u00e9 \u2014 \U0001f600"\ntimes = 0\n')
+    ascii_env = {**os.environ, "PYTHONIOENCODING": "ascii"}
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        done = subprocess.run([ZERO, *args], capture_output=True, text=True, env=ascii_env, timeout=30)
+        assert done.returncode == 0 and "Traceback" not in done.stderr, done
+        assert done.stdout.isascii()
+        return done
+
+    assert run("exec", "hi", *scripted(script, workspace)).stdout == "caf\\u00e9 \\u2014 \\ud83d\\ude00\n"
+    streamed = run("exec", "hi", *scripted(script, workspace), "--output-format", "stream-json").stdout
+    final = [line for line in map(json.loads, streamed.splitlines()) if line["type"] == "final"]
+    assert final[0]["text"] == "caf\u00e9 \u2014 \U0001f600"  # escapes that JSON reads back as the text
+    assert "\\u00b7" in run("sessions", "show", "last").stdout
+
+
+def test_a_removed_current_folder_or_a_file_as_cwd_is_a_usage_error(workspace: Path, tmp_path: Path) -> None:
+    # (a removed current folder was an internal FileNotFoundError; --cwd FILE said "no such folder")
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    before = os.getcwd()
+    os.chdir(gone)
+    try:
+        gone.rmdir()
+        for argv in (answering(workspace, tmp_path)[:2], ["sessions", "list", "--here"]):
+            err = io.StringIO()
+            assert main(argv, stdout=io.StringIO(), stderr=err, stdin=io.StringIO()) == 2, (argv, err.getvalue())
+            one_error_line(err.getvalue(), "the current folder was removed: cd to a folder that exists, or give --")
+    finally:
+        os.chdir(before)
+    done = zero("exec", "hi", "--cwd", str(workspace / "README.md"))
+    assert done.returncode == 2
+    assert done.stderr == f"zero: error: --cwd {workspace / 'README.md'}: not a folder\n"
