@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import contextlib
 import gc
-import signal
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, field
@@ -69,7 +68,15 @@ from zero.agent.prompts import default_system_prompt
 from zero.cli._acp_sessions import Checked, history, listable, recorded, requested
 from zero.cli._acp_updates import Shown, options, prompt_text, replayed, shown
 from zero.cli.approvals import judge, visible
-from zero.cli.common import Streams, open_context, print_error, print_warnings, session_store, settings_from
+from zero.cli.common import (
+    Streams,
+    open_context,
+    print_error,
+    print_warnings,
+    session_store,
+    settings_from,
+    stop_signals,
+)
 from zero.cli.options import AcpOptions
 from zero.errors import ZeroError
 from zero.sessions import AgentSession, FileSessionStore, fork_session
@@ -555,7 +562,7 @@ async def serve(args: AcpOptions, streams: Streams) -> int:
         return e.exit_code
     ending = anyio.Event()
     HOST_ENDING.set(ending)  # the editor gone, MCP servers get no long grace: the process ends within a second
-    with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as signals:
+    with anyio.open_signal_receiver(*stop_signals()) as signals:
         async with anyio.create_task_group() as tg:
             agent = ZeroAcpAgent(args, streams, tg)
             wire = Wire(reader, writer)

@@ -288,14 +288,20 @@ def session_store(*, writable: bool = False) -> FileSessionStore:
     return FileSessionStore.default(writable=writable)
 
 
+def stop_signals() -> tuple[signal.Signals, ...]:
+    """The signals that stop a run (Ctrl-C, SIGTERM, a closed terminal's SIGHUP), but for one the process was
+    started ignoring (``nohup`` ignores SIGHUP, a shell's ``&`` SIGINT): that is the caller's wish, kept."""
+    return tuple(s for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP) if signal.getsignal(s) != signal.SIG_IGN)
+
+
 async def interruptible(body: Callable[[], Awaitable[T]], on_signal: Callable[[], None]) -> T:
-    """Run ``body``; Ctrl-C or SIGTERM calls ``on_signal`` (which stops the run; ``body`` then
+    """Run ``body``; Ctrl-C, SIGTERM or SIGHUP calls ``on_signal`` (which stops the run; ``body`` then
     returns what it recorded)."""
     result: list[T] = []
     async with anyio.create_task_group() as tg:
 
         async def watch() -> None:
-            with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+            with anyio.open_signal_receiver(*stop_signals()) as signals:
                 async for _ in signals:
                     on_signal()
                     return

@@ -199,7 +199,7 @@ def _quiet(streams: Streams) -> None:
 
 
 def _terminated(signum: int, frame: object) -> None:
-    raise KeyboardInterrupt  # SIGTERM before a run installs its own handler: end as Ctrl-C does (130)
+    raise KeyboardInterrupt  # SIGTERM or SIGHUP before a run installs its own handler: end as Ctrl-C does (130)
 
 
 def _standard_streams() -> None:
@@ -248,7 +248,9 @@ def entry() -> None:
     import resource
     import signal
 
-    signal.signal(signal.SIGTERM, _terminated)
+    for signum in (signal.SIGTERM, signal.SIGHUP):  # (one the process was started ignoring stays so: nohup)
+        if signal.getsignal(signum) != signal.SIG_IGN:
+            signal.signal(signum, _terminated)
     _standard_streams()
     # As many descriptors as the system lets this process have (as Go's runtime does): each running agent
     # holds its session's lease and log, and each call a connection; a soft limit of 1,024 ends a team of
@@ -259,7 +261,11 @@ def entry() -> None:
             resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, 1 << 20), hard))
         except (ValueError, OSError):
             pass  # the limit stays as it was
-    sys.exit(main())
+    try:
+        code = main()
+    except KeyboardInterrupt:  # (Ctrl-C while the command line is read, before main's own handler is reached)
+        code = 130
+    sys.exit(code)
 
 
 if __name__ == "__main__":

@@ -18,7 +18,6 @@ import functools
 import inspect
 import json
 import os
-import signal
 import sys
 import threading
 from collections.abc import Awaitable, Callable, Mapping
@@ -41,6 +40,7 @@ from zero.cli.common import (
     print_error,
     session_store,
     settings_from,
+    stop_signals,
     team_settings,
     workspace_from,
 )
@@ -165,7 +165,7 @@ SHUTDOWN_SECONDS = 0.8  # from a signal to the end of the input, at most
 
 async def _watch(relay: _Relay, signalled: list[int], ctxs: list[AgentContext]) -> None:
     """At SIGTERM, SIGINT or SIGHUP: every run ends ``interrupted`` now, and the input ends."""
-    with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as signals:
+    with anyio.open_signal_receiver(*stop_signals()) as signals:
         async for signum in signals:  # (the first; a second meanwhile is taken here too)
             signalled.append(signum)
             break

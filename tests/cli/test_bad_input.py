@@ -173,7 +173,7 @@ def test_a_closed_pipe_ends_quietly(workspace: Path, tmp_path: Path) -> None:
     assert proc.returncode == 141 and err == ""
 
 
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP])
 def test_a_signal_during_start_up_ends_quietly_with_130(tmp_path: Path, sig: signal.Signals) -> None:
     team = write_script(tmp_path / "team.toml", 'name = "t"\n' + TEAM)
     script = write_script(tmp_path / "s.toml", ANSWER)

@@ -10,6 +10,7 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 from support.cli import ZERO, lines, scripted, write_script, zero
 from support.llm_server import LLMServer, anthropic_reply, error_reply, openai_reply
 
@@ -208,7 +209,9 @@ text = "Done."
     assert key not in on_disk and "my key is [REDACTED]" in on_disk
 
 
-def test_sigint_interrupts_with_exit_130_and_a_final_status(workspace: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGHUP], ids=["int", "hup"])
+def test_a_signal_interrupts_with_exit_130_and_a_final_status(workspace: Path, tmp_path: Path, sig: int) -> None:
+    # (SIGHUP, a closed terminal's, killed the run where it stood: no end in its log, its session "running")
     script = write_script(
         tmp_path / "slow.toml",
         """
@@ -234,7 +237,7 @@ tool_calls = [{ name = "bash", arguments = { command = "sleep 60" } }]
     for line in proc.stdout:  # synchronise on the protocol, not on time
         if json.loads(line)["type"] == "tool_call":
             break
-    proc.send_signal(signal.SIGINT)
+    proc.send_signal(sig)
     started = time.monotonic()
     rest, _ = proc.communicate(timeout=10)
     assert proc.returncode == 130 and time.monotonic() - started < 5  # (a bound on a hang: it waits for no command)
@@ -244,6 +247,27 @@ tool_calls = [{ name = "bash", arguments = { command = "sleep 60" } }]
     events = [e.event for e in sessions().events(meta.session_id)]
     assert events[-1].kind == "run_end" and events[-1].status == "interrupted"
     assert any(e.kind == "message" and e.content == "Working on it." for e in events)
+
+
+def test_a_signal_the_run_was_started_ignoring_stays_ignored(workspace: Path, tmp_path: Path) -> None:
+    # (nohup's SIGHUP, or a background job's SIGINT, stopped the run all the same)
+    script = write_script(
+        tmp_path / "s.toml",
+        '[[turns]]\nmatch = { turn = 1 }\ntool_calls = [{ name = "bash", arguments = { command = "sleep 1" } }]\n'
+        '[[turns]]\nmatch = { turn = 2 }\ntext = "done"\n',
+    )
+    ignoring = "import os, signal, sys; [signal.signal(s, signal.SIG_IGN) for s in (signal.SIGHUP, signal.SIGINT)]; "
+    command = [ZERO, "exec", "hi", *scripted(script, workspace), "--output-format", "stream-json"]
+    code = ignoring + f"os.execv({ZERO!r}, {command!r})"
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        if json.loads(line)["type"] == "tool_call":
+            break
+    proc.send_signal(signal.SIGHUP)
+    proc.send_signal(signal.SIGINT)
+    rest, _ = proc.communicate(timeout=20)
+    assert proc.returncode == 0 and lines(rest)[-1]["status"] == "success"
 
 
 def test_help_does_not_import_the_sdks() -> None:
