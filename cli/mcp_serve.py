@@ -42,13 +42,14 @@ from zero.cli.common import (
     settings_from,
     stop_signals,
     team_settings,
+    unwrap,
     workspace_from,
 )
 from zero.cli.config import RunSettings, load_config
 from zero.cli.options import McpOptions
 from zero.cli.transcript import Transcript
 from zero.cli.trust import load_specialists
-from zero.errors import ZeroError
+from zero.errors import OutputError, ZeroError
 from zero.orchestrator import TeamRunner, build_plan
 from zero.orchestrator.control_socket import request, serve_control
 from zero.orchestrator.team import load_team, with_limits
@@ -61,9 +62,19 @@ __all__ = ["serve"]
 
 def serve(args: McpOptions, streams: Streams) -> int:
     """Serve until the client closes stdin (0), or a signal says stop (130: running calls end ``interrupted``)."""
+    if sys.stdout is None:  # (closed: the SDK writes the process's stdout itself)
+        raise OutputError("cannot write to standard output: the descriptor is closed")
     relay = _Relay()
     signalled: list[int] = []
-    anyio.run(_serve, args, streams, relay, signalled)
+    try:
+        anyio.run(_serve, args, streams, relay, signalled)
+    except Exception as e:  # (the SDK writes stdout itself: a full disk or a closed stdout surfaces here)
+        error = unwrap(e)
+        if isinstance(error, BrokenPipeError):
+            return 130 if signalled else 0  # the client closed its end: it is gone, as at the end of stdin
+        if isinstance(error, OSError):
+            raise OutputError(f"cannot write to standard output: {error.strerror or error}") from e
+        raise
     return 130 if signalled else 0
 
 
@@ -73,25 +84,19 @@ class _Relay:
     cancellation reaches: a signal left it waiting for the client's next line, and the server ran on."""
 
     def __init__(self) -> None:
-        try:
-            source: int | None = os.dup(0)
-        except OSError:  # (stdin closed: nothing to read)
-            source = None
-        read, self._write = os.pipe()  # (fd 0 closed: read is 0)
-        if read != 0:
-            os.dup2(read, 0)
-            os.close(read)
-        if sys.stdin is None:
-            sys.stdin = open(0, closefd=False)  # (the process's, as Python would have made it)
+        source = os.dup(0)  # (a closed stdin is /dev/null by now: see cli.main)
+        read, self._write = os.pipe()
+        os.dup2(read, 0)
+        os.close(read)
         self._lock = threading.Lock()
         self._ended = False
         self.calls = 0  # requests being answered
         self._idle: anyio.Event | None = None
         threading.Thread(target=self._copy, args=(source,), name="zero-stdin", daemon=True).start()
 
-    def _copy(self, source: int | None) -> None:
+    def _copy(self, source: int) -> None:
         try:
-            while source is not None and (data := os.read(source, 1 << 16)):
+            while data := os.read(source, 1 << 16):
                 with self._lock:
                     if self._ended:
                         return
