@@ -908,8 +908,8 @@ def test_a_signal_ends_zero_mcp_serve_at_once_and_its_runs_interrupted(
 def test_zero_mcp_serve_says_when_its_output_cannot_be_written(workspace: Path, tmp_path: Path) -> None:
     # (a full disk or a closed stdout was an internal error: the SDK writes the process's stdout itself)
     script = write_script(tmp_path / "s.toml", HI)
-    hello = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18"}}
-    hello["params"] |= {"capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}
+    client = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}
+    hello = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": client}
     serve = f"{ZERO} mcp serve {shlex.join(scripted(script, workspace))}"
     for redirect, why in ((">/dev/full", "No space left on device"), (">&-", "the descriptor is closed")):
         done = subprocess.run(
