@@ -129,6 +129,8 @@ def test_a_corrupt_line_in_the_middle_is_an_error_naming_the_line(store: Session
     # an event type from a newer Zero is skipped, not an error
     log.write_text("\n".join([lines[0], '{"sequence": 2, "type": "hologram", "payload": {}}', lines[2]]) + "\n")
     assert labels(store, sid) == ["a", "c"]
+    log.write_text("\n".join([*lines[:2], '{"sequence": 3, "type": "hologram", "payload": {}}']) + "\n")
+    assert labels(store, sid) == ["a", "b"]  # the last, counted by its metadata: the log is whole all the same
 
 
 def test_secrets_are_redacted_from_values_before_they_reach_disk(store: SessionStore) -> None:
