@@ -24,7 +24,8 @@ def resolve_session_id(
     if text == LAST:
         return _last(store.rows(), here, kind)
     validate_session_id(text)
-    if store.exists(text) or store.path(text).is_dir():  # (a folder whose metadata is missing is a damaged session)
+    folder = store.root / text  # (a folder whose metadata is missing, or a link, is a damaged session: rm takes it)
+    if folder.is_symlink() or store.exists(text) or folder.is_dir():
         return text
     rows = store.rows()
     ids = [str(r.get("sessionId", "")) for r in rows]

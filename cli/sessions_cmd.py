@@ -106,7 +106,7 @@ def _list(store: FileSessionStore, args: SessionsOptions, out: TextIO) -> int:
         if "damaged" in row:  # nothing of it can be trusted: what is wrong goes where the title would
             agent, tokens, cost = "?", "?", "?"
             title = " ".join(line.strip() for line in str(row["damaged"]).splitlines())
-            title = title.replace(f"{store.root / row['sessionId']}/", "")[:120]
+            title = title.replace(f"{store.root / row['sessionId']}/", "").replace(f"{store.root}/", "")[:120]
         else:
             own, subtree = rollup.own(row["sessionId"]), rollup.subtree(row["sessionId"])
             tokens = f"{format_tokens(own.total_tokens)}/{format_tokens(subtree.total_tokens)}"

@@ -744,6 +744,12 @@ def _open_log(folder: Path, *, create: bool) -> int:
         raise _not_a_file(e) from None
 
 
+def linked(path: Path) -> SessionError:
+    return SessionError(
+        f"{path} is a link, not a session folder: never read through (zero sessions rm {path.name} removes the link)"
+    )
+
+
 def missing_metadata(folder: Path) -> SessionError:
     return SessionError(
         f"{folder / 'metadata.json'} is missing: the session cannot be read (zero sessions rm {folder.name} removes it)"

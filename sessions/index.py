@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from zero.errors import ZeroError
+from zero.sessions._writer import linked
 from zero.sessions.ids import SESSION_ID
 from zero.sessions.models import SessionMetadata
 from zero.strictfile import read_file
@@ -40,9 +41,12 @@ def read_index(root: Path, fresh: Callable[[str], SessionMetadata | None]) -> tu
     damaged: dict[str, str] = {}
     base = str(root)
     try:
-        names = [e.name for e in os.scandir(base) if e.is_dir() and SESSION_ID.fullmatch(e.name)]
+        found = [e for e in os.scandir(base) if SESSION_ID.fullmatch(e.name)]
     except OSError:
         return [], {}
+    for link in (e for e in found if e.is_symlink()):  # never followed: it may point anywhere
+        damaged[link.name] = str(linked(Path(link.path)))
+    names = [e.name for e in found if e.is_dir(follow_symlinks=False)]
     changed = False
     for name in names:
         path = f"{base}/{name}/"

@@ -51,6 +51,7 @@ from zero.sessions._writer import (
     copy_metadata,
     derive_interrupted,
     last_sequence,
+    linked,
     missing_log,
     missing_metadata,
     parse_log,
@@ -170,11 +171,17 @@ class FileSessionStore:
         return cls(home / "sessions")
 
     def path(self, session_id: str) -> Path:
-        return self.root / validate_session_id(session_id)
+        """The session's folder; ``SessionError`` if a link stands there (Zero makes its sessions' folders itself:
+        nothing is read or written through one, which would reach wherever it points)."""
+        path = self.root / validate_session_id(session_id)
+        if path.is_symlink():
+            raise linked(path)
+        return path
 
     def exists(self, session_id: str) -> bool:
-        """Its metadata file is there (it may be damaged: reading it says so)."""
-        return os.path.lexists(self.path(session_id) / "metadata.json")
+        """Its metadata file is there (it may be damaged: reading it says so); not if a link stands there."""
+        folder = self.root / validate_session_id(session_id)
+        return not folder.is_symlink() and os.path.lexists(folder / "metadata.json")
 
     # -- writing -----------------------------------------------------------------
 
@@ -238,7 +245,10 @@ class FileSessionStore:
         self._writer.put(Request(kind="release", session_id=self._checked(session_id), write_meta=True))
 
     def held(self, session_id: str) -> bool:
-        return session_id in self._writer.leases or not _unheld(self.path(session_id))
+        if session_id in self._writer.leases:
+            return True
+        folder = self.root / validate_session_id(session_id)
+        return not folder.is_symlink() and not _unheld(folder)  # (a link is nobody's run)
 
     def _checked(self, session_id: str) -> str:
         self.path(session_id)
@@ -291,8 +301,12 @@ class FileSessionStore:
 
     def remove(self, session_id: str, *, keep: Callable[[SessionMetadata], bool] | None = None) -> bool:
         """Delete the session's folder, unless a process runs it (holds its lease) or ``keep(its metadata)``:
-        both are checked holding the lease, so no run can start in between. False if it was left (or gone)."""
-        folder = self.path(session_id)
+        both are checked holding the lease, so no run can start in between. False if it was left (or gone). A link
+        in a session's place is removed itself, never what it points to."""
+        folder = self.root / validate_session_id(session_id)
+        if folder.is_symlink():
+            folder.unlink()
+            return True
         try:
             fd = os.open(folder / "lease", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
         except FileNotFoundError:

@@ -6,6 +6,7 @@ import io
 import json
 import os
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -117,6 +118,31 @@ def test_damaged_sessions_are_named_and_stray_files_ignored(workspace: Path, tmp
     assert done.returncode == 1
     one_error_line(done.stderr, f"names session {meta.session_id!r}, not {copied.name!r}")
     assert meta.session_id in zero("sessions", "list", "--json").stdout  # the copy is skipped, the rest listed
+
+
+def test_a_link_in_place_of_a_session_folder_is_never_read_or_written_through(workspace: Path, tmp_path: Path) -> None:
+    """A read of the list made a lease file wherever a link in the sessions folder pointed (/etc/lease), and
+    zero sessions rm of the link, as the list said to, failed with "None"."""
+    assert zero(*answering(workspace, tmp_path)).returncode == 0
+    root = Path(os.environ["ZERO_HOME"]) / "sessions"
+    [meta] = FileSessionStore(root).list()
+    elsewhere = tmp_path / "elsewhere"
+    shutil.copytree(root / meta.session_id, elsewhere)  # a whole session's files, or anything at all
+    (elsewhere / "lease").unlink()
+    before = {p.name: p.read_bytes() for p in elsewhere.iterdir()}
+    link = root / f"zero_20260101000000_{'e' * 12}"
+    link.symlink_to(elsewhere)
+    why = f"{link} is a link, not a session folder: never read through (zero sessions rm {link.name} removes the link)"
+    rows = {row["sessionId"]: row for row in json.loads(zero("sessions", "list", "--json").stdout)}
+    assert rows[link.name] == {**rows[link.name], "status": "damaged", "damaged": why}
+    assert rows[meta.session_id]["status"] == "completed"
+    script = write_script(tmp_path / "r.toml", '[[turns]]\ntext = "ok"\n')
+    for argv in (["show", link.name], ["tree", link.name], ["resume", link.name, "more", *scripted(script, workspace)]):
+        done = zero("sessions", *argv)
+        assert (done.returncode, done.stderr) == (1, f"zero: error: {why}\n"), (argv, done)
+    assert {p.name: p.read_bytes() for p in elsewhere.iterdir()} == before  # nothing made or changed there
+    assert zero("sessions", "rm", link.name, "--yes").stdout == "removed 1 session\n"
+    assert not link.is_symlink() and {p.name: p.read_bytes() for p in elsewhere.iterdir()} == before
 
 
 @pytest.mark.timeout(20)  # (before the fix, each command hung on the FIFO for ever)
