@@ -116,7 +116,7 @@ def _add(args: McpOptions, workspace: Path, streams: Streams) -> int:
         trust=args.trust and not args.project,
     )
     path = _config_file(args.project, workspace)
-    edit_table(path, f"mcp.servers.{args.name}", server_table(entry))
+    edit_table(path, f"mcp.servers.{args.name}", server_table(entry), new=True)
     load_config(workspace)  # the edited file still reads
     streams.stdout.write(f"added MCP server {args.name} to {path}\n")
     if args.project:  # the user added it: it may start

@@ -25,6 +25,7 @@ it was.
 from __future__ import annotations
 
 import contextlib
+import copy
 import errno
 import hashlib
 import io
@@ -34,13 +35,16 @@ import posixpath
 import re
 import shlex
 import stat
+import tomllib
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from zero.agent.mcpconfig import McpServer
 from zero.cli.config import Configs, McpServerEntry, user_config_dir
 from zero.cli.trust import approved
 from zero.errors import ToolError, UsageError
+from zero.strictfile import write_file
 from zero.tools import Workspace
 
 __all__ = [
@@ -430,26 +434,104 @@ def _unapproved(approval: str | None, entry: McpServerEntry, workspace: Path) ->
 _TABLE = re.compile(r"^\s*\[([^\[\]]+)\]\s*(#.*)?$")
 
 
-def edit_table(path: Path, table: str, body: str | None) -> bool:
-    """Replace (or add, or with ``body`` None remove) the TOML table ``[table]`` in ``path``, leaving the
-    other lines as they are; False if there was nothing to remove."""
-    lines = path.read_text("utf-8").splitlines() if path.exists() else []
-    start = next((i for i, line in enumerate(lines) if (m := _TABLE.match(line)) and m.group(1).strip() == table), None)
-    if start is None:
-        if body is None:
-            return False
-        out = [*lines, *([""] if lines and lines[-1].strip() else []), f"[{table}]", *body.splitlines()]
-    else:
-        end = next(
-            (i for i in range(start + 1, len(lines)) if _TABLE.match(lines[i]) or lines[i].startswith("[[")), len(lines)
-        )
-        while end > start + 1 and not lines[end - 1].strip():
+def edit_table(path: Path, table: str, body: str | None, *, new: bool = False) -> bool:
+    """Replace (or add, or with ``body`` None remove) the TOML table ``[table]`` in ``path`` with its sub-tables
+    (``[table.env]``), leaving the other lines as they are; False if there was nothing to remove. ``new``: a
+    table that is there already is a ``UsageError``. The edit is checked by reading the file back: a table
+    written another way (inline in its parent, or keys of it elsewhere) is refused, not doubled, and the file
+    is written whole or not at all."""
+    key = tuple(table.split("."))
+    text = path.read_text("utf-8") if path.exists() else ""
+    before = _parsed(text, path)
+    if new and _lookup(before, key) is not None:
+        raise UsageError(f"{path} has [{table}] already: remove it first (zero mcp remove {key[-1]}), or another name")
+    if body is None and _lookup(before, key) is None:
+        return False
+    lines = text.splitlines()
+    starts = [i for i, line in enumerate(lines) if line.lstrip().startswith("[")]
+    blocks = list(zip(starts, [*starts[1:], len(lines)][: len(starts)], strict=True))  # a header, lines to the next
+    ours = [(i, end) for i, end in blocks if (head := _header(lines[i])) is not None and head[: len(key)] == key]
+    if ours:  # (the blank lines after the last of them stay: what follows keeps its distance)
+        last, end = ours[-1]
+        while end > last + 1 and not lines[end - 1].strip():
             end -= 1
-        replacement = [] if body is None else [f"[{table}]", *body.splitlines()]
-        out = lines[:start] + replacement + lines[end:]
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("\n".join(out).strip("\n") + "\n", encoding="utf-8")
+        ours[-1] = (last, end)
+    dropped = {n for i, end in ours for n in range(i, end)}
+    at = ours[0][0] if ours else len(lines)
+    head = [line for n, line in enumerate(lines[:at]) if n not in dropped]
+    tail = [line for n, line in enumerate(lines[at:], at) if n not in dropped]
+    replacement = [] if body is None else [f"[{table}]", *body.splitlines()]
+    gap = [""] if replacement and not ours and head and head[-1].strip() else []
+    result = "\n".join([*head, *gap, *replacement, *tail]).strip("\n") + "\n"
+    expected = _with(before, key, None if body is None else _parsed(f"[{table}]\n{body}\n", path))
+    try:
+        after: object = tomllib.loads(result)
+    except tomllib.TOMLDecodeError:
+        after = None
+    if after is None or _pruned(after) != _pruned(expected):
+        raise UsageError(
+            f"{path}: [{table}] is written in a way zero mcp does not rewrite (inline in its parent table, or keys "
+            "of it elsewhere in the file): edit the file by hand"
+        )
+    target = Path(os.path.realpath(path))  # (a config file that is a link to a dotfiles checkout: the file itself)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        write_file(target, result.encode("utf-8"), force=True)
+    except OSError as e:
+        raise UsageError(f"cannot write {path}: {e.strerror or e}") from None
     return True
+
+
+def _header(line: str) -> tuple[str, ...] | None:
+    """The key of a table header (``[a."b c".d]``) as TOML reads it; None for an array of tables or a line that
+    is not a header."""
+    match = _TABLE.match(line)
+    if match is None:
+        return None
+    try:
+        data: object = tomllib.loads(f"[{match.group(1)}]")
+    except tomllib.TOMLDecodeError:
+        return None
+    key = []
+    while isinstance(data, dict) and len(data) == 1:
+        ((name, data),) = data.items()
+        key.append(name)
+    return tuple(key)
+
+
+def _parsed(text: str, path: Path) -> dict[str, Any]:
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        raise UsageError(f"{path}: not valid TOML ({e}): mend it first") from None
+
+
+def _lookup(data: dict[str, Any], key: tuple[str, ...]) -> object:
+    for part in key:
+        if not isinstance(data, dict) or part not in data:
+            return None
+        data = data[part]
+    return data
+
+
+def _with(data: dict[str, Any], key: tuple[str, ...], table: dict[str, Any] | None) -> dict[str, Any]:
+    """``data`` with the value at ``key`` set to the one ``table`` holds there (None: removed)."""
+    out = copy.deepcopy(data)
+    node = out
+    for part in key[:-1]:
+        node = node.setdefault(part, {})
+    if table is None:
+        del node[key[-1]]
+    else:
+        node[key[-1]] = _lookup(table, key)
+    return out
+
+
+def _pruned(data: object) -> object:
+    """``data`` without its empty tables (``[mcp.servers]`` with nothing under it means nothing)."""
+    if not isinstance(data, dict):
+        return data
+    return {k: v for k, v in ((k, _pruned(v)) for k, v in data.items()) if v != {}}
 
 
 def server_table(entry: McpServerEntry) -> str:

@@ -195,6 +195,42 @@ def test_a_server_of_yours_never_runs_code_a_command_put_in_the_workspace(
     assert "No module named team_tools" in listed.stdout  # it ran in your config folder, where there is none
 
 
+def test_mcp_edits_a_server_however_its_table_is_written_or_refuses_and_leaves_the_file(workspace: Path) -> None:
+    """Trust and remove doubled or orphaned a server's [..env] sub-table, and trust and add doubled a server
+    written inline or under a quoted header, each leaving a file every later command refused; add replaced an
+    existing server without a word."""
+    config = Path(os.environ["XDG_CONFIG_HOME"]) / "zero" / "config.toml"
+    config.parent.mkdir(parents=True)
+    rest = '\n[mcp.servers.other]\ncommand = "cat"\n'
+    split = '# mine\n[mcp.servers.gh]\ncommand = "echo"\n\n[mcp.servers.gh.env]\nTOKEN = "$GITHUB_TOKEN"\n' + rest
+    config.write_text(split)
+    assert zero("mcp", "trust", "gh", "--yes").returncode == 0
+    assert config.read_text() == (
+        '# mine\n[mcp.servers.gh]\ncommand = "echo"\nenv = { "TOKEN" = "$GITHUB_TOKEN" }\ntrust = true\n' + rest
+    )
+    config.write_text(split)
+    assert zero("mcp", "remove", "gh").returncode == 0
+    assert config.read_text() == "# mine\n" + rest
+    config.write_text('[ mcp.servers."gh" ]  # quoted\ncommand = "echo"\n')
+    assert zero("mcp", "trust", "gh", "--yes").returncode == 0
+    assert config.read_text() == '[mcp.servers.gh]\ncommand = "echo"\ntrust = true\n'
+    inline = '[mcp.servers]\ngh = { command = "echo" }\n'
+    for argv in (["trust", "gh", "--yes"], ["remove", "gh"]):
+        config.write_text(inline)
+        refused = zero("mcp", *argv)
+        assert refused.returncode == 2 and config.read_text() == inline, (argv, refused)
+        assert refused.stderr.endswith(
+            f"{config}: [mcp.servers.gh] is written in a way zero mcp does not rewrite (inline in its parent table, "
+            "or keys of it elsewhere in the file): edit the file by hand\n"
+        )
+    refused = zero("mcp", "add", "gh", "--", "other-server")
+    assert refused.returncode == 2 and config.read_text() == inline
+    assert refused.stderr == (
+        f"zero: error: {config} has [mcp.servers.gh] already: remove it first (zero mcp remove gh), or another name\n"
+    )
+    assert zero("mcp", "list").returncode == 0  # every file left behind still reads
+
+
 def test_the_readmes_mcp_add_stores_the_env_and_an_env_after_the_double_dash_is_refused(workspace: Path) -> None:
     readme = (Path(__file__).parents[2] / "README.md").read_text()
     [line] = [line for line in readme.splitlines() if line.startswith("zero mcp add github ")]
