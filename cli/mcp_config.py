@@ -450,7 +450,7 @@ def edit_table(path: Path, table: str, body: str | None, *, new: bool = False) -
     lines = text.splitlines()
     starts = [i for i, line in enumerate(lines) if line.lstrip().startswith("[")]
     blocks = list(zip(starts, [*starts[1:], len(lines)][: len(starts)], strict=True))  # a header, lines to the next
-    ours = [(i, end) for i, end in blocks if (head := _header(lines[i])) is not None and head[: len(key)] == key]
+    ours = [(i, end) for i, end in blocks if (name := _header(lines[i])) is not None and name[: len(key)] == key]
     if ours:  # (the blank lines after the last of them stay: what follows keeps its distance)
         last, end = ours[-1]
         while end > last + 1 and not lines[end - 1].strip():
