@@ -8,9 +8,14 @@ the agents go on, and nothing is lost: ``close()`` waits until everything is wri
 
 from __future__ import annotations
 
+import contextlib
 import io
+import os
 import queue
+import select
+import stat
 import threading
+from collections.abc import Callable
 from typing import TextIO
 
 __all__ = ["BackgroundWriter"]
@@ -19,17 +24,23 @@ __all__ = ["BackgroundWriter"]
 class BackgroundWriter(io.TextIOBase):
     """A text stream whose ``write`` returns at once; a thread writes to ``target`` in order.
 
-    If the reader goes away (a closed pipe), later writes are dropped and ``broken`` is set.
+    If the reader goes away (a closed pipe), later writes are dropped, ``broken`` and ``left`` are set, and
+    ``on_left`` is called (on a thread of the writer's): a run whose reader left has no one to work for.
     """
 
     def __init__(self, target: TextIO):
         self.target = target
         self.broken = False
+        self.left = False  # the reader closed its end of the pipe
+        self.on_left: Callable[[], None] | None = None
+        self._lock = threading.Lock()
         self.error: Exception | None = None  # why the target could not be written (``close`` raises it)
         self._queue: queue.SimpleQueue[str | None] = queue.SimpleQueue()
         self._thread = threading.Thread(target=self._run, name="zero-output", daemon=True)
         self._thread.start()
         self._closed = False
+        if (fd := _pipe_of(target)) is not None:  # a reader that leaves is seen at once, not at the next write
+            threading.Thread(target=self._watch, args=(fd,), name="zero-output-reader", daemon=True).start()
 
     def write(self, text: str) -> int:
         if text and not self._closed:
@@ -77,9 +88,39 @@ class BackgroundWriter(io.TextIOBase):
                     self.target.flush()
                 except UnicodeError as e:  # (not a closed file's ValueError: the text, not the reader)
                     self.broken, self.error = True, e
-                except (BrokenPipeError, ValueError, OSError):
-                    self.broken = True  # the reader left: drop the rest
+                except BrokenPipeError:
+                    self._gone()
+                except (ValueError, OSError):
+                    self.broken = True  # (closed, or failing: nothing more reaches it)
                 except Exception as e:  # noqa: BLE001 (an OutputError of the checked stdout: close raises it)
                     self.broken, self.error = True, e
             if end:
                 return
+
+    def _watch(self, fd: int) -> None:
+        """Until the pipe's reader closes its end (the kernel reports an error on ours), or the process ends."""
+        poll = select.poll()
+        poll.register(fd, 0)  # (an error or a hang-up is always reported)
+        with contextlib.suppress(OSError):
+            while not poll.poll():
+                pass
+            self._gone()
+
+    def _gone(self) -> None:
+        """The reader left: drop the rest, and say so once."""
+        with self._lock:
+            if self.left:
+                return
+            self.broken = self.left = True
+        if self.on_left is not None:
+            with contextlib.suppress(Exception):
+                self.on_left()
+
+
+def _pipe_of(target: TextIO) -> int | None:
+    """The descriptor of ``target`` if it is a pipe (or a socket) whose reader may leave."""
+    try:
+        fd = target.fileno()
+        return fd if stat.S_ISFIFO(os.fstat(fd).st_mode) or stat.S_ISSOCK(os.fstat(fd).st_mode) else None
+    except (AttributeError, OSError, ValueError):
+        return None

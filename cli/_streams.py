@@ -39,9 +39,11 @@ class Unblocked:
         self._out, self._err = BackgroundWriter(self.streams.stdout), BackgroundWriter(self.streams.stderr)
         return Streams(cast("TextIO", self._out), cast("TextIO", self._err), self.streams.stdin, self.streams.real)
 
-    def __exit__(self, *exc: object) -> None:
+    def __exit__(self, kind: object, *exc: object) -> None:
         self._err.close()
         self._out.close()
+        if self._out.left and kind is None:  # the reader left (``| head``): 141, quietly, as any command
+            raise BrokenPipeError("the reader of standard output left")
 
 
 class CheckedOutput:

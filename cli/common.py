@@ -13,12 +13,15 @@ from pathlib import Path
 from typing import TextIO, TypeVar
 
 import anyio
+import anyio.from_thread
+import anyio.lowlevel
 import anyio.to_thread
 
 from zero.agent import Approver, PriceTable, Provider, RateGovernors
 from zero.agent.mcpconfig import McpServer
 from zero.agent.prompts import read_instructions
 from zero.agent.providers import ProviderPool, create_provider
+from zero.cli._output import BackgroundWriter
 from zero.cli._streams import Streams
 from zero.cli.config import Configs, Network, RunSettings, load_config, resolve_settings, user_config_dir
 from zero.cli.mcp_config import run_servers
@@ -294,10 +297,14 @@ def stop_signals() -> tuple[signal.Signals, ...]:
     return tuple(s for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP) if signal.getsignal(s) != signal.SIG_IGN)
 
 
-async def interruptible(body: Callable[[], Awaitable[T]], on_signal: Callable[[], None]) -> T:
+async def interruptible(body: Callable[[], Awaitable[T]], on_signal: Callable[[], None], output: object = None) -> T:
     """Run ``body``; Ctrl-C, SIGTERM or SIGHUP calls ``on_signal`` (which stops the run; ``body`` then
-    returns what it recorded)."""
+    returns what it recorded), and so does the reader of ``output`` leaving (``| head``): no one reads
+    what the run would do next."""
     result: list[T] = []
+    if isinstance(output, BackgroundWriter):
+        token = anyio.lowlevel.current_token()
+        output.on_left = lambda: anyio.from_thread.run_sync(on_signal, token=token)
     async with anyio.create_task_group() as tg:
 
         async def watch() -> None:
@@ -312,6 +319,8 @@ async def interruptible(body: Callable[[], Awaitable[T]], on_signal: Callable[[]
 
         tg.start_soon(watch)
         tg.start_soon(run)
+    if isinstance(output, BackgroundWriter):
+        output.on_left = None
     return result[0]
 
 

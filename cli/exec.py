@@ -174,7 +174,9 @@ async def _execute(
                 progress = TextProgress(Console(file=streams.stderr, highlight=False, soft_wrap=True))
                 consumers.start_soon(progress.consume, session.events())
             async with session:
-                result = await interruptible(lambda: session.send(prompt), lambda: session.cancel("interrupted"))
+                result = await interruptible(
+                    lambda: session.send(prompt), lambda: session.cancel("interrupted"), streams.stdout
+                )
     total = session.run_usage  # with its children's
     code = exit_code(result.status, result.error_code)
     if args.output_format == "json":

@@ -437,7 +437,7 @@ async def _run(
                 progress = PlainProgress(plan, console, spent=spent)
                 consumers.start_soon(progress.consume, runner.events())
             async with serve_control(runner, default_data_dir()):  # zero swarm stop, send, pause, continue
-                result = await interruptible(runner.run, runner.interrupt)
+                result = await interruptible(runner.run, runner.interrupt, out)
     code = result.exit_code
     if args.output_format == "json":
         summary = {

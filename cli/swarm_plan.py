@@ -179,7 +179,8 @@ async def _attempts(
     what the checks found wrong; the exit code of a planner that did not deliver."""
     prompt, turns = plan_prompt(goal, registry), 0
     for attempt in range(1, ATTEMPTS + 1):
-        result = await interruptible(functools.partial(session.send, prompt), lambda: session.cancel("interrupted"))
+        stop = functools.partial(session.cancel, "interrupted")
+        result = await interruptible(functools.partial(session.send, prompt), stop, streams.stdout)
         turns += result.turns
         if result.status != "completed":
             why = printable(result.error or incomplete_message(result.status, result.turns))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -247,6 +248,34 @@ tool_calls = [{ name = "bash", arguments = { command = "sleep 60" } }]
     events = [e.event for e in sessions().events(meta.session_id)]
     assert events[-1].kind == "run_end" and events[-1].status == "interrupted"
     assert any(e.kind == "message" and e.content == "Working on it." for e in events)
+
+
+def test_a_reader_that_leaves_stops_the_run_with_141(workspace: Path, tmp_path: Path) -> None:
+    # (| head -1 left the run going, its tools run for no one, and it exited 0; so did text mode's | true)
+    script = write_script(
+        tmp_path / "s.toml",
+        '[[turns]]\nmatch = { turn = 1 }\ntext = "first"\n'
+        'tool_calls = [{ name = "bash", arguments = { command = "sleep 5; echo ran > side-effect" } }]\n'
+        '[[turns]]\nmatch = { turn = 2 }\ntext = "the rest"\n',
+    )
+    command = [ZERO, "exec", "hi", *scripted(script, workspace), "--output-format", "stream-json"]
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.readline()
+    proc.stdout.close()  # as head -1 does
+    started = time.monotonic()
+    assert proc.wait(timeout=20) == 141 and proc.stderr.read() == ""
+    assert time.monotonic() - started < 4  # (it did not wait for the command it started)
+    proc.stderr.close()
+    [meta] = sessions().list()
+    assert meta.status == "interrupted" and not (workspace / "side-effect").exists()
+    quick = write_script(tmp_path / "q.toml", '[[turns]]\ntext = "the answer"\n')
+    text = subprocess.run(f"{ZERO} exec hi {shlex.join(scripted(quick, workspace))} | true", shell=True)
+    assert text.returncode == 0  # (the shell's: true's)
+    piped = subprocess.run(
+        ["bash", "-o", "pipefail", "-c", f"{ZERO} exec hi {shlex.join(scripted(quick, workspace))} | true"]
+    )
+    assert piped.returncode == 141
 
 
 def test_a_signal_the_run_was_started_ignoring_stays_ignored(workspace: Path, tmp_path: Path) -> None:
