@@ -9,10 +9,10 @@ from pathlib import Path
 from typing import TextIO
 
 import anyio
-from rich.console import Console
 
 from zero.agent import RunResult, Usage, exit_code, format_cost, incomplete_message
 from zero.agent.prompts import default_system_prompt
+from zero.cli._console import Console
 from zero.cli._warnings import WarningLog
 from zero.cli.common import (
     Opener,

@@ -8,9 +8,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TextIO
 
-from rich.console import Console
-
 from zero.agent import STATUSES, format_cost, format_tokens
+from zero.cli._console import Console
 from zero.cli.common import Streams, confirm, print_error, session_store, workspace_from
 from zero.cli.options import SessionsOptions
 from zero.cli.session_ids import resolve_session_id

@@ -27,13 +27,13 @@ from prompt_toolkit.document import Document
 from prompt_toolkit.filters import Condition
 from prompt_toolkit.history import FileHistory
 from prompt_toolkit.key_binding import KeyBindings
-from rich.console import Console
 from rich.markdown import Markdown
 from rich.text import Text
 
 from zero.agent import Approval, ApprovalRequest, PermissionRequested, ToolCall, Usage, format_cost
 from zero.agent.prompts import default_system_prompt
 from zero.agent.providers import LazyProvider
+from zero.cli._console import Console
 from zero.cli.approvals import Judgement, Preview, call_text, judge
 from zero.cli.common import (
     Streams,

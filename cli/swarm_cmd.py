@@ -13,10 +13,10 @@ from pathlib import Path
 from typing import TextIO
 
 import anyio
-from rich.console import Console
 from rich.table import Table
 
 from zero.agent import STATUS, PriceTable, exit_code, format_cost
+from zero.cli._console import Console
 from zero.cli._warnings import WarningLog
 from zero.cli.common import (
     Streams,

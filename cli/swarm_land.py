@@ -9,9 +9,9 @@ from pathlib import Path
 from textwrap import indent
 
 import anyio
-from rich.console import Console
 
 from zero.agent import Event
+from zero.cli._console import Console
 from zero.cli.common import Streams, print_error, session_store, shell_settings, workspace_from
 from zero.cli.config import load_config
 from zero.cli.options import SwarmOptions

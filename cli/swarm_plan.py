@@ -11,10 +11,10 @@ from dataclasses import replace
 from pathlib import Path
 
 import anyio
-from rich.console import Console
 
 from zero.agent import exit_code, format_cost, incomplete_message
 from zero.agent.output_schema import OutputSchema
+from zero.cli._console import Console
 from zero.cli.common import (
     Streams,
     confirm,

@@ -197,6 +197,13 @@ def test_a_closed_pipe_ends_quietly(workspace: Path, tmp_path: Path) -> None:
     err = proc.stderr.read().decode()
     proc.stderr.close()
     assert proc.returncode == 141 and err == ""
+    # what Rich draws too (Rich's own answer to a closed pipe was exit 1, silently)
+    team = write_script(tmp_path / "team.toml", 'name = "t"\n' + TEAM)
+    for argv in (["swarm", "validate", str(team)], ["sessions", "tree", "zero_20260101000000_000000000000"]):
+        ran = subprocess.run(
+            ["bash", "-o", "pipefail", "-c", f"{shlex.join([ZERO, *argv])} | true"], capture_output=True
+        )
+        assert (ran.returncode, ran.stderr) == (141, b""), (argv, ran)
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP])
