@@ -141,7 +141,12 @@ def print_landing(report: LandReport, team: TeamFile, console: Console, *, team_
                 console.print(indent(printable(outcome.tail), "      "), markup=False)
     left = [name for name in isolated if name not in report.outcomes]
     for name in left:
-        console.print(f"  {name}: not landed (it did not complete)")
+        why = (
+            f"the landing was stopped: zero swarm land {team_id} lands it"
+            if name in report.stopped
+            else "it did not complete"
+        )
+        console.print(f"  {name}: not landed ({why})")
     if report.merged:
         console.print(f"Your branch now holds what landed (fast-forwarded to {report.land_branch}).")
     elif report.merge_command:

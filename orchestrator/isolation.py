@@ -73,6 +73,7 @@ class LandReport:
     checked: dict[str, str] = field(default_factory=dict)
     merged: bool = False
     not_merged: str | None = None
+    stopped: tuple[str, ...] = ()  # completed members not landed because the landing was stopped (Ctrl-C)
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -80,6 +81,7 @@ class LandReport:
             "mergeCommand": self.merge_command,
             "merged": self.merged,
             "notMerged": self.not_merged,
+            "stopped": list(self.stopped),
             "members": {
                 name: {**_outcome_json(o, self.stats[name], self.branches[name]), "check": self.checked.get(name)}
                 for name, o in self.outcomes.items()
@@ -163,6 +165,7 @@ class TeamWorktrees:
     checked: dict[str, str] = field(default_factory=dict)  # a landed member's: the tail of its passing check
     _tips: list[str] | None = None  # what the repository's branches and tags point at (not sent in a bundle)
     _lock: anyio.Lock = field(default_factory=anyio.Lock)
+    _landing: anyio.CancelScope | None = None  # the landing at the end of the run, while it goes on
     _stats: dict[str, DiffStat] = field(default_factory=dict)  # each landed member's, as landing found it
     _checks: dict[Path, CheckResult] = field(default_factory=dict)  # the last check of each tree landed
 
@@ -328,12 +331,22 @@ class TeamWorktrees:
         dependency order, then remove every worktree, keeping the branches that hold work not landed."""
         done = set(completed)
         if land:
-            for name in self.isolated:
-                if name in done and name in self.worktrees.members:
-                    await self.land(name)
+            with anyio.CancelScope() as self._landing:  # (``stop_landing`` ends it: the team's end is shielded)
+                for name in self.isolated:
+                    if name in done and name in self.worktrees.members:
+                        await self.land(name)
         with anyio.CancelScope(shield=True):
             report = await anyio.to_thread.run_sync(self._close)
+        if self._landing is not None and self._landing.cancel_called:
+            stopped = tuple(n for n in self.isolated if n in done and n not in report.outcomes)
+            report = replace(report, stopped=stopped)
         return report
+
+    def stop_landing(self) -> None:
+        """Stop the landing at the end of the run where it is (Ctrl-C during a long check): what landed stays,
+        the member being landed keeps its branch as it was."""
+        if self._landing is not None:
+            self._landing.cancel()
 
     def _close(self) -> LandReport:
         wt = self.worktrees

@@ -212,7 +212,12 @@ class LandQueue:
         if not isinstance(rebased, _Rebased):
             return rebased
         if self.check is not None:
-            result = await self.check(rebased.tree.workspace)
+            try:
+                result = await self.check(rebased.tree.workspace)
+            except anyio.get_cancelled_exc_class():  # stopped: its branch as it was, as a failed check leaves it
+                with anyio.CancelScope(shield=True):
+                    await anyio.to_thread.run_sync(self._restore, rebased.tree.path, rebased.original)
+                raise
             if not result.passed:
                 await anyio.to_thread.run_sync(self._restore, rebased.tree.path, rebased.original)
                 return CheckFailed(member=member, tail=tail(result.output), timed_out=result.timed_out)

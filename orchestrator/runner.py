@@ -292,6 +292,8 @@ class TeamRunner:
         self._stop("interrupted", cancel=True)
         if self._scope is not None:
             self._scope.cancel()
+        if self.isolation is not None:
+            self.isolation.stop_landing()
 
     # -- control (zero swarm stop, send, pause, continue) -------------------------------
 
@@ -667,10 +669,6 @@ class TeamRunner:
         for state in self.members.values():  # a member the cancellation reached before it began
             if state.status == "pending":
                 self._end_unstarted(state, self.tree.why(self.node), "the team stopped before it started")
-        # One rule for every mix: the team ends as its worst member, by the exit code (agent/status.py)
-        status, code = worst((s.status, s.error_code) for s in self.members.values())
-        if self.node.status == "interrupted":
-            status, code = "interrupted", None
         land = None
         if self.isolation is not None:
             completed = [s.name for s in self.members.values() if s.status == "completed"]
@@ -678,6 +676,10 @@ class TeamRunner:
                 land = await self.isolation.close(completed, land=self.node.status != "interrupted")
             except ZeroError as e:  # the team still ends, and says why its members' work is where it is
                 self._warn("worktree", f"landing stopped: {e}; each member's work is on its branch")
+        # One rule for every mix: the team ends as its worst member, by the exit code (agent/status.py)
+        status, code = worst((s.status, s.error_code) for s in self.members.values())
+        if self.node.status == "interrupted":  # (an interruption while it landed included)
+            status, code = "interrupted", None
         usage = await anyio.to_thread.run_sync(self._totals)
         trip = self.ledger.trip
         result = TeamResult(

@@ -3,11 +3,13 @@ git repositories, with scripted models and real tools."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shlex
 import signal
 import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
@@ -503,3 +505,45 @@ def test_a_member_resumed_alone_works_in_its_worktree_and_leaves_its_work_on_its
     assert f"zero/{root}/capped +2 −0 in 2 files · not landed yet" in shown
     assert zero("swarm", "land", team_id).returncode == 0
     assert git(repo, "show", f"zero/{root}/land:more.txt") == "2"
+
+
+def test_a_signal_during_the_landing_check_stops_it_at_once_and_leaves_the_branch_as_it_was(tmp_path: Path) -> None:
+    # (Ctrl-C and SIGTERM waited for the check, up to its 30 minutes, and the team exited 0)
+    repo = repository(tmp_path, {"app.py": APP})
+    mark = f"3600.{os.getpid()}"  # the check's own argument, to find it among the processes
+    team = write_script(tmp_path / "team.toml", f'name = "t"\n[land]\ncheck = "exec sleep {mark}"\n' + member("w1"))
+    script = write_script(
+        tmp_path / "s.json",
+        json.dumps({"turns": turns("w1", call("write_file", path="new.txt", content="hello\n"))}),
+    )
+
+    def checks() -> list[int]:
+        found = []
+        for proc in Path("/proc").iterdir():
+            with contextlib.suppress(OSError):
+                if proc.name.isdigit() and (proc / "cmdline").read_bytes() == f"sleep\0{mark}\0".encode():
+                    found.append(int(proc.name))
+        return found
+
+    command = [ZERO, "swarm", "run", str(team), *scripted(script, repo), "--output-format", "json"]
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 30
+    while not checks():
+        assert proc.poll() is None and time.monotonic() < deadline
+        time.sleep(0.02)
+    member_branch = next(b for b in git(repo, "branch", "--format=%(refname:short)").split() if b.endswith("/w1"))
+    before = git(repo, "rev-parse", member_branch)
+    proc.send_signal(signal.SIGTERM)
+    try:
+        out, err = proc.communicate(timeout=10)
+    finally:
+        proc.kill()  # (if it never ended: not left behind)
+        survivors = checks()
+        for left in survivors:
+            os.kill(left, signal.SIGKILL)
+    assert proc.returncode == 130, err
+    assert survivors == []  # the check is gone, with its process group
+    result = json.loads(out.splitlines()[-1])
+    assert result["status"] == "interrupted" and result["land"]["stopped"] == ["w1"]
+    assert git(repo, "rev-parse", member_branch) == before  # its work, as it was, for zero swarm land
+    assert git(repo, "show", f"{member_branch}:new.txt") == "hello"
