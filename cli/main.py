@@ -55,7 +55,17 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         for name, sub in subs.items():
             if only is None or only == name:
                 ARGUMENTS[name](sub)
+                _debuggable(sub)
     return parser
+
+
+def _debuggable(parser: argparse.ArgumentParser) -> None:
+    """``--debug`` on every command (an internal error says to run it again with it)."""
+    subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    for sub in (p for action in subs for p in action.choices.values()):
+        _debuggable(sub)
+    if not subs and "--debug" not in parser._option_string_actions:
+        parser.add_argument("--debug", action="store_true", help="show tracebacks")
 
 
 def main(

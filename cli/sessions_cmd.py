@@ -341,7 +341,12 @@ def _count(n: int, thing: str) -> str:
 
 def _parse_age(text: str) -> timedelta:
     match = re.fullmatch(r"\s*(\d+)\s*([dhms]?)\s*", text)
-    if not match or int(match.group(1)) <= 0:
+    if not match:
         raise UsageError(f"--older-than {text!r}: give a number and a unit, e.g. 30d, 12h, 90m or 45s")
-    seconds = {"d": 86_400, "h": 3_600, "m": 60, "s": 1, "": 86_400}[match.group(2)]
-    return timedelta(seconds=int(match.group(1)) * seconds)
+    seconds = int(match.group(1)) * {"d": 86_400, "h": 3_600, "m": 60, "s": 1, "": 86_400}[match.group(2)]
+    if not 0 < seconds <= MAX_AGE_DAYS * 86_400:
+        raise UsageError(f"--older-than {text!r}: give an age above 0 and at most {MAX_AGE_DAYS}d (100 years)")
+    return timedelta(seconds=seconds)
+
+
+MAX_AGE_DAYS = 36_500

@@ -380,3 +380,16 @@ def test_a_removed_current_folder_or_a_file_as_cwd_is_a_usage_error(workspace: P
     done = zero("exec", "hi", "--cwd", str(workspace / "README.md"))
     assert done.returncode == 2
     assert done.stderr == f"zero: error: --cwd {workspace / 'README.md'}: not a folder\n"
+
+
+def test_an_age_past_the_calendar_is_a_usage_error_and_every_command_takes_debug() -> None:
+    # (prune --older-than 3000000d was an internal OverflowError, whose hint to add --debug sessions refused)
+    for age in ("3000000d", "99999999999999999d", "0d"):
+        done = zero("sessions", "prune", "--older-than", age, "--dry-run")
+        assert done.returncode == 2 and done.stderr == (
+            f"zero: error: --older-than '{age}': give an age above 0 and at most 36500d (100 years)\n"
+        )
+    assert zero("sessions", "prune", "--older-than", "36500d", "--dry-run").returncode == 0
+    for argv in (["sessions", "list"], ["specialists", "list"], ["mcp", "list"], ["swarm", "watch", "last"]):
+        done = zero(*argv, "--debug")
+        assert "unrecognized arguments" not in done.stderr, (argv, done.stderr)
