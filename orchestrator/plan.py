@@ -30,6 +30,7 @@ from zero.strictfile import KeyLines
 from zero.tools import CATEGORIES, Owns, PermissionMode, within
 from zero.tools.git import GitError
 from zero.tools.snapshot import repository_of
+from zero.tools.worktrees import unfit_for_a_worktree
 
 if TYPE_CHECKING:
     import networkx as nx
@@ -228,6 +229,8 @@ def build_plan(
             isolation, why_not = _isolation(m, team, spec, workspace, git_ok)
             if why_not is not None:
                 problem(position[m.name], "isolation", why_not)
+            elif isolation == "worktree" and (unfit := unfit_for_a_worktree(m.name)) is not None:
+                problem(position[m.name], "name", f'{unfit}, or set isolation = "none" for it')
             plan = MemberPlan(
                 spec=m,
                 isolation=isolation,

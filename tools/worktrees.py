@@ -47,6 +47,18 @@ __all__ = [
 ]
 
 LAND = "land"  # the integration branch's last part, so no member may be called that
+
+
+def unfit_for_a_worktree(member: str) -> str | None:
+    """Why ``member`` cannot name a worktree and its branch (None: it can)."""
+    if re.fullmatch(NAME_PATTERN, member) and member != LAND:
+        return None
+    return (
+        f"member name {member!r} cannot name a worktree: use lowercase letters, digits and '-', "
+        f"starting with a letter, and not {LAND!r} (the integration branch's name)"
+    )
+
+
 _ROOT_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
 # Parallel checkout: on a slow disk the files of a 20,000-file tree are written by as many workers as
 # there are cores instead of one (measured in bench/bench_worktree.py).
@@ -138,11 +150,8 @@ class Worktrees:
 
     def branch_of(self, member: str) -> str:
         """``zero/<root>/<member>`` (``UsageError`` for a name git or the folder could not take)."""
-        if not re.fullmatch(NAME_PATTERN, member) or member == LAND:
-            raise UsageError(
-                f"member name {member!r} cannot name a worktree: use lowercase letters, digits and '-', "
-                f"starting with a letter, and not {LAND!r} (the integration branch's name)"
-            )
+        if (why := unfit_for_a_worktree(member)) is not None:
+            raise UsageError(why)
         return f"zero/{self.root}/{member}"
 
     def path_of(self, member: str) -> Path:

@@ -547,3 +547,16 @@ def test_a_signal_during_the_landing_check_stops_it_at_once_and_leaves_the_branc
     assert result["status"] == "interrupted" and result["land"]["stopped"] == ["w1"]
     assert git(repo, "rev-parse", member_branch) == before  # its work, as it was, for zero swarm land
     assert git(repo, "show", f"{member_branch}:new.txt") == "hello"
+
+
+def test_a_writer_whose_name_cannot_name_its_worktree_is_refused_before_any_model_call(tmp_path: Path) -> None:
+    # (validate said "in a worktree", then the run failed the member: its branch would be the land branch)
+    repo = repository(tmp_path, {"app.py": APP})
+    team = write_script(tmp_path / "team.toml", 'name = "t"\n' + member("land"))
+    for argv in (["validate", str(team)], ["run", str(team), "--provider", "scripted", "--script", str(team)]):
+        done = zero("swarm", *argv, "--cwd", str(repo))
+        assert done.returncode == 2, (argv, done)
+        assert f"{team}:3: member 'land': member name 'land' cannot name a worktree" in done.stderr, done.stderr
+        assert 'or set isolation = "none" for it' in done.stderr
+    alone = write_script(tmp_path / "alone.toml", 'name = "t"\n' + member("land", isolation="none"))
+    assert zero("swarm", "validate", str(alone), "--cwd", str(repo)).returncode == 0
