@@ -242,15 +242,16 @@ def _fork(store: SessionStore, session_id: str, args: SessionsOptions, out: Text
 
 def _export(store: SessionStore, session_id: str, args: SessionsOptions, out: TextIO) -> int:
     if args.as_script:
-        from zero.cli.replay_cmd import write_script
+        from zero.cli.replay_cmd import is_script_file, write_script
 
         script = export_script(store, session_id)
         write_script(script, Path(args.out) if args.out else None, out, force=args.force)
         if args.out:
             assert script.recording is not None
+            named = args.out if is_script_file(args.out) else f"./{args.out}"  # (a bare word is a session's id)
             out.write(
                 f"wrote {args.out}: {_count(len(answered(script.turns)), 'model call')} of "
-                f"{_count(len(script.recording.sessions), 'session')}\nreplay it offline with: zero replay {args.out}\n"
+                f"{_count(len(script.recording.sessions), 'session')}\nreplay it offline with: zero replay {named}\n"
             )
         return 0
     if args.out:

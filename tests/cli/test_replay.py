@@ -154,6 +154,10 @@ def test_a_team_with_task_children_replays_offline_and_names_the_call_that_diver
     ]
     printed = zero("sessions", "export", recorded, "--as-script")
     assert printed.returncode == 0 and tomllib.loads(printed.stdout) == script  # to stdout, the same
+    bare = zero("sessions", "export", recorded, "--as-script", "-o", "quad-script", cwd=tmp_path)
+    assert bare.stdout.endswith("replay it offline with: zero replay ./quad-script\n")  # (a bare word: an id)
+    assert tomllib.loads((tmp_path / "quad-script").read_text()) == script
+    (tmp_path / "quad-script").unlink()
     markdown = zero("sessions", "export", recorded, "-o", str(tmp_path / "x.md"))
     assert (markdown.returncode, markdown.stderr) == (
         2,
