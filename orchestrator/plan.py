@@ -109,6 +109,16 @@ class TeamPlan:
     def name(self) -> str:
         return self.team.name
 
+    def recorded_spec(self) -> dict[str, Any]:
+        """The team file as a run records it: a schema given by a file's path is put in as read (a replay or a
+        resume, elsewhere and later, has what the file held, not a path relative to where it was)."""
+        spec = self.team.model_dump(mode="json", exclude_defaults=True)
+        for table in (spec.get("defaults", {}), *spec.get("members", [])):
+            value = table.get("output_schema")
+            if isinstance(value, str) and value != "json":
+                table["output_schema"] = read_schema(value, self.path.parent)
+        return spec
+
 
 def build_plan(
     path: Path,

@@ -661,7 +661,7 @@ class TeamRunner:
             cwd=str(self.ctx.workspace.root),
             provider=first.provider,
             model=first.model,
-            spec=self.plan.team.model_dump(mode="json", exclude_defaults=True),
+            spec=self.plan.recorded_spec(),
             resumed=self.resume.resumed + 1 if self.resume else 0,
         )
 

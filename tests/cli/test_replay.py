@@ -291,6 +291,31 @@ text = "The app returns 42."
     assert "zero > explorer (app)" not in gone.stdout
 
 
+def test_a_team_whose_schema_is_a_file_replays_anywhere(workspace: Path, tmp_path: Path) -> None:
+    # (the schema's path was read against the replay's copy of the team file: exit 2, "cannot read")
+    (tmp_path / "schemas").mkdir()
+    schema = {"type": "object", "properties": {"modules": {"type": "array"}}, "required": ["modules"]}
+    (tmp_path / "schemas" / "map.json").write_text(json.dumps(schema))
+    team = write_script(
+        tmp_path / "team.toml",
+        'name = "typed"\n[[members]]\nname = "mapper"\nspecialist = "explorer"\nprompt = "map"\n'
+        'output_schema = "schemas/map.json"\n',
+    )
+    script = write_script(
+        tmp_path / "s.toml",
+        '[[turns]]\ntool_calls = [{ name = "submit_result", arguments = { modules = ["api"] } }]\n',
+    )
+    ran = zero("swarm", "run", str(team), *scripted(script, workspace), "--output-format", "json")
+    assert ran.returncode == 0, ran.stderr
+    team_id = json.loads(ran.stdout)["sessionId"]
+    started = next(e.event for e in sessions().events(team_id) if e.event.kind == "team_start")
+    assert started.spec["members"][0]["output_schema"] == schema  # recorded as it was read, not by its path
+    (tmp_path / "schemas" / "map.json").unlink()  # (nor is it needed any more)
+    again = zero("replay", team_id, "--workspace", str(workspace))
+    assert again.returncode == 0, again.stderr
+    assert "no divergence: 1 model call and 1 tool result as recorded, in 2 sessions" in again.stdout
+
+
 def test_rude_inputs_get_a_clear_error_and_exit_2(workspace: Path, tmp_path: Path) -> None:
     missing = zero("replay", "zero_20261201000000_000000000000")
     assert missing.returncode == 2
