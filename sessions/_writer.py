@@ -248,6 +248,8 @@ class Writer:
                         self._take_lease(session_id)
                         if log.stale():  # its last run died (maybe before it wrote its metadata): rebuild
                             log.rebuild(self.redact)
+                        elif "repair" in kinds and self._orphaned(log.meta):
+                            log.end(_unstarted(session_id), self.redact)
                     self._write_events(log, requests)
                     if log.dirty and (any(r.write_meta for r in requests) or log.due(self.interval)):
                         log.write_metadata()
@@ -406,6 +408,23 @@ class Writer:
             os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
         self.leases[session_id] = fd
         return True
+
+    def _orphaned(self, meta: SessionMetadata) -> bool:
+        """A member that never started, of a team whose run is over (it ended, or its process died): nothing
+        will start it now but ``zero swarm resume``, which takes an interrupted member as well. The members of a
+        team that never started stay ``pending`` with it."""
+        team = meta.parent_session_id
+        if meta.status != "pending" or meta.session_kind != "member" or not team or team in self.leases:
+            return False
+        folder = self.root / team
+        try:
+            parent = read_metadata(folder)
+            if parent.finished:
+                return True
+            ran = parent.status == "running" or last_sequence(folder / "events.jsonl") != parent.event_count
+        except SessionError:
+            return False
+        return ran and unheld(folder)  # (as ``stale`` says of a session: a team that never started stays pending)
 
     def _release(self, session_id: str) -> None:
         fd = self.leases.pop(session_id, None)
@@ -618,19 +637,24 @@ class OpenLog:
             meta = folded(self.meta, f.read(self.size), self.log_path)
         before, self.meta, self.changes = self.meta, meta, []
         if _cut_short(meta, ran=ran):
-            end = _interrupted(self.session_id)
-            record = record_of(self.session_id, self.seq + 1, now_iso(), end)
-            record["payload"] = redact(record["payload"])
-            line = (_encode(record) + "\n").encode("utf-8")
-            try:
-                self.append(line, [len(line)])
-            except _Cut as e:
-                raise e.error from e.error.__cause__
-            self.seq += 1
-            self.last_type = end.kind
-            apply_event(meta, end)
+            self.end(_interrupted(self.session_id), redact)
         meta.event_count, meta.last_event_type = self.seq, self.last_type
         self.dirty = self.dirty or meta != before  # a session that never ran reads the same: nothing to write
+
+    def end(self, event: StatusChanged, redact: Callable[[Any], Any]) -> None:
+        """Append the status a dead run's session ends with, and fold it in."""
+        record = record_of(self.session_id, self.seq + 1, now_iso(), event)
+        record["payload"] = redact(record["payload"])
+        line = (_encode(record) + "\n").encode("utf-8")
+        try:
+            self.append(line, [len(line)])
+        except _Cut as e:
+            raise e.error from e.error.__cause__
+        self.seq += 1
+        self.last_type = event.kind
+        apply_event(self.meta, event)
+        self.meta.event_count, self.meta.last_event_type = self.seq, self.last_type
+        self.dirty = True
 
     def _load(self) -> SessionMetadata:
         meta = read_metadata(self.folder)
@@ -647,6 +671,14 @@ def _cut_short(meta: SessionMetadata, *, ran: bool) -> bool:
     its metadata said so (``ran``) and the log says no end. A session that never ran stays pending, whether
     its log says it was closed before it ran or holds only what it was made with (a fork's history)."""
     return meta.status == "running" or (ran and not meta.finished)
+
+
+def _unstarted(session_id: str) -> StatusChanged:
+    return StatusChanged(
+        session_id=session_id,
+        status="interrupted",
+        reason="its team's process ended before it started",
+    )
 
 
 def _interrupted(session_id: str) -> StatusChanged:
@@ -748,6 +780,28 @@ def linked(path: Path) -> SessionError:
     return SessionError(
         f"{path} is a link, not a session folder: never read through (zero sessions rm {path.name} removes the link)"
     )
+
+
+def unheld(folder: Path) -> bool:
+    """Nobody holds the session's lease: the process that ran it has ended."""
+    try:
+        fd = os.open(folder / "lease", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    except FileNotFoundError:
+        return False  # the folder is gone
+    except OSError:  # a read-only disk: a lock can still be tried through a read-only descriptor
+        try:
+            fd = os.open(folder / "lease", os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        except FileNotFoundError:
+            return True  # a run makes its lease before anything else: none, no run
+        except OSError:
+            return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    finally:
+        os.close(fd)  # (closing drops the lock if we got it)
+    return True
 
 
 def missing_metadata(folder: Path) -> SessionError:

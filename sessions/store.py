@@ -57,6 +57,7 @@ from zero.sessions._writer import (
     parse_log,
     read_metadata,
     read_session_file,
+    unheld,
 )
 from zero.sessions.ids import validate_session_id
 from zero.sessions.index import Row, read_index
@@ -248,7 +249,7 @@ class FileSessionStore:
         if session_id in self._writer.leases:
             return True
         folder = self.root / validate_session_id(session_id)
-        return not folder.is_symlink() and not _unheld(folder)  # (a link is nobody's run)
+        return not folder.is_symlink() and not unheld(folder)  # (a link is nobody's run)
 
     def _checked(self, session_id: str) -> str:
         self.path(session_id)
@@ -264,7 +265,7 @@ class FileSessionStore:
         folder = self.path(session_id)
         meta = self._writer.call(Request(kind="read", session_id=session_id))
         meta = meta if meta is not None else read_metadata(folder)
-        if meta.status in ("pending", "running") and session_id not in self._writer.leases and _unheld(folder):
+        if meta.status in ("pending", "running") and session_id not in self._writer.leases and unheld(folder):
             try:
                 meta = self._writer.call(
                     Request(kind="repair", session_id=session_id, write_meta=True)
@@ -340,7 +341,7 @@ class FileSessionStore:
         def fresh(session_id: str) -> SessionMetadata | None:
             folder = self.root / session_id
             if not os.path.lexists(folder / "metadata.json"):
-                if not _unheld(folder):
+                if not unheld(folder):
                     return None  # being made: its metadata follows its lease
                 raise missing_metadata(folder)
             meta = read_metadata(folder)
@@ -371,28 +372,6 @@ def _check_writable(home: Path) -> None:
         where = f"ZERO_HOME={home}" if os.environ.get("ZERO_HOME") else f"the data folder {home}"
         reason = (e.strerror or type(e).__name__).lower()
         raise ConfigError(f"{where} is not writable: {reason}; set ZERO_HOME to a writable folder") from e
-
-
-def _unheld(folder: Path) -> bool:
-    """Nobody holds the session's lease: the process that ran it has ended."""
-    try:
-        fd = os.open(folder / "lease", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-    except FileNotFoundError:
-        return False  # the folder is gone
-    except OSError:  # a read-only disk: a lock can still be tried through a read-only descriptor
-        try:
-            fd = os.open(folder / "lease", os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-        except FileNotFoundError:
-            return True  # a run makes its lease before anything else: none, no run
-        except OSError:
-            return False
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return False
-    finally:
-        os.close(fd)  # (closing drops the lock if we got it)
-    return True
 
 
 def _line_at(log: Path, offset: int) -> int:

@@ -270,7 +270,9 @@ text = "{n} finished after the resume"
 
 
 def test_a_killed_team_resumes_where_it_stopped(workspace: Path, tmp_path: Path) -> None:
-    team = write_script(tmp_path / "team.toml", STOPPABLE_TEAM)
+    # (a member waiting for another when the team was killed stayed "pending" in every view for ever)
+    later = '[[members]]\nname = "later"\nspecialist = "tester"\nprompt = "Then."\ndepends_on = ["a"]\n'
+    team = write_script(tmp_path / "team.toml", STOPPABLE_TEAM + later)
     script = write_script(tmp_path / "s.toml", STOPPABLE_SCRIPT)
     with subprocess.Popen(
         [ZERO, "swarm", "run", str(team), *scripted(script, workspace)],
@@ -288,14 +290,20 @@ def test_a_killed_team_resumes_where_it_stopped(workspace: Path, tmp_path: Path)
         proc.wait()
     listed = {m["memberName"] or "team": m for m in json.loads(zero("sessions", "list", "--json").stdout)}
     assert {k: v["status"] for k, v in listed.items()} == {
-        "team": "interrupted", "fast": "completed", "a": "interrupted", "b": "interrupted", "c": "interrupted"
+        "team": "interrupted", "fast": "completed", "a": "interrupted", "b": "interrupted", "c": "interrupted",
+        "later": "interrupted",
     }  # fmt: skip
+    ended = store().events(listed["later"]["sessionId"])[-1].event
+    assert isinstance(ended, StatusChanged) and ended.reason == "its team's process ended before it started"
     for name in "abc":  # usage rebuilt from each log
         calls = [e for e in store().events(listed[name]["sessionId"]) if e.event.kind == "usage"]
         assert listed[name]["usage"]["calls"] == len(calls) == 1
     fast_events = len(store().events(listed["fast"]["sessionId"]))
     spent = sum(m["usage"]["totalTokens"] for m in listed.values())
-    resumed = write_script(tmp_path / "resumed.toml", RESUMED_SCRIPT)
+    resumed = write_script(
+        tmp_path / "resumed.toml",
+        RESUMED_SCRIPT + '[[turns]]\nmatch = { system = \'You are "later"\' }\ntext = "then"\n',
+    )
     done = zero(
         "swarm", "resume", listed["team"]["sessionId"][-12:], "--provider", "scripted", "--script", str(resumed),
         "--cwd", str(workspace), "--output-format", "json",
@@ -309,6 +317,7 @@ def test_a_killed_team_resumes_where_it_stopped(workspace: Path, tmp_path: Path)
         "a": "a finished after the resume",
         "b": "b finished after the resume",
         "c": "c finished after the resume",
+        "later": "then",
     }
     assert len(store().events(listed["fast"]["sessionId"])) == fast_events  # no new model call for it
     after = json.loads(zero("sessions", "list", "--json").stdout)

@@ -61,6 +61,10 @@ def check_after_kill(home: Path, workspace: Path) -> FileSessionStore:
     for meta in metas:
         events = store.events(meta.session_id)  # every log reads to its end
         started = any(e.event.kind in ("run_start", "team_start") for e in events)
+        if meta.session_kind == "member" and not started:  # it waited: interrupted if its team's run had begun
+            team = store.metadata(meta.parent_session_id)
+            assert meta.status == ("interrupted" if team.status == "interrupted" else "pending"), meta.member_name
+            continue
         assert meta.status == ("interrupted" if started else "pending"), (meta.member_name, meta.status)
         assert meta.event_count == len(events)
         assert sum(e.event.calls for e in events if e.event.kind == "usage") == meta.usage.calls  # rebuilt
@@ -101,7 +105,7 @@ def test_killed_before_the_first_model_call(workspace: Path, tmp_path: Path) -> 
     run_and_kill(tmp_path, workspace, lambda seen: "run_start" in seen, delay=30)
     store = check_after_kill(Path(os.environ["ZERO_HOME"]), workspace)
     statuses = {m.member_name or "team": m.status for m in store.list()}
-    assert statuses["later"] == "pending"  # it never ran (the others: as far as their logs got, see above)
+    assert statuses["later"] == ("interrupted" if statuses["team"] == "interrupted" else "pending")  # never ran
     team = next(m for m in store.list() if m.session_kind == "team")
     watched = zero("swarm", "watch", team.session_id)  # a dead run is watched to its end, not forever
     if team.status == "interrupted":
@@ -118,7 +122,7 @@ def test_killed_while_a_tool_runs_and_between_turns(workspace: Path, tmp_path: P
     run_and_kill(tmp_path, workspace, both_effects)
     store = check_after_kill(Path(os.environ["ZERO_HOME"]), workspace)
     statuses = {m.member_name or "team": m.status for m in store.list()}
-    assert statuses == {"team": "interrupted", "first": "interrupted", "second": "interrupted", "later": "pending"}
+    assert statuses == {"team": "interrupted", "first": "interrupted", "second": "interrupted", "later": "interrupted"}
     second = next(m for m in store.list() if m.member_name == "second")
     kinds = [e.event.kind for e in store.events(second.session_id)]
     assert "tool_call" in kinds and kinds[-1] == "status"  # the repair says how it ended
