@@ -57,6 +57,11 @@ def _config_file(project: bool, workspace: Path) -> Path:
     return workspace / ".zero" / "config.toml" if project else user_config_dir() / "config.toml"
 
 
+def _within(project: bool, workspace: Path) -> Path | None:
+    """Where an edit of the file must land: a project's, in its workspace; yours, wherever it is."""
+    return workspace if project else None
+
+
 async def _list(workspace: Path, as_json: bool, streams: Streams) -> int:
     configs = load_config(workspace)
     print_warnings(configs.warnings, streams.stderr)
@@ -116,7 +121,7 @@ def _add(args: McpOptions, workspace: Path, streams: Streams) -> int:
         trust=args.trust and not args.project,
     )
     path = _config_file(args.project, workspace)
-    edit_table(path, f"mcp.servers.{args.name}", server_table(entry), new=True)
+    edit_table(path, f"mcp.servers.{args.name}", server_table(entry), new=True, within=_within(args.project, workspace))
     load_config(workspace)  # the edited file still reads
     streams.stdout.write(f"added MCP server {args.name} to {path}\n")
     if args.project:  # the user added it: it may start
@@ -130,7 +135,7 @@ def _add(args: McpOptions, workspace: Path, streams: Streams) -> int:
 
 def _remove(args: McpOptions, workspace: Path, streams: Streams) -> int:
     path = _config_file(args.project, workspace)
-    if not edit_table(path, f"mcp.servers.{args.name}", None):
+    if not edit_table(path, f"mcp.servers.{args.name}", None, within=_within(args.project, workspace)):
         raise UsageError(f"there is no [mcp.servers.{args.name}] in {path}")
     streams.stdout.write(f"removed MCP server {args.name} from {path}\n")
     return 0

@@ -434,12 +434,13 @@ def _unapproved(approval: str | None, entry: McpServerEntry, workspace: Path) ->
 _TABLE = re.compile(r"^\s*\[([^\[\]]+)\]\s*(#.*)?$")
 
 
-def edit_table(path: Path, table: str, body: str | None, *, new: bool = False) -> bool:
+def edit_table(path: Path, table: str, body: str | None, *, new: bool = False, within: Path | None = None) -> bool:
     """Replace (or add, or with ``body`` None remove) the TOML table ``[table]`` in ``path`` with its sub-tables
     (``[table.env]``), leaving the other lines as they are; False if there was nothing to remove. ``new``: a
     table that is there already is a ``UsageError``. The edit is checked by reading the file back: a table
     written another way (inline in its parent, or keys of it elsewhere) is refused, not doubled, and the file
-    is written whole or not at all."""
+    is written whole or not at all: through a link to it (your dotfiles checkout), but never out of ``within``
+    (a project's file: a cloned repository's link could lead to any file of yours)."""
     key = tuple(table.split("."))
     text = path.read_text("utf-8") if path.exists() else ""
     before = _parsed(text, path)
@@ -474,6 +475,8 @@ def edit_table(path: Path, table: str, body: str | None, *, new: bool = False) -
             "of it elsewhere in the file): edit the file by hand"
         )
     target = Path(os.path.realpath(path))  # (a config file that is a link to a dotfiles checkout: the file itself)
+    if within is not None and not target.is_relative_to(os.path.realpath(within)):
+        raise UsageError(f"{path} leads out of {within} through a link (to {target}): not written")
     target.parent.mkdir(parents=True, exist_ok=True)
     try:
         write_file(target, result.encode("utf-8"), force=True)

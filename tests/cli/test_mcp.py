@@ -229,6 +229,21 @@ def test_mcp_edits_a_server_however_its_table_is_written_or_refuses_and_leaves_t
         f"zero: error: {config} has [mcp.servers.gh] already: remove it first (zero mcp remove gh), or another name\n"
     )
     assert zero("mcp", "list").returncode == 0  # every file left behind still reads
+    # your config through a link to your dotfiles: the file itself is edited, the link kept
+    real = workspace.parent / "dotfiles.toml"
+    config.rename(real)
+    config.symlink_to(real)
+    assert zero("mcp", "remove", "gh", "--cwd", str(workspace)).returncode == 2  # (inline: refused, as above)
+    assert zero("mcp", "add", "mine", "--", "echo").returncode == 0
+    assert config.is_symlink() and "[mcp.servers.mine]" in real.read_text()
+    # a project's, never out of its workspace: a cloned repository's link could lead to any file of yours
+    project = workspace / ".zero"
+    project.mkdir()
+    (project / "config.toml").symlink_to(real)
+    before = real.read_text()
+    for argv in (["add", "--project", "x", "--cwd", str(workspace), "--", "echo"], ["remove", "--project", "mine"]):
+        refused = zero("mcp", *argv, cwd=workspace)
+        assert refused.returncode == 2 and "leads out of" in refused.stderr and real.read_text() == before, refused
 
 
 def test_the_readmes_mcp_add_stores_the_env_and_an_env_after_the_double_dash_is_refused(workspace: Path) -> None:
