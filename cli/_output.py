@@ -121,6 +121,7 @@ def _pipe_of(target: TextIO) -> int | None:
     """The descriptor of ``target`` if it is a pipe (or a socket) whose reader may leave."""
     try:
         fd = target.fileno()
-        return fd if stat.S_ISFIFO(os.fstat(fd).st_mode) or stat.S_ISSOCK(os.fstat(fd).st_mode) else None
+        mode = os.fstat(fd).st_mode
     except (AttributeError, OSError, ValueError):
         return None
+    return fd if stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) else None

@@ -44,7 +44,7 @@ from zero.agent.mcpconfig import McpServer
 from zero.cli.config import Configs, McpServerEntry, user_config_dir
 from zero.cli.trust import approved
 from zero.errors import ToolError, UsageError
-from zero.strictfile import write_file
+from zero.strictfile import read_file, write_file
 from zero.tools import Workspace
 
 __all__ = [
@@ -442,7 +442,15 @@ def edit_table(path: Path, table: str, body: str | None, *, new: bool = False, w
     is written whole or not at all: through a link to it (your dotfiles checkout), but never out of ``within``
     (a project's file: a cloned repository's link could lead to any file of yours)."""
     key = tuple(table.split("."))
-    text = path.read_text("utf-8") if path.exists() else ""
+    target = Path(os.path.realpath(path))  # (a config file that is a link to a dotfiles checkout: the file itself)
+    if within is not None and not target.is_relative_to(os.path.realpath(within)):
+        raise UsageError(f"{path} leads out of {within} through a link (to {target}): not touched")
+    try:
+        text = read_file(target).decode("utf-8")
+    except FileNotFoundError:
+        text = ""
+    except (OSError, UnicodeDecodeError) as e:  # (a FIFO or a device in its place is never waited on or read)
+        raise UsageError(f"cannot read {path}: {getattr(e, 'strerror', None) or e}") from None
     before = _parsed(text, path)
     if new and _lookup(before, key) is not None:
         raise UsageError(f"{path} has [{table}] already: remove it first (zero mcp remove {key[-1]}), or another name")
@@ -474,9 +482,6 @@ def edit_table(path: Path, table: str, body: str | None, *, new: bool = False, w
             f"{path}: [{table}] is written in a way zero mcp does not rewrite (inline in its parent table, or keys "
             "of it elsewhere in the file): edit the file by hand"
         )
-    target = Path(os.path.realpath(path))  # (a config file that is a link to a dotfiles checkout: the file itself)
-    if within is not None and not target.is_relative_to(os.path.realpath(within)):
-        raise UsageError(f"{path} leads out of {within} through a link (to {target}): not written")
     target.parent.mkdir(parents=True, exist_ok=True)
     try:
         write_file(target, result.encode("utf-8"), force=True)
