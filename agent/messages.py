@@ -173,8 +173,8 @@ def format_tokens(n: int) -> str:
 
 
 def format_cost(usage: Usage) -> str:
-    """``$0.0123``, ``≥ $0.0123`` when part of it has no price, or ``unknown``."""
-    if usage.cost_usd is None:
+    """``$0.0123``, ``≥ $0.0123`` when part of it has no price, or ``unknown`` (a bound of $0 says nothing)."""
+    if usage.cost_usd is None or (usage.unpriced and not usage.cost_usd):
         return "unknown"
     return ("≥ " if usage.unpriced else "") + f"${usage.cost_usd:.4f}"
 

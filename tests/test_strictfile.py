@@ -94,3 +94,11 @@ def test_key_lines_follow_tables_arrays_and_quoted_keys() -> None:
     lines = KeyLines("[[m]]\nx = 1\n[[m]]\nx = 2\n[m.t]\nk = 3\n")
     assert lines.line_of(("m", 1, "t")) == 5 and lines.line_of(("m", 1, "t", "k")) == 6
     assert lines.line_of(("m", 0, "t")) == 1
+
+
+def test_a_byte_order_mark_some_editors_begin_a_file_with_is_read_past(tmp_path: Path) -> None:
+    # (a team file saved with one was "not valid TOML: Invalid statement (at line 1, column 1)")
+    for name, body in (("t.toml", 'name = "t"\n'), ("t.json", '{"name": "t"}')):
+        path = tmp_path / name
+        path.write_bytes(b"\xef\xbb\xbf" + body.encode())
+        assert read_data(path)[0] == {"name": "t"}

@@ -88,7 +88,7 @@ def read_data(path: Path, raw: bytes | None = None) -> tuple[dict[str, Any], str
             [Problem(path=str(path), message=f"is over {MAX_FILE // 1024:,} kB: not a config, manifest or team file")]
         )
     try:
-        text = raw.decode("utf-8")
+        text = raw.decode("utf-8").removeprefix("\ufeff")  # (the byte-order mark some editors begin a file with)
     except UnicodeDecodeError as e:
         line = raw[: e.start].count(b"\n") + 1
         raise FileError(

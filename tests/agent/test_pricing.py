@@ -29,6 +29,7 @@ def test_unknown_models_have_unknown_cost_never_zero() -> None:
     nothing_known = Usage(cost_usd=None) + Usage()  # e.g. a failed run of an unpriced model: unknown, not $0
     assert nothing_known.cost_usd is None and format_cost(nothing_known) == "unknown"
     assert format_cost(Usage(cost_usd=0.0)) == "$0.0000"
+    assert format_cost(Usage(cost_usd=0.0, unpriced=True)) == "unknown"  # (as every view says it: not "≥ $0.0000")
 
 
 def test_config_prices_override_and_extend_the_table() -> None:
