@@ -15,7 +15,7 @@ from zero.cli._streams import CheckedOutput, Streams
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (~2 ms of zero --help)
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Callable, Sequence
     from typing import TextIO
 
     from zero.cli.options import Command
@@ -112,7 +112,12 @@ def main(
 
     options = options_of(namespace, server_command)
     try:
-        return _dispatch(options, streams)
+        held = _held(streams.real)
+        try:
+            command = _command(options)
+        finally:
+            _release(held)
+        return command(streams)
     except KeyboardInterrupt:  # Ctrl-C (or SIGTERM) before a run could take it over: quietly
         return 130
     except BrokenPipeError:  # the reader went away (``| head``): nothing more to say, to anyone
@@ -130,7 +135,26 @@ def main(
         return 1
 
 
-def _dispatch(options: Command, streams: Streams) -> int:
+def _held(real: bool) -> object:
+    """Block Ctrl-C, SIGTERM and SIGHUP while the command's modules load (pydantic-core's set-up, interrupted by
+    one, panics: exit 1 and a Rust backtrace); the mask to restore, when they are taken at once (130)."""
+    if not real:
+        return None
+    import signal
+
+    return signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM, signal.SIGHUP})
+
+
+def _release(held: object) -> None:
+    if held is not None:
+        import signal
+
+        signal.pthread_sigmask(signal.SIG_SETMASK, held)  # type: ignore[arg-type]
+
+
+def _command(options: Command) -> Callable[[Streams], int]:
+    """The command ``options`` asks for, its modules loaded (the one place each is imported)."""
+    from functools import partial
     from typing import assert_never
 
     from zero.cli import options as kinds
@@ -139,49 +163,49 @@ def _dispatch(options: Command, streams: Streams) -> int:
         case kinds.ShellOptions():
             from zero.cli.shell import run_shell
 
-            return run_shell(options, streams)
+            return partial(run_shell, options)
         case kinds.ResumeOptions():
             from zero.cli.exec import run_resume
 
-            return run_resume(options, streams)
+            return partial(run_resume, options)
         case kinds.ExecOptions():
             from zero.cli.exec import run_exec
 
-            return run_exec(options, streams)
+            return partial(run_exec, options)
         case kinds.SpecialistsOptions():
             from zero.cli.specialists_cmd import run_specialists
 
-            return run_specialists(options, streams)
+            return partial(run_specialists, options)
         case kinds.SwarmOptions() if options.action == "plan":
             from zero.cli.swarm_plan import run_plan
 
-            return run_plan(options, streams)
+            return partial(run_plan, options)
         case kinds.SwarmOptions() if options.replay:
             from zero.cli.replay_cmd import replay_team_file
 
-            return replay_team_file(options, streams)
+            return partial(replay_team_file, options)
         case kinds.SwarmOptions():
             from zero.cli.swarm_cmd import run_swarm
 
-            return run_swarm(options, streams)
+            return partial(run_swarm, options)
         case kinds.AcpOptions():
             import anyio
 
             from zero.cli.acp_agent import serve
 
-            return anyio.run(serve, options, streams)
+            return lambda streams: anyio.run(serve, options, streams)
         case kinds.McpOptions():
             from zero.cli.mcp_cmd import run_mcp
 
-            return run_mcp(options, streams)
+            return partial(run_mcp, options)
         case kinds.SessionsOptions():
             from zero.cli.sessions_cmd import run_sessions
 
-            return run_sessions(options, streams)
+            return partial(run_sessions, options)
         case kinds.ReplayOptions():
             from zero.cli.replay_cmd import run_replay
 
-            return run_replay(options, streams)
+            return partial(run_replay, options)
         case _:
             assert_never(options)
 

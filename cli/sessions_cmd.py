@@ -271,6 +271,11 @@ def _export(store: SessionStore, session_id: str, args: SessionsOptions, out: Te
 
 def _remove(store: FileSessionStore, session_id: str, args: SessionsOptions, streams: Streams) -> int:
     rows, damaged = store.listing()  # (its subtree by the parents the readable sessions name: a damaged one goes too)
+    by_id = {str(r["sessionId"]): r for r in rows}
+    parent = str(by_id.get(session_id, {}).get("parentSessionId") or "")
+    if parent in by_id:  # (a team's resume, a parent's transcript, would miss it)
+        root = str(by_id[session_id].get("rootSessionId") or parent)
+        raise UsageError(f"{session_id} is part of the run {root}: remove the whole run with zero sessions rm {root}")
     ids = [session_id, *_descendants(session_id, rows)]
     if running := [sid for sid in ids if store.held(sid)]:
         raise UsageError(f"{', '.join(running)} is still running; stop it first (or wait for it to end)")

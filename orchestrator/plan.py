@@ -184,7 +184,9 @@ def build_plan(
             )
         refs, bad = template_refs(m.prompt)
         for ref in dict.fromkeys(r for r, _ in refs):
-            if ref not in m.depends_on:
+            if ref == m.name:
+                problem(i, "prompt", f"prompt uses {{{{ {ref}.output }}}}, its own output, which it has not made yet")
+            elif ref not in m.depends_on:
                 problem(
                     i,
                     "prompt",

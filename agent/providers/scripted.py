@@ -118,7 +118,7 @@ class ScriptError(_Strict):
 
     kind: ErrorKind
     message: str = ""
-    retry_after: float | None = None
+    retry_after: float | None = Field(None, ge=0, description="Seconds the server says to wait (a rate limit).")
 
     def build(self) -> errors.ProviderError:
         message = self.message or f"scripted {self.kind.replace('_', ' ')} error"

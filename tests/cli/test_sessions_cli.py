@@ -216,6 +216,11 @@ def test_export_rm_and_prune(workspace: Path, tmp_path: Path) -> None:
     refused = zero("sessions", "rm", team)  # no terminal to ask
     assert refused.returncode == 2 and "--yes" in refused.stderr
     assert zero("sessions", "prune", "--older-than", "1d").stdout.startswith("removed 0 sessions")
+    member = next(m.session_id for m in store().list() if m.session_kind == "member")
+    part = zero("sessions", "rm", member, "--yes")  # (the team's resume would miss it: swarm resume failed)
+    assert (part.returncode, part.stderr) == (
+        2, f"zero: error: {member} is part of the run {team}: remove the whole run with zero sessions rm {team}\n"
+    )  # fmt: skip
     assert zero("sessions", "rm", team, "--yes").stdout == "removed 3 sessions\n"
     assert store().list() == []
     bad = zero("sessions", "prune", "--older-than", "soon")
