@@ -393,3 +393,17 @@ def test_an_age_past_the_calendar_is_a_usage_error_and_every_command_takes_debug
     for argv in (["sessions", "list"], ["specialists", "list"], ["mcp", "list"], ["swarm", "watch", "last"]):
         done = zero(*argv, "--debug")
         assert "unrecognized arguments" not in done.stderr, (argv, done.stderr)
+
+
+def test_a_prompt_on_its_own_output_and_a_negative_retry_after_are_refused(workspace: Path, tmp_path: Path) -> None:
+    # (the first was told to add itself to its own depends_on, a cycle; the second waited 600 s)
+    team = write_script(tmp_path / "t.toml", 'name = "t"\n' + TEAM.replace('prompt = "x"', 'prompt = "{{ a.output }}"'))
+    done = zero("swarm", "validate", str(team))
+    assert done.returncode == 2
+    own = "prompt uses {{ a.output }}, its own output, which it has not made yet"
+    assert done.stderr == f"zero: error: {team}:5: member 'a': {own}\n"
+    script = write_script(tmp_path / "s.toml", '[[turns]]\nerror = { kind = "rate_limit", retry_after = -1 }\n')
+    done = zero("exec", "hi", *scripted(script, workspace))
+    assert (
+        done.returncode == 2 and "turns.0.error.retry_after: Input should be greater than or equal to 0" in done.stderr
+    )
