@@ -305,6 +305,8 @@ async def interruptible(body: Callable[[], Awaitable[T]], on_signal: Callable[[]
     if isinstance(output, BackgroundWriter):
         token = anyio.lowlevel.current_token()
         output.on_left = lambda: anyio.from_thread.run_sync(on_signal, token=token)
+        if output.left:  # (it left before the run began: it stops as it starts)
+            on_signal()
     async with anyio.create_task_group() as tg:
 
         async def watch() -> None:

@@ -111,6 +111,10 @@ def main(
     from zero.cli.arguments import options_of
 
     options = options_of(namespace, server_command)
+    if streams.real and sys.stdout is None:  # (closed: nothing the command does could be told, so it does nothing)
+        from zero.errors import OutputError
+
+        return _said(streams, OutputError("cannot write to standard output: the descriptor is closed"))
     try:
         held = _held(streams.real)
         try:

@@ -121,6 +121,7 @@ def _add(args: McpOptions, workspace: Path, streams: Streams) -> int:
         trust=args.trust and not args.project,
     )
     path = _config_file(args.project, workspace)
+    load_config(workspace)  # the files read now (a broken one is named before anything is written)
     edit_table(path, f"mcp.servers.{args.name}", server_table(entry), new=True, within=_within(args.project, workspace))
     load_config(workspace)  # the edited file still reads
     streams.stdout.write(f"added MCP server {args.name} to {path}\n")

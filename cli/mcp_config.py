@@ -557,9 +557,26 @@ def _toml(value: object) -> str:
     if isinstance(value, int | float):
         return repr(value)
     if isinstance(value, str):
-        return json.dumps(value)
+        return _toml_string(value)
     if isinstance(value, list):
         return "[" + ", ".join(_toml(v) for v in value) + "]"
     if isinstance(value, dict):
-        return "{ " + ", ".join(f"{json.dumps(k)} = {_toml(v)}" for k, v in value.items()) + " }"
+        return "{ " + ", ".join(f"{_toml(str(k))} = {_toml(v)}" for k, v in value.items()) + " }"
     raise UsageError(f"cannot write {value!r} to TOML")
+
+
+def _toml_string(text: str) -> str:
+    """``text`` as a TOML basic string: every character as it is but the quote, the backslash and the controls
+    TOML forbids there (JSON's escapes are not all TOML's: ``\\ud83d`` pairs, a raw DEL)."""
+    out = []
+    for char in text:
+        code = ord(char)
+        if char in '"\\':
+            out.append("\\" + char)
+        elif (code < 0x20 and char != "\t") or code == 0x7F:
+            out.append(f"\\u{code:04x}")
+        elif 0xD800 <= code <= 0xDFFF:  # (a byte that was not UTF-8, as Python hands it over)
+            raise UsageError(f"{text!r} is not UTF-8 text: give the value as UTF-8")
+        else:
+            out.append(char)
+    return '"' + "".join(out) + '"'

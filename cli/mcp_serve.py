@@ -18,7 +18,6 @@ import functools
 import inspect
 import json
 import os
-import sys
 import threading
 from collections.abc import Awaitable, Callable, Mapping
 from contextlib import AsyncExitStack
@@ -62,8 +61,6 @@ __all__ = ["serve"]
 
 def serve(args: McpOptions, streams: Streams) -> int:
     """Serve until the client closes stdin (0), or a signal says stop (130: running calls end ``interrupted``)."""
-    if sys.stdout is None:  # (closed: the SDK writes the process's stdout itself)
-        raise OutputError("cannot write to standard output: the descriptor is closed")
     relay = _Relay()
     signalled: list[int] = []
     try:

@@ -10,6 +10,7 @@ holds the previous version, ready to be overwritten next time.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import errno
 import os
@@ -53,8 +54,10 @@ def replace_file(path: str, spare: str, data: bytes, *, exists: bool) -> None:
         # Padded to whole blocks, so the spare's length never changes between versions: after a
         # power cut it holds one version or the other, never an old body with a new length.
         data += b" " * (-len(data) % BLOCK)
-        fd = os.open(spare, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        fd = os.open(spare, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)  # (a link: ELOOP)
         try:
+            if os.fstat(fd).st_nlink > 1:  # another name for the file (a hard link): not the spare's own
+                raise OSError(errno.EMLINK, "the spare file has another name (a hard link)", spare)
             os.pwrite(fd, data, 0)
             if os.fstat(fd).st_size != len(data):
                 os.ftruncate(fd, len(data))
@@ -75,7 +78,9 @@ def replace_file(path: str, spare: str, data: bytes, *, exists: bool) -> None:
 
 
 def _write_new(path: str, data: bytes) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+    with contextlib.suppress(FileNotFoundError):  # (made new: never a link's or another name's file)
+        os.unlink(path)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
     try:
         os.write(fd, data)
     finally:

@@ -14,6 +14,7 @@ import math
 import os
 import resource
 import shutil
+import stat
 import threading
 import time
 from collections import OrderedDict
@@ -28,7 +29,7 @@ from zero.agent import Event, MessageAdded, StatusChanged, decode_event
 from zero.errors import SessionError, SessionWriteError
 from zero.sessions._replace import replace_file
 from zero.sessions.models import SessionMetadata, StoredEvent, apply_event, now_iso, record_of
-from zero.strictfile import NotAFile, open_file
+from zero.strictfile import NotAFile
 from zero.tools import redact_values
 
 MAX_OPEN: int | None = None  # sessions whose log stays open between commits (None: from the descriptor limit)
@@ -390,7 +391,7 @@ class Writer:
         process runs it. With ``wait`` False, a lease someone holds is not an error: False."""
         if session_id in self.leases:
             return True
-        fd = os.open(self.root / session_id / "lease", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        fd = open_lease(self.root / session_id)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -465,6 +466,7 @@ class Writer:
             with log.locked():
                 log.sync()
             check_whole(log.meta, log.seq, log.log_path)
+            check_start(Path(log.log_path))
         except BaseException:
             os.close(log.fd)
             raise
@@ -701,7 +703,7 @@ def folded(meta: SessionMetadata, log: bytes, path: str | Path) -> SessionMetada
         }
     )
     end = log.rfind(b"\n") + 1  # what follows the last newline is a write cut short
-    for stored in parse_log(log[:end], path):
+    for stored in parse_log(log[:end], path, sequence=1):
         apply_event(meta, stored.event)
         meta.event_count, meta.last_event_type = stored.sequence, stored.event.kind
     return meta
@@ -760,6 +762,44 @@ def copy_metadata(meta: SessionMetadata) -> SessionMetadata:
     )
 
 
+def open_own(path: Path, flags: int = os.O_RDONLY) -> int:
+    """A descriptor of a session's own file ``path``, opened inside its folder without following a link to
+    either (a link planted there could lead to any file: a write through it, as root, would clobber it):
+    ``NotAFile`` for a link, a file with another name (a hard link), a FIFO, a device or a folder."""
+    try:
+        folder = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError as e:
+        if e.errno in (errno.ELOOP, errno.ENOTDIR):
+            raise NotAFile(e.errno, "is in a folder that is a link, not a session's own", str(path)) from None
+        raise
+    try:
+        fd = os.open(
+            path.name, flags | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC, 0o600, dir_fd=folder
+        )
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            raise NotAFile(e.errno, "is a link, not a file", str(path)) from None
+        raise
+    finally:
+        os.close(folder)
+    if (why := _not_own(os.fstat(fd))) is not None:
+        os.close(fd)
+        raise NotAFile(errno.EINVAL, why, str(path))
+    os.set_blocking(fd, True)
+    return fd
+
+
+def _not_own(st: os.stat_result) -> str | None:
+    """Why a file is not a session's own (None: it is)."""
+    if stat.S_ISDIR(st.st_mode):
+        return "is a folder, not a file"
+    if not stat.S_ISREG(st.st_mode):
+        return "is a FIFO, a device or a socket, not a file"
+    if st.st_nlink > 1:
+        return "has another name (a hard link), not a file of its own"
+    return None
+
+
 def _stamp(st: os.stat_result) -> tuple[int, ...]:
     return (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
 
@@ -767,7 +807,7 @@ def _stamp(st: os.stat_result) -> tuple[int, ...]:
 def _open_log(folder: Path, *, create: bool) -> int:
     """The log's descriptor for appending: made with a new session, else it must be there."""
     try:
-        return open_file(folder / "events.jsonl", os.O_RDWR | os.O_APPEND | (os.O_CREAT if create else 0))
+        return open_own(folder / "events.jsonl", os.O_RDWR | os.O_APPEND | (os.O_CREAT if create else 0))
     except FileNotFoundError:
         if not create and folder.is_dir():
             raise missing_log(folder / "events.jsonl") from None
@@ -782,17 +822,29 @@ def linked(path: Path) -> SessionError:
     )
 
 
+def open_lease(folder: Path) -> int:
+    """The session's lease, made if it is not there (``SessionError`` if a link or another file stands there)."""
+    try:
+        return open_own(folder / "lease", os.O_RDWR | os.O_CREAT)
+    except NotAFile as e:
+        raise _not_a_file(e) from None
+
+
 def unheld(folder: Path) -> bool:
     """Nobody holds the session's lease: the process that ran it has ended."""
     try:
-        fd = os.open(folder / "lease", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        fd = open_lease(folder)
     except FileNotFoundError:
         return False  # the folder is gone
+    except SessionError:
+        raise
     except OSError:  # a read-only disk: a lock can still be tried through a read-only descriptor
         try:
-            fd = os.open(folder / "lease", os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+            fd = open_own(folder / "lease")
         except FileNotFoundError:
             return True  # a run makes its lease before anything else: none, no run
+        except NotAFile as e:
+            raise _not_a_file(e) from None
         except OSError:
             return False
     try:
@@ -834,10 +886,24 @@ def check_whole(meta: SessionMetadata, last: int, log: Path | str) -> None:
         )
 
 
+def check_start(log: Path) -> None:
+    """``SessionError`` if the log's first event is not number 1: it lost its beginning (a listing's check, which
+    reads one line; a whole read checks every number)."""
+    try:
+        with os.fdopen(open_own(log), "rb") as f:
+            line = f.readline()
+    except NotAFile as e:
+        raise _not_a_file(e) from None
+    except FileNotFoundError:
+        raise missing_log(log) from None
+    if line.endswith(b"\n"):  # (a first write under way, or cut short: nothing to say yet)
+        list(parse_log(line, log, sequence=1))
+
+
 def last_sequence(log: Path) -> int:
     """The number of the log's last whole event (0: none), read from its tail without changing it."""
     try:
-        fd = open_file(log)
+        fd = open_own(log)
     except FileNotFoundError:
         raise missing_log(log) from None
     except NotAFile as e:
@@ -852,7 +918,7 @@ def read_session_file(path: Path, start: int = 0) -> bytes:
     """The bytes of a session's file from byte ``start``. A FIFO or a device in its place (a link to
     /dev/zero) makes the session damaged: it is never waited on or read."""
     try:
-        fd = open_file(path)
+        fd = open_own(path)
     except NotAFile as e:
         raise _not_a_file(e) from None
     with os.fdopen(fd, "rb") as f:
@@ -867,7 +933,7 @@ def read_swapped(path: Path) -> bytes:
     current one and untouched since it was opened (its inode and change time), else it is read again."""
     for _ in range(1000):
         try:
-            fd = open_file(path)
+            fd = open_own(path)
         except NotAFile as e:
             raise _not_a_file(e) from None
         with os.fdopen(fd, "rb") as f:
@@ -883,9 +949,12 @@ def _not_a_file(e: NotAFile) -> SessionError:
     return SessionError(f"{e.filename} {e.strerror}: the session is damaged (remove it with zero sessions rm)")
 
 
-def parse_log(data: bytes, log: Path | str, *, first_line: int = 0) -> Iterator[StoredEvent]:
+def parse_log(
+    data: bytes, log: Path | str, *, first_line: int = 0, sequence: int | None = None
+) -> Iterator[StoredEvent]:
     """The events of whole log lines; a bad line is an error naming it. Types this version does not
-    know (written by a newer Zero) are skipped."""
+    know (written by a newer Zero) are skipped. ``sequence``: the number the first record must carry, each
+    next one more (a log read whole: one that lost lines from its start or its middle is damaged)."""
     session_id = Path(log).parent.name
     for number, line in enumerate(data.split(b"\n"), first_line + 1):
         if not line.strip():
@@ -901,12 +970,18 @@ def parse_log(data: bytes, log: Path | str, *, first_line: int = 0) -> Iterator[
             if not isinstance(payload, dict):
                 raise ValueError("its payload is not an object")
             event = decode_event(kind, session_id, payload)
-        except (ValueError, RecursionError) as e:
+            at = int(record.get("sequence", number))
+        except (ValueError, RecursionError, TypeError) as e:
             raise SessionError(f"{log}: line {number} is not a valid event ({e})") from None
+        if sequence is not None:
+            if at != sequence:
+                raise SessionError(
+                    f"{log}: line {number} holds event {at} where event {sequence} was due: the log lost events "
+                    "(cut, or lines removed), and what it held is lost"
+                )
+            sequence += 1
         if event is not None:  # None: a kind of event from a newer Zero
-            yield StoredEvent(
-                sequence=int(record.get("sequence", number)), created_at=str(record.get("createdAt", "")), event=event
-            )
+            yield StoredEvent(sequence=at, created_at=str(record.get("createdAt", "")), event=event)
 
 
 def read_metadata(folder: Path) -> SessionMetadata:

@@ -47,6 +47,7 @@ from zero.errors import ConfigError, SessionError, SessionWriteError
 from zero.sessions._writer import (
     Request,
     Writer,
+    check_start,
     check_whole,
     copy_metadata,
     derive_interrupted,
@@ -54,6 +55,7 @@ from zero.sessions._writer import (
     linked,
     missing_log,
     missing_metadata,
+    open_lease,
     parse_log,
     read_metadata,
     read_session_file,
@@ -292,7 +294,8 @@ class FileSessionStore:
         except FileNotFoundError:
             raise missing_log(log) from None
         end = data.rfind(b"\n") + 1  # what follows the last newline is a write cut short (or under way)
-        events = list(parse_log(data[:end], log, first_line=_line_at(log, cursor)))
+        whole = 1 if cursor == 0 else None  # (read whole: numbered 1, 2, ... with none missing)
+        events = list(parse_log(data[:end], log, first_line=_line_at(log, cursor), sequence=whole))
         if counted is not None:
             last = events[-1].sequence if events else 0
             if last < counted.event_count:  # (its last lines may be of kinds a newer Zero wrote: skipped above)
@@ -309,21 +312,25 @@ class FileSessionStore:
             folder.unlink()
             return True
         try:
-            fd = os.open(folder / "lease", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+            fd = open_lease(folder)
         except FileNotFoundError:
             return False
+        except SessionError:  # a link or a stranger in the lease's place: no run can hold it, it goes
+            fd = None
         try:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                return False
+            if fd is not None:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    return False
             if keep is not None and keep(read_metadata(folder)):
                 return False
-            shutil.rmtree(folder)
+            shutil.rmtree(folder)  # (which never follows a link: one planted inside is removed, not its target)
         except OSError as e:
-            raise SessionError(f"cannot remove {folder}: {e.strerror}") from e
+            raise SessionError(f"cannot remove {folder}: {e.strerror or e}") from e
         finally:
-            os.close(fd)
+            if fd is not None:
+                os.close(fd)
         return True
 
     def rows(self) -> list[Row]:
@@ -348,6 +355,7 @@ class FileSessionStore:
             if meta.status in ("pending", "running"):
                 return self.metadata(session_id)  # (a dead run's is repaired: its log is checked then)
             check_whole(meta, last_sequence(folder / "events.jsonl"), folder / "events.jsonl")
+            check_start(folder / "events.jsonl")
             return meta
 
         found, damaged = read_index(self.root, fresh)

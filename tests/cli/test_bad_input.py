@@ -161,7 +161,8 @@ def test_a_fifo_or_a_device_in_place_of_a_session_file_is_a_damaged_session(work
         for path in (log, metadata):
             path.unlink()
             plant(path)
-            why = f"{path} is a FIFO, a device or a socket, not a file: the session is damaged"
+            what = "a FIFO, a device or a socket" if name == "a FIFO" else "a link"  # (never followed to /dev/zero)
+            why = f"{path} is {what}, not a file: the session is damaged"
             for argv in (["sessions", "show", meta.session_id], ["sessions", "tree", meta.session_id], resume):
                 done = zero(*argv)
                 assert done.returncode == 1, (name, path.name, argv, done.stdout, done.stderr)
@@ -303,6 +304,7 @@ def test_output_that_cannot_be_written_is_an_error_not_silence_or_a_traceback(
     ran = subprocess.run(f"exec {ZERO} {' '.join(runs['run'])} >&-", shell=True, capture_output=True, text=True)
     assert ran.returncode == 1 and "Traceback" not in ran.stderr
     assert ran.stderr.splitlines()[-1] == "zero: error: cannot write to standard output: the descriptor is closed"
+    assert len(FileSessionStore(Path(os.environ["ZERO_HOME"]) / "sessions").list()) == 1  # nothing was run
 
 
 def test_a_prompt_that_never_ends_or_is_not_utf8_is_a_usage_error(workspace: Path, tmp_path: Path) -> None:

@@ -269,13 +269,13 @@ def test_a_reader_that_leaves_stops_the_run_with_141(workspace: Path, tmp_path: 
     proc.stderr.close()
     [meta] = sessions().list()
     assert meta.status == "interrupted" and not (workspace / "side-effect").exists()
-    quick = write_script(tmp_path / "q.toml", '[[turns]]\ntext = "the answer"\n')
-    text = subprocess.run(f"{ZERO} exec hi {shlex.join(scripted(quick, workspace))} | true", shell=True)
-    assert text.returncode == 0  # (the shell's: true's)
+    # a reader gone before the run began (| true): it stops as it starts, its tools never run
+    early = script.read_text().replace("side-effect", "early-effect")
+    quick = write_script(tmp_path / "q.toml", early)
     piped = subprocess.run(
         ["bash", "-o", "pipefail", "-c", f"{ZERO} exec hi {shlex.join(scripted(quick, workspace))} | true"]
     )
-    assert piped.returncode == 141
+    assert piped.returncode == 141 and not (workspace / "early-effect").exists()
 
 
 def test_a_signal_the_run_was_started_ignoring_stays_ignored(workspace: Path, tmp_path: Path) -> None:

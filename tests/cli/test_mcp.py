@@ -243,7 +243,23 @@ def test_mcp_edits_a_server_however_its_table_is_written_or_refuses_and_leaves_t
     before = real.read_text()
     for argv in (["add", "--project", "x", "--cwd", str(workspace), "--", "echo"], ["remove", "--project", "mine"]):
         refused = zero("mcp", *argv, cwd=workspace)
-        assert refused.returncode == 2 and "leads out of" in refused.stderr and real.read_text() == before, refused
+        assert refused.returncode == 2 and str(project / "config.toml") in refused.stderr, refused
+        assert real.read_text() == before
+
+
+def test_mcp_add_writes_any_text_toml_holds_and_nothing_when_a_config_is_broken(workspace: Path) -> None:
+    # (an emoji was written as JSON's surrogate pair, which TOML refuses, and blamed on the file; with the
+    # project's config broken, yours was written and then the command failed)
+    config = Path(os.environ["XDG_CONFIG_HOME"]) / "zero" / "config.toml"
+    text = 'a\x7fb\U0001f600"\\ tab\tnl\n'
+    assert zero("mcp", "add", "odd", "-e", f"K={text}", "--", "echo", text).returncode == 0
+    entry = tomllib.loads(config.read_text())["mcp"]["servers"]["odd"]
+    assert entry == {"command": "echo", "args": [text], "env": {"K": text}}
+    (workspace / ".zero").mkdir()
+    (workspace / ".zero" / "config.toml").write_text("broken [\n")
+    saved = config.read_text()
+    refused = zero("mcp", "add", "more", "--cwd", str(workspace), "--", "echo")
+    assert refused.returncode == 2 and config.read_text() == saved, refused
 
 
 def test_the_readmes_mcp_add_stores_the_env_and_an_env_after_the_double_dash_is_refused(workspace: Path) -> None:

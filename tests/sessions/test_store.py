@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -246,6 +248,60 @@ def test_a_dead_run_whose_log_lost_events_is_damaged_not_repaired_to_match_what_
         assert sid in theirs.listing()[1]
     log.write_text(whole)
     assert SessionStore(tmp_path / "sessions").metadata(sid).status == "interrupted"  # whole again: repaired
+
+
+def test_a_link_or_another_name_in_a_session_folder_is_never_written_or_read_through(tmp_path: Path) -> None:
+    """A lease, log, metadata or spare file planted as a link (or a hard link) to a file of yours was truncated,
+    appended to or overwritten by a plain listing or a resume (as root, any file)."""
+    for name in ("lease", "events.jsonl", "metadata.json", ".metadata.spare"):
+        for how in ("link", "hard link"):
+            store = SessionStore(tmp_path / name / how / "sessions")
+            sid = make(store)
+            store.append(sid, [RunStarted(session_id=sid, provider="scripted", model="m", cwd="/repo"), say(sid, "hi")])
+            store.release(sid)
+            store.flush()
+            folder = store.path(sid)
+            victim = tmp_path / name / how / "bashrc"
+            kept = name in ("events.jsonl", "metadata.json")  # (a copy of the real one: it would read as whole)
+            victim.write_bytes((folder / name).read_bytes() if kept else b"mine\n")
+            before = victim.read_bytes()
+            (folder / name).unlink(missing_ok=True)
+            if how == "link":
+                (folder / name).symlink_to(victim)
+            else:
+                os.link(victim, folder / name)
+            theirs = SessionStore(store.root)  # another process: its run died, so reading repairs it
+            with contextlib.suppress(SessionError):
+                theirs.listing()
+            with contextlib.suppress(SessionError):
+                theirs.acquire(sid)
+                theirs.append(sid, [say(sid, "more")])
+            with contextlib.suppress(SessionError):
+                theirs.release(sid)
+                theirs.flush()
+            assert victim.read_bytes() == before, (name, how)
+            if name != ".metadata.spare":  # (a spare a write cannot use leaves the session readable, unwritable)
+                assert sid in SessionStore(store.root).listing()[1], (name, how)
+            assert SessionStore(store.root).remove(sid) and victim.read_bytes() == before, (name, how)
+
+
+def test_a_log_that_lost_its_first_or_middle_events_is_damaged(store: SessionStore) -> None:
+    sid = make(store)
+    store.append(sid, [tick(sid, i) for i in range(4)])
+    store.release(sid)
+    store.flush()
+    log = store.path(sid) / "events.jsonl"
+    lines = log.read_text().splitlines(keepends=True)
+    for kept, why in (
+        (lines[3:], "line 1 holds event 4 where event 1 was due"),
+        ([*lines[:1], *lines[2:]], "line 2 holds event 3 where event 2 was due"),
+    ):
+        log.write_text("".join(kept))
+        reader = SessionStore(store.root)
+        with pytest.raises(SessionError, match=why):
+            reader.events(sid)
+        if kept[0] != lines[0]:  # (a listing reads the first line and the last: a cut head shows there)
+            assert why in reader.listing()[1][sid]
 
 
 def test_list_returns_sessions_newest_first_and_skips_damaged_ones(store: SessionStore) -> None:
