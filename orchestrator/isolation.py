@@ -337,7 +337,7 @@ class TeamWorktrees:
                         await self.land(name)
         with anyio.CancelScope(shield=True):
             report = await anyio.to_thread.run_sync(self._close)
-        if self._landing is not None and self._landing.cancel_called:
+        if not land or (self._landing is not None and self._landing.cancel_called):  # (interrupted: before or during)
             stopped = tuple(n for n in self.isolated if n in done and n not in report.outcomes)
             report = replace(report, stopped=stopped)
         return report

@@ -19,7 +19,7 @@ from support.git import git
 from support.git import repository as made_repository
 from support.sandbox import needs_sandbox
 
-from zero.sessions import short_id
+from zero.sessions import FileSessionStore, short_id
 
 APP = "def first():\n    return 1\n\n\ndef middle():\n    return 0\n\n\ndef last():\n    return 2\n"
 
@@ -560,3 +560,29 @@ def test_a_writer_whose_name_cannot_name_its_worktree_is_refused_before_any_mode
         assert 'or set isolation = "none" for it' in done.stderr
     alone = write_script(tmp_path / "alone.toml", 'name = "t"\n' + member("land", isolation="none"))
     assert zero("swarm", "validate", str(alone), "--cwd", str(repo)).returncode == 0
+
+
+def test_a_member_done_when_the_run_is_stopped_is_named_as_not_landed_for_swarm_land(tmp_path: Path) -> None:
+    # (it said "not landed (it did not complete)" of a member that had completed)
+    repo = repository(tmp_path, {"app.py": APP})
+    team = write_script(tmp_path / "team.toml", 'name = "t"\n' + member("w1") + member("w2"))
+    script = write_script(
+        tmp_path / "s.json",
+        json.dumps(
+            {
+                "turns": turns("w1", call("write_file", path="one.txt", content="1\n"))
+                + [{"match": {"system": 'You are "w2"'}, "text": "late", "delay": 60}]
+            }
+        ),
+    )
+    command = [ZERO, "swarm", "run", str(team), *scripted(script, repo), "--output-format", "json"]
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    store = FileSessionStore(Path(os.environ["ZERO_HOME"]) / "sessions")
+    deadline = time.monotonic() + 30
+    while not any(m.member_name == "w1" and m.status == "completed" for m in store.list()):
+        assert proc.poll() is None and time.monotonic() < deadline
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=20)
+    assert proc.returncode == 130, err
+    assert json.loads(out.splitlines()[-1])["land"]["stopped"] == ["w1"]
