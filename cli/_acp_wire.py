@@ -20,8 +20,6 @@ from typing import Any, Protocol
 
 import anyio
 
-from zero.errors import UsageError
-
 __all__ = ["LIMIT", "Wire", "quiet_logs", "stdio"]
 
 PARSE_ERROR, INVALID_REQUEST = -32700, -32600
@@ -43,13 +41,9 @@ async def stdio() -> tuple[asyncio.StreamReader, Output]:
     a terminal; a regular file or ``/dev/null`` (``zero acp < requests.jsonl > replies.jsonl``), which it cannot
     watch, is read on a thread and written as it comes (the SDK's ``stdio_streams`` crashed on a file and hung on
     ``/dev/null``)."""
-    if sys.stdout is None:  # (its descriptor was closed when the process started)
-        raise UsageError("standard output is closed: zero acp answers its editor there (give it a pipe or a file)")
-    loop = asyncio.get_running_loop()
+    loop = asyncio.get_running_loop()  # (a closed stdin is /dev/null by now, and a closed stdout refused: cli.main)
     reader = asyncio.StreamReader(limit=LIMIT)
-    if sys.stdin is None:
-        reader.feed_eof()
-    elif _watchable(sys.stdin.fileno(), selectors.EVENT_READ):
+    if _watchable(sys.stdin.fileno(), selectors.EVENT_READ):
         await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
     else:
         threading.Thread(target=_feed, args=(sys.stdin.fileno(), reader, loop), daemon=True).start()

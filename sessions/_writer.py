@@ -467,6 +467,7 @@ class Writer:
                 log.sync()
             check_whole(log.meta, log.seq, log.log_path)
             check_start(Path(log.log_path))
+            _check_spare(Path(log.spare_path))
         except BaseException:
             os.close(log.fd)
             raise
@@ -787,6 +788,18 @@ def open_own(path: Path, flags: int = os.O_RDONLY) -> int:
         raise NotAFile(errno.EINVAL, why, str(path))
     os.set_blocking(fd, True)
     return fd
+
+
+def _check_spare(path: Path) -> None:
+    """``SessionError`` if the spare a metadata write swaps in is not the session's own file (a link planted
+    there: the write refuses it, and every later one would; the session is damaged, said before any run)."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return  # (made with the next write)
+    why = "is a link, not a file" if stat.S_ISLNK(st.st_mode) else _not_own(st)
+    if why is not None:
+        raise _not_a_file(NotAFile(errno.EINVAL, why, str(path)))
 
 
 def _not_own(st: os.stat_result) -> str | None:
