@@ -22,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from zero.agent import Price, RetryPolicy, smallest_cap
 from zero.agent.providers import DEFAULT_MODELS, PROVIDER_INFO, PROVIDERS, ProviderOptions
 from zero.errors import ConfigError, ToolError, did_you_mean
+from zero.specialists.registry import user_config_dir
 from zero.strictfile import MAX_FILE, FileError, Problem, read_data, validate_model
 from zero.tools import PERMISSION_MODES, PermissionMode, Workspace, within
 
@@ -145,11 +146,6 @@ class Config(BaseModel):
 
 
 T = TypeVar("T")
-
-
-def user_config_dir() -> Path:
-    base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
-    return Path(base).expanduser() / "zero"
 
 
 def _read(path: Path, workspace: Path | None = None) -> dict[str, Any]:

@@ -26,6 +26,7 @@ from zero.orchestrator.team import (
     template_refs,
 )
 from zero.specialists import Specialist, SpecialistRegistry
+from zero.specialists.registry import user_config_dir
 from zero.strictfile import KeyLines
 from zero.tools import CATEGORIES, Owns, PermissionMode, within
 from zero.tools.git import GitError
@@ -267,8 +268,8 @@ def build_plan(
                     "name",
                     f"the team has a cost budget but model {member_model!r} has no known price, so its cost "
                     f'cannot be held to it: add [prices."{member_model}"] input = ..., output = ... (US dollars '
-                    "per million tokens; 0 for a local model) to ~/.config/zero/config.toml, or lift the limit "
-                    "with --budget-cost none",
+                    f"per million tokens; 0 for a local model) to {user_config_dir() / 'config.toml'}, or lift the "
+                    "limit with --budget-cost none",
                 )
             grant = m.budget
             for key in ("tokens", "cost_usd", "turns"):

@@ -33,9 +33,14 @@ def builtin_dir() -> Path:
     return Path(str(resources.files("zero.manifests").joinpath("specialists")))
 
 
-def user_dir() -> Path:
+def user_config_dir() -> Path:
+    """``${XDG_CONFIG_HOME:-~/.config}/zero``: your own config (``config.toml``, ``specialists/``)."""
     base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
-    return Path(base).expanduser() / "zero" / "specialists"
+    return Path(base).expanduser() / "zero"
+
+
+def user_dir() -> Path:
+    return user_config_dir() / "specialists"
 
 
 def project_dir(workspace: Path) -> Path:

@@ -409,3 +409,14 @@ def test_a_prompt_on_its_own_output_and_a_negative_retry_after_are_refused(works
     assert (
         done.returncode == 2 and "turns.0.error.retry_after: Input should be greater than or equal to 0" in done.stderr
     )
+
+
+def test_the_hint_for_a_price_names_your_config_where_it_is(tmp_path: Path) -> None:
+    # (it named ~/.config/zero/config.toml whatever XDG_CONFIG_HOME said)
+    team = write_script(tmp_path / "t.toml", 'name = "t"\n[budget]\ncost_usd = 1\n' + TEAM)
+    done = zero("swarm", "validate", str(team), "--provider", "scripted")
+    mine = Path(os.environ["XDG_CONFIG_HOME"]) / "zero" / "config.toml"
+    assert (
+        done.returncode == 2
+        and f"output = ... (US dollars per million tokens; 0 for a local model) to {mine}," in done.stderr
+    )
