@@ -282,7 +282,9 @@ class TeamTree:
         return total
 
     def counts(self) -> Counter[str]:
-        return Counter(n.status for n in self.nodes.values() if n.session_id != self.root_id)
+        """The agents by status: a team's members and their children; a single agent's run counts itself."""
+        team = self.root.kind == "team"
+        return Counter(n.status for n in self.nodes.values() if n.session_id != self.root_id or not team)
 
     def budget(self, now: float | None = None) -> list[BudgetLine]:
         """The team's limits and what the whole tree used of them."""

@@ -471,3 +471,12 @@ def test_a_damaged_session_is_refused_by_every_command_and_resume_never_starts_i
     made = json.loads(zero("sessions", "fork", store().list()[0].session_id, "--json").stdout)
     assert made["status"] == "pending"
     assert zero("sessions", "rm", made["sessionId"], "--yes").stdout == "removed 1 session\n"
+
+
+def test_a_single_agents_run_counts_itself_in_the_tree_and_the_watch(workspace: Path, tmp_path: Path) -> None:
+    # (both said "no agents yet" of a run that had completed)
+    script = write_script(tmp_path / "s.toml", '[[turns]]\ntext = "done"\n')
+    assert zero("exec", "hi", *scripted(script, workspace)).returncode == 0
+    sid = store().list()[0].session_id
+    for argv in (["sessions", "tree", sid], ["swarm", "watch", sid]):
+        assert zero(*argv).stdout.splitlines()[-1] == "1 completed", argv
