@@ -7,6 +7,7 @@ module (and the SDKs behind it) is imported only when that command runs.
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 
 from zero import __version__
@@ -34,6 +35,7 @@ COMMAND_HELP = {
     "replay": "run a recorded run again offline and report where it diverges",
 }
 COMMANDS = tuple(COMMAND_HELP)
+_STOPS = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
 
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
@@ -116,11 +118,14 @@ def main(
 
         return _said(streams, OutputError("cannot write to standard output: the descriptor is closed"))
     try:
-        held = _held(streams.real)
+        # Ctrl-C, SIGTERM and SIGHUP wait while the command's modules load (pydantic-core's set-up, interrupted by
+        # one, panics: exit 1 and a Rust backtrace), and are taken the moment they are loaded (130).
+        held = signal.pthread_sigmask(signal.SIG_BLOCK, _STOPS) if streams.real else None
         try:
             command = _command(options)
         finally:
-            _release(held)
+            if held is not None:
+                signal.pthread_sigmask(signal.SIG_SETMASK, held)
         return command(streams)
     except KeyboardInterrupt:  # Ctrl-C (or SIGTERM) before a run could take it over: quietly
         return 130
@@ -137,23 +142,6 @@ def main(
             "zero: run the same command with --debug to see where it happened\n"
         )
         return 1
-
-
-def _held(real: bool) -> object:
-    """Block Ctrl-C, SIGTERM and SIGHUP while the command's modules load (pydantic-core's set-up, interrupted by
-    one, panics: exit 1 and a Rust backtrace); the mask to restore, when they are taken at once (130)."""
-    if not real:
-        return None
-    import signal
-
-    return signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM, signal.SIGHUP})
-
-
-def _release(held: object) -> None:
-    if held is not None:
-        import signal
-
-        signal.pthread_sigmask(signal.SIG_SETMASK, held)  # type: ignore[arg-type]
 
 
 def _command(options: Command) -> Callable[[Streams], int]:
@@ -284,7 +272,6 @@ def _escaped(error: UnicodeError) -> tuple[str, int]:
 def entry() -> None:
     """The ``zero`` console script."""
     import resource
-    import signal
 
     for signum in (signal.SIGTERM, signal.SIGHUP):  # (one the process was started ignoring stays so: nohup)
         if signal.getsignal(signum) != signal.SIG_IGN:

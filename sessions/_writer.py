@@ -465,8 +465,7 @@ class Writer:
         try:  # a log that lost events is never written to: what follows would hide the loss
             with log.locked():
                 log.sync()
-            check_whole(log.meta, log.seq, log.log_path)
-            check_start(Path(log.log_path))
+            check_log(log.meta, Path(log.log_path), fd=log.fd, last=log.seq)
             _check_spare(Path(log.spare_path))
         except BaseException:
             os.close(log.fd)
@@ -849,8 +848,6 @@ def unheld(folder: Path) -> bool:
         fd = open_lease(folder)
     except FileNotFoundError:
         return False  # the folder is gone
-    except SessionError:
-        raise
     except OSError:  # a read-only disk: a lock can still be tried through a read-only descriptor
         try:
             fd = open_own(folder / "lease")
@@ -899,32 +896,49 @@ def check_whole(meta: SessionMetadata, last: int, log: Path | str) -> None:
         )
 
 
-def check_start(log: Path) -> None:
-    """``SessionError`` if the log's first event is not number 1: it lost its beginning (a listing's check, which
-    reads one line; a whole read checks every number)."""
+def check_log(meta: SessionMetadata, log: Path, *, fd: int | None = None, last: int | None = None) -> None:
+    """``SessionError`` if the log lost events: it holds fewer than its metadata counts (cut or emptied), or its
+    first event is not number 1 (its start cut). Its first and last lines only (``fd``: the log open already;
+    ``last``: its last event's number, known already); a whole read checks every number."""
+    mine = _open_existing(log) if fd is None else fd
     try:
-        with os.fdopen(open_own(log), "rb") as f:
-            line = f.readline()
-    except NotAFile as e:
-        raise _not_a_file(e) from None
-    except FileNotFoundError:
-        raise missing_log(log) from None
-    if line.endswith(b"\n"):  # (a first write under way, or cut short: nothing to say yet)
-        list(parse_log(line, log, sequence=1))
+        size = os.fstat(mine).st_size
+        check_whole(meta, _tail(mine, size, log)[1] if last is None else last, log)
+        if first := _first_line(mine, size):
+            list(parse_log(first, log, sequence=1))
+    finally:
+        if fd is None:
+            os.close(mine)
 
 
 def last_sequence(log: Path) -> int:
     """The number of the log's last whole event (0: none), read from its tail without changing it."""
-    try:
-        fd = open_own(log)
-    except FileNotFoundError:
-        raise missing_log(log) from None
-    except NotAFile as e:
-        raise _not_a_file(e) from None
+    fd = _open_existing(log)
     try:
         return _tail(fd, os.fstat(fd).st_size, log)[1]
     finally:
         os.close(fd)
+
+
+def _open_existing(log: Path) -> int:
+    try:
+        return open_own(log)
+    except FileNotFoundError:
+        raise missing_log(log) from None
+    except NotAFile as e:
+        raise _not_a_file(e) from None
+
+
+def _first_line(fd: int, size: int) -> bytes:
+    """The log's first whole line (empty if none: a first write under way, or cut short)."""
+    data = b""
+    while len(data) < size and b"\n" not in data:
+        part = os.pread(fd, 1 << 16, len(data))
+        if not part:
+            break
+        data += part
+    end = data.find(b"\n")
+    return data[: end + 1] if end >= 0 else b""
 
 
 def read_session_file(path: Path, start: int = 0) -> bytes:

@@ -47,7 +47,7 @@ from zero.errors import ConfigError, SessionError, SessionWriteError
 from zero.sessions._writer import (
     Request,
     Writer,
-    check_start,
+    check_log,
     check_whole,
     copy_metadata,
     derive_interrupted,
@@ -354,8 +354,7 @@ class FileSessionStore:
             meta = read_metadata(folder)
             if meta.status in ("pending", "running"):
                 return self.metadata(session_id)  # (a dead run's is repaired: its log is checked then)
-            check_whole(meta, last_sequence(folder / "events.jsonl"), folder / "events.jsonl")
-            check_start(folder / "events.jsonl")
+            check_log(meta, folder / "events.jsonl")
             return meta
 
         found, damaged = read_index(self.root, fresh)
