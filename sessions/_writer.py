@@ -28,6 +28,7 @@ from pydantic import ValidationError
 from zero.agent import Event, MessageAdded, StatusChanged, decode_event
 from zero.errors import SessionError, SessionWriteError
 from zero.sessions._replace import replace_file
+from zero.sessions.ids import SESSION_ID
 from zero.sessions.models import SessionMetadata, StoredEvent, apply_event, now_iso, record_of
 from zero.strictfile import NotAFile
 from zero.tools import redact_values
@@ -415,7 +416,9 @@ class Writer:
         will start it now but ``zero swarm resume``, which takes an interrupted member as well. The members of a
         team that never started stay ``pending`` with it."""
         team = meta.parent_session_id
-        if meta.status != "pending" or meta.session_kind != "member" or not team or team in self.leases:
+        if meta.status != "pending" or meta.session_kind != "member" or team in self.leases:
+            return False
+        if not SESSION_ID.fullmatch(team):  # (a field of a file: never a path out of the sessions folder)
             return False
         folder = self.root / team
         try:
@@ -635,8 +638,7 @@ class OpenLog:
         metadata), and, if a run had started, an event that says it ended ``interrupted`` (one closed before
         it ever ran, or never started, stays ``pending``)."""
         ran = self.meta.status == "running"  # (its metadata was written once its run started)
-        with open(self.log_path, "rb") as f:
-            meta = folded(self.meta, f.read(self.size), self.log_path)
+        meta = folded(self.meta, _read_all(self.fd, self.size), self.log_path)  # (the descriptor checked at open)
         before, self.meta, self.changes = self.meta, meta, []
         if _cut_short(meta, ran=ran):
             self.end(_interrupted(self.session_id), redact)
@@ -777,8 +779,9 @@ def open_own(path: Path, flags: int = os.O_RDONLY) -> int:
             path.name, flags | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC, 0o600, dir_fd=folder
         )
     except OSError as e:
-        if e.errno == errno.ELOOP:
-            raise NotAFile(e.errno, "is a link, not a file", str(path)) from None
+        if e.errno in (errno.ELOOP, errno.EISDIR):
+            why = "is a link, not a file" if e.errno == errno.ELOOP else "is a folder, not a file"
+            raise NotAFile(e.errno, why, str(path)) from None
         raise
     finally:
         os.close(folder)
@@ -927,6 +930,15 @@ def _open_existing(log: Path) -> int:
         raise missing_log(log) from None
     except NotAFile as e:
         raise _not_a_file(e) from None
+
+
+def _read_all(fd: int, size: int) -> bytes:
+    """The first ``size`` bytes of the file open at ``fd``."""
+    chunks, at = [], 0
+    while at < size and (part := os.pread(fd, size - at, at)):
+        chunks.append(part)
+        at += len(part)
+    return b"".join(chunks)
 
 
 def _first_line(fd: int, size: int) -> bytes:

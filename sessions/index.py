@@ -18,10 +18,10 @@ from pathlib import Path
 from typing import Any
 
 from zero.errors import ZeroError
-from zero.sessions._writer import linked
+from zero.sessions._writer import linked, open_own
 from zero.sessions.ids import SESSION_ID
 from zero.sessions.models import SessionMetadata
-from zero.strictfile import read_file
+from zero.strictfile import write_file
 
 __all__ = ["INDEX", "Row", "read_index"]
 
@@ -85,7 +85,8 @@ def _identity(folder: str) -> list[int] | None:
 
 def _load(path: Path) -> dict[str, list[Any]]:
     try:
-        data = json.loads(read_file(path))
+        with os.fdopen(open_own(path), "rb") as f:  # (never through a link: it could lead anywhere)
+            data = json.loads(f.read())
     except (OSError, ValueError):
         return {}
     if not isinstance(data, dict) or data.get("version") != _VERSION or not isinstance(data.get("sessions"), dict):
@@ -94,10 +95,6 @@ def _load(path: Path) -> dict[str, list[Any]]:
 
 
 def _save(path: Path, entries: dict[str, list[Any]]) -> None:
-    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-    try:
-        tmp.write_text(json.dumps({"version": _VERSION, "sessions": entries}, separators=(",", ":")))
-        os.replace(tmp, path)
-    except OSError:  # a read-only data folder still lists, just without the cache
-        with contextlib.suppress(OSError):
-            tmp.unlink()
+    data = json.dumps({"version": _VERSION, "sessions": entries}, separators=(",", ":")).encode()
+    with contextlib.suppress(OSError):  # a read-only data folder still lists, just without the cache
+        write_file(path, data, force=True)  # (a new file of its own, renamed in: never a link's or a FIFO's)

@@ -47,6 +47,7 @@ from zero.errors import ConfigError, SessionError, SessionWriteError
 from zero.sessions._writer import (
     Request,
     Writer,
+    _read_all,
     check_log,
     check_whole,
     copy_metadata,
@@ -56,6 +57,7 @@ from zero.sessions._writer import (
     missing_log,
     missing_metadata,
     open_lease,
+    open_own,
     parse_log,
     read_metadata,
     read_session_file,
@@ -251,7 +253,12 @@ class FileSessionStore:
         if session_id in self._writer.leases:
             return True
         folder = self.root / validate_session_id(session_id)
-        return not folder.is_symlink() and not unheld(folder)  # (a link is nobody's run)
+        if folder.is_symlink():
+            return False  # (a link is nobody's run)
+        try:
+            return not unheld(folder)
+        except SessionError:  # a link or a folder in the lease's place: no process can hold it
+            return False
 
     def _checked(self, session_id: str) -> str:
         self.path(session_id)
@@ -385,8 +392,11 @@ def _line_at(log: Path, offset: int) -> int:
     """How many lines come before byte ``offset`` of the log (for error messages)."""
     if offset == 0:
         return 0
-    with open(log, "rb") as f:  # (a file: it was just read)
-        return f.read(offset).count(b"\n")
+    fd = open_own(log)  # (as it was just read: never through a link)
+    try:
+        return _read_all(fd, offset).count(b"\n")
+    finally:
+        os.close(fd)
 
 
 _STORES: weakref.WeakSet[FileSessionStore] = weakref.WeakSet()

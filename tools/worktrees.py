@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from zero.errors import ConfigError, UsageError
-from zero.strictfile import NAME_PATTERN
+from zero.strictfile import NAME_PATTERN, read_file
 from zero.tools.git import GitError, git, git_ok, identity_env
 from zero.tools.snapshot import Snapshot
 
@@ -136,9 +136,11 @@ class Worktrees:
     @classmethod
     def load(cls, *, root: str, home: Path) -> Worktrees:
         """The set recorded for the run ``root`` (``UsageError`` if there is none)."""
+        if not re.fullmatch(r"[A-Za-z0-9-]+", root):  # (a run's short id, as recorded: never a path)
+            raise UsageError(f"run {root!r} made no worktrees: that is not a run's short id")
         path = Path(os.path.realpath(home / "worktrees" / root)) / "record.json"
         try:
-            data = json.loads(path.read_text())
+            data = json.loads(read_file(path))  # (a FIFO or a device in its place is refused, never waited on)
             snapshot = Snapshot(**{**data["snapshot"], "repo": Path(data["snapshot"]["repo"])})
             return cls(snapshot, root=root, home=home, members=dict(data["members"]))
         except FileNotFoundError:

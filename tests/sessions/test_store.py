@@ -284,6 +284,38 @@ def test_a_link_or_another_name_in_a_session_folder_is_never_written_or_read_thr
             assert SessionStore(store.root).remove(sid) and victim.read_bytes() == before, (name, how)
 
 
+def test_the_index_a_folder_lease_and_a_parent_field_never_lead_out_of_the_sessions_folder(tmp_path: Path) -> None:
+    """The index's temp file was written through a link planted at its name; a lease that is a folder made the
+    session impossible to remove; a member's parentSessionId was used as a path (an outside folder got a lease)."""
+    store = SessionStore(tmp_path / "sessions")
+    sid = make(store)
+    store.release(sid)
+    store.flush()
+    victim = tmp_path / "bashrc"
+    victim.write_text("mine\n")
+    (store.root / ".index.json").symlink_to(victim)
+    assert [m.session_id for m in SessionStore(store.root).list()] == [sid]
+    assert victim.read_text() == "mine\n"
+    elsewhere = SessionStore(tmp_path / "elsewhere")
+    team = make(elsewhere, session_kind="team")
+    elsewhere.append(team, [RunStarted(session_id=team, provider="scripted", model="m", cwd="/repo")])
+    elsewhere.release(team)
+    elsewhere.flush()
+    outside = elsewhere.path(team)  # a team's files, as they would be, out of this sessions folder
+    (outside / "lease").unlink()
+    before = {p.name: p.read_bytes() for p in outside.iterdir()}
+    member = make(store, session_kind="member", parent_session_id=str(outside))
+    store.release(member)
+    store.flush()
+    SessionStore(store.root).listing()
+    assert {p.name: p.read_bytes() for p in outside.iterdir()} == before  # nothing locked or made there
+    assert SessionStore(store.root).metadata(member).status == "pending"  # (not judged by what is there)
+    (store.path(sid) / "lease").unlink()
+    (store.path(sid) / "lease").mkdir()
+    reader = SessionStore(store.root)
+    assert not reader.held(sid) and reader.remove(sid) and not store.path(sid).exists()
+
+
 def test_a_log_that_lost_its_first_or_middle_events_is_damaged(store: SessionStore) -> None:
     sid = make(store)
     store.append(sid, [tick(sid, i) for i in range(4)])
