@@ -780,8 +780,8 @@ def open_own(path: Path, flags: int = os.O_RDONLY) -> int:
         )
     except OSError as e:
         if e.errno in (errno.ELOOP, errno.EISDIR):
-            why = "is a link, not a file" if e.errno == errno.ELOOP else "is a folder, not a file"
-            raise NotAFile(e.errno, why, str(path)) from None
+            what = "is a link, not a file" if e.errno == errno.ELOOP else "is a folder, not a file"
+            raise NotAFile(e.errno, what, str(path)) from None
         raise
     finally:
         os.close(folder)
