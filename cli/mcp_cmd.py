@@ -24,6 +24,7 @@ from zero.cli.mcp_config import (
     run_servers,
     server_cwd,
     server_table,
+    set_flag,
 )
 from zero.cli.options import McpOptions
 from zero.cli.trust import approve, approved
@@ -173,7 +174,7 @@ def _trust(args: McpOptions, workspace: Path, streams: Streams) -> int:
         streams.stderr.write(f"{args.name} is not trusted\n")
         return 1
     path = _config_file(False, workspace)
-    edit_table(path, f"mcp.servers.{args.name}", server_table(entry.model_copy(update={"trust": True})))
+    set_flag(path, f"mcp.servers.{args.name}", "trust")
     streams.stdout.write(f"trusted MCP server {args.name}: its tools run without asking ({path})\n")
     return 0
 

@@ -58,6 +58,7 @@ __all__ = [
     "run_servers",
     "server_cwd",
     "server_table",
+    "set_flag",
 ]
 
 
@@ -442,24 +443,16 @@ def edit_table(path: Path, table: str, body: str | None, *, new: bool = False, w
     is written whole or not at all: through a link to it (your dotfiles checkout), but never out of ``within``
     (a project's file: a cloned repository's link could lead to any file of yours)."""
     key = tuple(table.split("."))
-    target = Path(os.path.realpath(path))  # (a config file that is a link to a dotfiles checkout: the file itself)
-    if within is not None and not target.is_relative_to(os.path.realpath(within)):
-        raise UsageError(f"{path} leads out of {within} through a link (to {target}): not touched")
-    try:
-        text = read_file(target).decode("utf-8")
-    except FileNotFoundError:
-        text = ""
-    except (OSError, UnicodeDecodeError) as e:  # (a FIFO or a device in its place is never waited on or read)
-        raise UsageError(f"cannot read {path}: {getattr(e, 'strerror', None) or e}") from None
+    target, text = _config_text(path, within)
     before = _parsed(text, path)
     if new and _lookup(before, key) is not None:
         raise UsageError(f"{path} has [{table}] already: remove it first (zero mcp remove {key[-1]}), or another name")
     if body is None and _lookup(before, key) is None:
         return False
     lines = text.splitlines()
-    starts = [i for i, line in enumerate(lines) if line.lstrip().startswith("[")]
-    blocks = list(zip(starts, [*starts[1:], len(lines)][: len(starts)], strict=True))  # a header, lines to the next
-    ours = [(i, end) for i, end in blocks if (name := _header(lines[i])) is not None and name[: len(key)] == key]
+    ours = [
+        (i, end) for i, end in _blocks(lines) if (name := _header(lines[i])) is not None and name[: len(key)] == key
+    ]
     if ours:  # (the blank lines after the last of them stay: what follows keeps its distance)
         last, end = ours[-1]
         while end > last + 1 and not lines[end - 1].strip():
@@ -472,22 +465,87 @@ def edit_table(path: Path, table: str, body: str | None, *, new: bool = False, w
     replacement = [] if body is None else [f"[{table}]", *body.splitlines()]
     gap = [""] if replacement and not ours and head and head[-1].strip() else []
     result = "\n".join([*head, *gap, *replacement, *tail]).strip("\n") + "\n"
-    expected = _with(before, key, None if body is None else _parsed(f"[{table}]\n{body}\n", path))
+    _write_checked(
+        path, table, target, result, _with(before, key, None if body is None else _parsed(f"[{table}]\n{body}\n", path))
+    )
+    return True
+
+
+def set_flag(path: Path, table: str, name: str) -> None:
+    """Set ``name = true`` in the TOML table ``[table]`` of ``path``, changing that one line (or adding it at the
+    end of the table's own keys) and nothing else of the file: its comments, its sub-tables and how each value
+    is written stay as they are. Written as ``edit_table`` writes, checked the same way."""
+    target, text = _config_text(path, None)
+    before = _parsed(text, path)
+    key = tuple(table.split("."))
+    found = _lookup(before, key)
+    if not isinstance(found, dict):
+        raise UsageError(f"{path} has no [{table}] table to set {name} in")
+    if found.get(name) is True:
+        return
+    lines = text.splitlines(keepends=True)  # (each line as it ends: only one changes)
+    block = next(((i, end) for i, end in _blocks(lines) if _header(lines[i]) == key), None)
+    if block is None:  # inline in its parent table
+        raise _not_rewritten(path, table)
+    start, end = block
+    setting = re.compile(rf"^(\s*(?:{re.escape(name)}|\"{re.escape(name)}\")\s*=\s*)(true|false)(\s*(?:#.*)?)$")
+    at = next((n for n in range(start + 1, end) if setting.match(lines[n].rstrip("\r\n"))), None)
+    if at is not None:  # (its value alone: a comment after it stays)
+        line = lines[at].rstrip("\r\n")
+        lines[at] = setting.sub(r"\1true\3", line) + lines[at][len(line) :]
+    else:
+        last = max(n for n in range(start, end) if lines[n].strip() and not lines[n].lstrip().startswith("#"))
+        ending = "\r\n" if lines[last].endswith("\r\n") else "\n"
+        if not lines[last].endswith("\n"):  # the file's last line, without its newline
+            lines[last] += ending
+        lines.insert(last + 1, f"{name} = true{ending}")
+    expected = copy.deepcopy(before)
+    node = _lookup(expected, key)
+    assert isinstance(node, dict)
+    node[name] = True
+    _write_checked(path, table, target, "".join(lines), expected)
+
+
+def _config_text(path: Path, within: Path | None) -> tuple[Path, str]:
+    """The file a config's path leads to (through a link, never out of ``within``) and its text ("": none yet)."""
+    target = Path(os.path.realpath(path))  # (a config file that is a link to a dotfiles checkout: the file itself)
+    if within is not None and not target.is_relative_to(os.path.realpath(within)):
+        raise UsageError(f"{path} leads out of {within} through a link (to {target}): not touched")
+    try:
+        return target, read_file(target).decode("utf-8")
+    except FileNotFoundError:
+        return target, ""
+    except (OSError, UnicodeDecodeError) as e:  # (a FIFO or a device in its place is never waited on or read)
+        raise UsageError(f"cannot read {path}: {getattr(e, 'strerror', None) or e}") from None
+
+
+def _not_rewritten(path: Path, table: str) -> UsageError:
+    return UsageError(
+        f"{path}: [{table}] is written in a way zero mcp does not rewrite (inline in its parent table, or keys of "
+        "it elsewhere in the file): edit the file by hand"
+    )
+
+
+def _blocks(lines: list[str]) -> list[tuple[int, int]]:
+    """Each table of a file's lines: its header's line and the line of the next header (or the end)."""
+    starts = [i for i, line in enumerate(lines) if line.lstrip().startswith("[")]
+    return list(zip(starts, [*starts[1:], len(lines)][: len(starts)], strict=True))
+
+
+def _write_checked(path: Path, table: str, target: Path, result: str, expected: dict[str, Any]) -> None:
+    """Write ``result`` to ``target`` whole, once it reads back as ``expected``; else a ``UsageError`` and the file
+    as it was."""
     try:
         after: object = tomllib.loads(result)
     except tomllib.TOMLDecodeError:
         after = None
     if after is None or _pruned(after) != _pruned(expected):
-        raise UsageError(
-            f"{path}: [{table}] is written in a way zero mcp does not rewrite (inline in its parent table, or keys "
-            "of it elsewhere in the file): edit the file by hand"
-        )
+        raise _not_rewritten(path, table)
     target.parent.mkdir(parents=True, exist_ok=True)
     try:
         write_file(target, result.encode("utf-8"), force=True)
     except OSError as e:
         raise UsageError(f"cannot write {path}: {e.strerror or e}") from None
-    return True
 
 
 def _header(line: str) -> tuple[str, ...] | None:

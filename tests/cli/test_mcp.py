@@ -164,6 +164,34 @@ def test_mcp_add_list_trust_and_remove_keep_the_rest_of_the_file(workspace: Path
     assert list(approved[str(workspace)]) == ["repo"]  # approved: it starts in runs here from now on
 
 
+def test_mcp_trust_changes_one_line_of_the_server_table_and_nothing_else(workspace: Path) -> None:
+    """Trust rewrote the whole table from the parsed entry: the comments in it went, its [..env] table became an
+    inline one, ``30`` became ``30.0``; a file with Windows line ends came back with Unix ones."""
+    config = Path(os.environ["XDG_CONFIG_HOME"]) / "zero" / "config.toml"
+    config.parent.mkdir(parents=True)
+    table = (
+        "[mcp.servers.fs]\n# the filesystem server\ncommand = 'npx'\n"
+        'args = ["-y", "@modelcontextprotocol/server-filesystem"]  # pinned\ntimeout_seconds = 30\n'
+    )
+    rest = '[mcp.servers.fs.env]\nTOKEN = "$FS_TOKEN"  # from the shell\n\n# the next one\n'
+    rest += '[mcp.servers.b]\ncommand = "b"\n'
+    config.write_text(table + rest)
+    assert zero("mcp", "trust", "fs", "--yes").returncode == 0
+    assert config.read_text() == table + "trust = true\n" + rest
+    config.write_text(table + "trust = false  # for now\n" + rest)
+    assert zero("mcp", "trust", "fs", "--yes").returncode == 0
+    assert config.read_text() == table + "trust = true  # for now\n" + rest
+    assert zero("mcp", "trust", "fs", "--yes").returncode == 0  # trusted already: the file as it was
+    assert config.read_text() == table + "trust = true  # for now\n" + rest
+    windows = '[mcp.servers.b]\r\ncommand = "b"\r\n\r\n[mcp.servers.c]\r\ncommand = "c"'
+    config.write_bytes(windows.encode())
+    assert zero("mcp", "trust", "b", "--yes").returncode == 0
+    assert config.read_bytes() == windows.replace('"b"\r\n', '"b"\r\ntrust = true\r\n').encode()
+    config.write_bytes(b'[mcp.servers.b]\ncommand = "b"')  # no newline at the end
+    assert zero("mcp", "trust", "b", "--yes").returncode == 0
+    assert config.read_text() == '[mcp.servers.b]\ncommand = "b"\ntrust = true\n'
+
+
 def test_a_server_that_exits_at_start_is_reported_by_its_exit_code_then_its_stderr(workspace: Path) -> None:
     config = Path(os.environ["XDG_CONFIG_HOME"]) / "zero" / "config.toml"
     config.parent.mkdir(parents=True)
@@ -205,15 +233,13 @@ def test_mcp_edits_a_server_however_its_table_is_written_or_refuses_and_leaves_t
     split = '# mine\n[mcp.servers.gh]\ncommand = "echo"\n\n[mcp.servers.gh.env]\nTOKEN = "$GITHUB_TOKEN"\n' + rest
     config.write_text(split)
     assert zero("mcp", "trust", "gh", "--yes").returncode == 0
-    assert config.read_text() == (
-        '# mine\n[mcp.servers.gh]\ncommand = "echo"\nenv = { "TOKEN" = "$GITHUB_TOKEN" }\ntrust = true\n' + rest
-    )
+    assert config.read_text() == split.replace('command = "echo"\n', 'command = "echo"\ntrust = true\n')
     config.write_text(split)
     assert zero("mcp", "remove", "gh").returncode == 0
     assert config.read_text() == "# mine\n" + rest
     config.write_text('[ mcp.servers."gh" ]  # quoted\ncommand = "echo"\n')
     assert zero("mcp", "trust", "gh", "--yes").returncode == 0
-    assert config.read_text() == '[mcp.servers.gh]\ncommand = "echo"\ntrust = true\n'
+    assert config.read_text() == '[ mcp.servers."gh" ]  # quoted\ncommand = "echo"\ntrust = true\n'
     inline = '[mcp.servers]\ngh = { command = "echo" }\n'
     for argv in (["trust", "gh", "--yes"], ["remove", "gh"]):
         config.write_text(inline)
