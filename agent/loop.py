@@ -94,11 +94,27 @@ __all__ = [
 def visible_specs(tools: Iterable[Tool], mode: PermissionMode) -> tuple[ToolSpec, ...]:
     """The tool definitions a call sends in ``mode``: a tool the mode always refuses is not shown, so the
     model does not plan around it."""
-    return tuple(
-        ToolSpec(name=t.name, description=t.description, parameters=t.parameters)
-        for t in tools
-        if decide(mode, t.side_effect) != "deny"
-    )
+    return tuple(_spec(t) for t in tools if decide(mode, t.side_effect) != "deny")
+
+
+_SPECS: dict[tuple[str, str, int], tuple[dict[str, Any], ToolSpec]] = {}
+_SPECS_KEPT = 4096
+
+
+def _spec(tool: Tool) -> ToolSpec:
+    """The tool's definition: one for every run of an agent with the same tool (its size is estimated by
+    serialising its schema, and a built-in tool's schema is one object, made once: ``tools.base._schema``). The
+    schema is kept with it, so its id names no other while it is here."""
+    parameters = tool.parameters
+    key = (tool.name, tool.description, id(parameters))
+    kept = _SPECS.get(key)
+    if kept is not None and kept[0] is parameters:
+        return kept[1]
+    if len(_SPECS) >= _SPECS_KEPT:  # (MCP servers' schemas are new objects each listing)
+        _SPECS.clear()
+    spec = ToolSpec(name=tool.name, description=tool.description, parameters=parameters)
+    _SPECS[key] = (parameters, spec)
+    return spec
 
 
 COMPACT_AT = 0.8

@@ -230,7 +230,9 @@ def _fold(text: str) -> str:
 
 
 _Found = tuple[int, int, int, int, bool]  # a secret's start and end, its match's, whether it is masked whole
-_CLEAN_LENGTH, _CLEAN_KEPT = 200, 8192  # the texts kept as clean: how long at most, how many at most
+# The texts kept as clean: how long each at most, and how many characters in all (a system prompt, a tool's
+# output or a file read again is written to a log after it was shown: each is scanned once).
+_CLEAN_LENGTH, _CLEAN_CHARS = 65536, 1 << 20
 _SECRET_ENV = re.compile(r"(KEY|TOKEN|SECRET|SECRETS|PASSWORD|PASSWD|PASS|PWD|CREDENTIAL|CREDENTIALS|AUTH)$", re.I)
 _NOT_SECRET_ENV = {"PWD", "OLDPWD", "XAUTHORITY"}
 
@@ -250,16 +252,19 @@ class Redactor:
         values = {v for v in values if len(v) >= 8} | {v for k, v in env.items() if secret_name(k) and len(v) >= 8}
         # Longest first, so a value containing another is masked whole.
         self.literals = sorted(values, key=len, reverse=True)
-        self._clean: dict[str, None] = {}  # short texts found clean (redaction is a function of the text alone)
+        self._clean: dict[str, None] = {}  # texts found clean (redaction is a function of the text alone)
+        self._clean_chars = 0
 
     def __call__(self, text: str) -> str:
-        if text in self._clean:  # a short text seen clean before (a session id, a model, a status): clean still
+        if text in self._clean:  # a text seen clean before (a session id, a status, a system prompt): clean still
             return text
         out = self._redact(text)
-        if len(text) <= _CLEAN_LENGTH and out == text:
-            if len(self._clean) >= _CLEAN_KEPT:
+        if out is text and len(text) <= _CLEAN_LENGTH:
+            if self._clean_chars + len(text) > _CLEAN_CHARS:
                 self._clean.clear()
+                self._clean_chars = 0
             self._clean[text] = None
+            self._clean_chars += len(text)
         return out
 
     def _redact(self, text: str) -> str:

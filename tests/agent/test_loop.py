@@ -27,6 +27,7 @@ from zero.agent import (
     ScriptToolCall,
     ScriptTurn,
     Usage,
+    visible_specs,
 )
 from zero.agent.loop import RESTARTED
 from zero.agent.providers.scripted import ScriptError
@@ -38,6 +39,7 @@ from zero.tools import (
     Owns,
     PermissionMode,
     Redactor,
+    SideEffect,
     ToolContext,
     ToolOutput,
     ToolRegistry,
@@ -583,3 +585,25 @@ async def test_a_conversation_near_the_context_window_is_compacted_and_recorded(
     # a resumed session continues from the same history
     stored = [e for e in rec.events if e.kind in STORED]
     assert messages_from_events(stored)[:2] == list(after)
+
+
+def test_a_tools_definition_is_made_once_for_every_run_and_anew_when_its_schema_is_new() -> None:
+    """Each member's run sends its tools' definitions, whose size is estimated by serialising their schemas: a
+    built-in tool's (one schema object, made once) is made once for all; a tool whose schema is a new object
+    each time (an MCP server listed again) gets a definition of that schema."""
+    first, again = visible_specs(builtin_tools(), "auto"), visible_specs(builtin_tools(), "auto")
+    assert [s.name for s in first] == [t.name for t in builtin_tools()]
+    assert all(a is b for a, b in zip(first, again, strict=True))
+
+    class Listed:
+        name, description = "mcp__docs__search", "Searches the docs."
+        side_effect: SideEffect = "read"
+
+        async def call(self, arguments: dict[str, Any], ctx: ToolContext) -> ToolOutput:
+            raise NotImplementedError
+
+        def __init__(self, fields: int) -> None:
+            self.parameters = {"type": "object", "properties": {f"f{i}": {"type": "string"} for i in range(fields)}}
+
+    small, large = visible_specs([Listed(1)], "auto")[0], visible_specs([Listed(40)], "auto")[0]
+    assert large.parameters == Listed(40).parameters and large.tokens > small.tokens + 100

@@ -4,6 +4,7 @@ and every stored event kind with exactly its payload fields (which of them may b
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import json
 import re
 import typing
@@ -13,7 +14,7 @@ import pytest
 from pydantic import TypeAdapter
 from support.package import ROOT
 
-from zero.agent import STORED, Event, decode_event
+from zero.agent import STORED, Event, Usage, decode_event
 from zero.sessions import SessionMetadata, UsageTotals, parse_log, record_of
 from zero.sessions.models import now_iso
 
@@ -86,3 +87,28 @@ def test_a_stamp_is_utc_to_the_millisecond_as_isoformat_writes_it(monkeypatch: p
         clock[0] = now
         expected = datetime.fromtimestamp(now, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
         assert now_iso() == expected
+
+
+def test_a_sessions_totals_are_the_sum_of_its_usage_events_as_usage_adds_them() -> None:
+    """``UsageTotals.add`` runs on every event that spends, so it adds in place, field by field: its result must be
+    what ``to_usage() + usage`` gives, made into totals, in every mix of unknown costs, estimates and calls."""
+    costs = (None, 0.0, 1e-11, 0.00123, 2.5)
+    cases = [
+        Usage(
+            prompt_tokens=p,
+            completion_tokens=c,
+            cached_tokens=p // 2,
+            cost_usd=cost,
+            calls=calls,
+            unpriced=u,
+            estimated=e,
+        )
+        for p, c, cost, calls, u, e in itertools.product((0, 7), (0, 3), costs, (0, 1), (False, True), (False, True))
+    ]
+    for start in cases[::7]:
+        totals = UsageTotals.of(start)
+        for usage in cases[::5]:
+            expected = UsageTotals.of(totals.to_usage() + usage)
+            totals.add(usage)
+            assert totals.model_dump_json() == expected.model_dump_json()
+            assert totals.model_fields_set == expected.model_fields_set

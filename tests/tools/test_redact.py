@@ -211,6 +211,29 @@ def test_a_text_found_clean_is_known_clean_and_a_secret_is_masked_every_time() -
         assert r("ghp_" + "a" * 36) == "[REDACTED]"
 
 
+def test_a_long_text_is_scanned_once_and_a_secret_in_one_is_masked_every_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A system prompt or a tool's output is shown, then written to the log: the second time it is known clean,
+    never a text that held a secret, and what is kept as clean has a bound."""
+    r = Redactor({"DEPLOY_TOKEN": "s3cr3t-value-1"})
+    prompt = "You map folders. " * 300
+    secret = prompt + "the token is s3cr3t-value-1"
+    scans: list[str] = []
+    found = r._found
+
+    def counted(text: str) -> list[tuple[int, int, int, int, bool]]:
+        scans.append(text)
+        return found(text)
+
+    monkeypatch.setattr(r, "_found", counted)
+    for _ in range(3):
+        assert r(prompt) == prompt
+        assert r(secret) == prompt + "the token is [REDACTED]"
+    assert scans.count(prompt) == 1 and scans.count(secret) == 3
+    for i in range(200):  # far past what is kept (the first ones are let go): nothing grows without end
+        r(f"{i} " + prompt)
+    assert sum(map(len, r._clean)) <= 1 << 20
+
+
 def test_a_format_that_ignores_case_is_found_in_every_spelling_it_matches() -> None:
     """``re.IGNORECASE`` takes the long s, the Kelvin sign and the dotless i for s, k and i: a trigger is looked
     for in text folded the same way, so a (?i) format is never skipped where it would match."""
