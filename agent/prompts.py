@@ -8,7 +8,29 @@ import platform
 from zero.errors import ToolError
 from zero.tools import NotFound, OutsideWorkspace, Workspace
 
-__all__ = ["INSTRUCTION_FILES", "default_system_prompt", "project_instructions", "read_instructions"]
+__all__ = [
+    "CONTINUED",
+    "INSTRUCTION_FILES",
+    "NODE_RESUMED",
+    "TEAM_RESUMED",
+    "default_system_prompt",
+    "project_instructions",
+    "read_instructions",
+]
+
+TEAM_RESUMED = (
+    "The team's run stopped before you finished, and it is resumed now. Continue your task from where you left off "
+    "(check what is already done first), then end with your report."
+)
+"""The prompt of a member's run in ``zero swarm resume``, when its history holds its task already."""
+NODE_RESUMED = (
+    "The node you ran on stopped before you finished, and you are resumed on another. Continue your task from "
+    "where you left off (check what is already done first), then end with your report."
+)
+"""The prompt of a member's run resumed on another Ray node, after its node died."""
+CONTINUED = frozenset({TEAM_RESUMED, NODE_RESUMED})
+"""The prompts of a run that goes on with a task a stopped run left: not a new task (a replay of the team
+runs it as one run)."""
 
 INSTRUCTION_FILES = ("AGENTS.md", "CLAUDE.md")
 """A workspace's instructions for agents: the first of these at its root (CLAUDE.md when there is no

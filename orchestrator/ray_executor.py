@@ -52,6 +52,7 @@ from zero.agent import (
     StatusChanged,
     Usage,
 )
+from zero.agent.prompts import NODE_RESUMED
 from zero.errors import ConfigError, ToolError
 from zero.heap import settle_collector
 from zero.orchestrator.control import ControlGuard, Controls
@@ -74,10 +75,6 @@ ContextOpener = Callable[[SessionStore], AbstractAsyncContextManager[AgentContex
 session store given: picklable, so Ray takes it to every node (the CLI's ``NodeContext``)."""
 
 NODE_DIED = "its Ray node died (or its member host did)"
-RESUMED = (
-    "The node you ran on stopped before you finished, and you are resumed on another. Continue your task from "
-    "where you left off (check what is already done first), then end with your report."
-)
 _ACTOR = {"max_restarts": 0, "max_task_retries": 0, "num_cpus": 0}
 
 
@@ -1127,7 +1124,7 @@ class _RayRun:
                 break
             # (a member whose node died before its first message was written is given its task again)
             conversed = await anyio.to_thread.run_sync(_conversed, executor.store, self.session_id)
-            work = replace(work, resume=True, prompt=RESUMED if conversed else task.prompt)
+            work = replace(work, resume=True, prompt=NODE_RESUMED if conversed else task.prompt)
         await self._adopt(ledger, key)
         assert self.result is not None
         return self.result

@@ -38,6 +38,7 @@ from zero.agent import (
     exit_code,
     worst,
 )
+from zero.agent.prompts import TEAM_RESUMED
 from zero.errors import ToolError, ZeroError
 from zero.orchestrator.control import USER, ControlGuard, ControlRefused, Controls
 from zero.orchestrator.executor import InProcessExecutor, MemberExecutor, MemberOutcome, MemberRun, MemberTask
@@ -438,10 +439,7 @@ class TeamRunner:
         role = member_role(self.plan, plan)
         resumed = self.resume is not None and self.resume.members[plan.name].has_history
         if resumed:
-            prompt = (
-                "The team's run stopped before you finished, and it is resumed now. Continue your task from "
-                "where you left off (check what is already done first), then end with your report."
-            )
+            prompt = TEAM_RESUMED
         node = self.tree.add(
             state.session_id,
             kind="member",

@@ -32,6 +32,7 @@ from zero.agent import (
     UsageUpdated,
     compact_history,
 )
+from zero.agent.prompts import CONTINUED
 from zero.agent.providers.scripted import (
     Script,
     ScriptError,
@@ -147,6 +148,8 @@ def _turns(events: Sequence[Event], path: str, places: Sequence[str]) -> tuple[l
             ]
 
     for event in events:
+        if isinstance(event, MessageAdded) and event.role == "user" and event.content in CONTINUED:
+            continue  # a team's (or a node's) resume goes on with the task: a replay runs the two as one run
         if isinstance(event, MessageAdded):
             if event.role == "assistant":
                 close()

@@ -291,6 +291,60 @@ text = "The app returns 42."
     assert "zero > explorer (app)" not in gone.stdout
 
 
+DUO = """
+name = "duo"
+[defaults]
+model = "gpt-4.1-mini"
+[[members]]
+name = "a"
+specialist = "explorer"
+prompt = "Read the README."
+[[members]]
+name = "b"
+specialist = "explorer"
+prompt = "List the folder."
+"""
+
+
+def test_a_team_that_finished_in_a_resume_replays_as_one_run_that_completes(workspace: Path, tmp_path: Path) -> None:
+    """A member that failed and was resumed by ``zero swarm resume`` goes on with its task on the resume's prompt:
+    its replay (the team run once) made its next call on its own prompt, which the recording did not have, and
+    reported the team failed, two divergences and exit 1, for a run that went as recorded."""
+    first = """
+[[turns]]
+match = { system = 'You are "a"', turn = 1 }
+tool_calls = [{ name = "read_file", arguments = { path = "README.md" } }]
+[[turns]]
+match = { system = 'You are "a"', turn = 2 }
+text = "A: it says 42."
+[[turns]]
+match = { system = 'You are "b"', turn = 1 }
+tool_calls = [{ name = "list_directory", arguments = {} }]
+[[turns]]
+match = { system = 'You are "b"', turn = 2 }
+error = { kind = "auth" }
+"""
+    team = write_script(tmp_path / "duo.toml", DUO)
+    done = zero(
+        "swarm",
+        "run",
+        str(team),
+        *scripted(write_script(tmp_path / "1.toml", first), workspace),
+        "--output-format",
+        "json",
+    )
+    assert done.returncode == 3, done.stderr  # (b failed: a provider's error)
+    recorded = json.loads(done.stdout)["sessionId"]
+    then = write_script(
+        tmp_path / "2.toml", '[[turns]]\nmatch = { system = \'You are "b"\' }\ntext = "B: two entries."\n'
+    )
+    assert zero("swarm", "resume", recorded, *scripted(then, workspace)).returncode == 0
+    replayed = zero("replay", recorded, "--output-format", "json")
+    assert replayed.returncode == 0, replayed.stdout
+    report = json.loads(replayed.stdout)
+    assert (report["status"], report["modelCalls"], report["divergences"]) == ("completed", 4, [])
+
+
 def test_a_team_whose_schema_is_a_file_replays_anywhere(workspace: Path, tmp_path: Path) -> None:
     # (the schema's path was read against the replay's copy of the team file: exit 2, "cannot read")
     (tmp_path / "schemas").mkdir()
