@@ -36,7 +36,7 @@ from zero.agent import (
     Usage,
     UsageUpdated,
 )
-from zero.sessions import SessionMetadata, apply_event, record_of
+from zero.sessions import FileSessionStore, SessionMetadata, apply_event, record_of, session_tree
 
 ZERO = shutil.which("zero") or str(Path(sys.executable).with_name("zero"))
 
@@ -144,6 +144,16 @@ def main() -> None:
             for label, seconds in results.items():
                 print(f"  zero {label:<32} {seconds * 1000:8.0f} ms")
         print(f"  zero --help                             {timed(['--help'], env) * 1000:8.0f} ms (start-up)")
+        store = FileSessionStore(Path(home) / "sessions")
+        team = store.metadata(member).root_session_id
+        runs = []
+        for _ in range(args.runs):
+            started = time.perf_counter()
+            session_tree(store, team)
+            runs.append(time.perf_counter() - started)
+        print(
+            f"  one team's tree (a run's end totals)     {statistics.median(runs) * 1000:8.0f} ms (in-process, indexed)"
+        )
 
 
 if __name__ == "__main__":

@@ -62,13 +62,15 @@ class Transcript:
     children: bool = False
     full: bool = False
     markdown: bool = False
-    _rollup: Rollup | None = field(default=None, init=False, repr=False)
+    _rollups: dict[str, Rollup] = field(default_factory=dict, init=False, repr=False)  # by run
 
     def _with_children(self, session_id: str) -> Usage:
         """What the session and every session below it spent (the fold every view totals with)."""
-        if self._rollup is None:
-            self._rollup = Rollup.of_rows([self.store.metadata(session_id).to_json(), *self.store.rows()])
-        return self._rollup.subtree(session_id)
+        meta = self.store.metadata(session_id)
+        run = meta.root_session_id or meta.session_id
+        if run not in self._rollups:
+            self._rollups[run] = Rollup.of_rows([meta.to_json(), *self.store.rows(tree=run)])
+        return self._rollups[run].subtree(session_id)
 
     def lines(self, session_id: str, depth: int = 0) -> Iterator[str]:
         meta = self.store.metadata(session_id)

@@ -336,8 +336,8 @@ class RayStore:
         result: tuple[list[StoredEvent], int] = self._call("events_since", session_id, cursor)
         return result
 
-    def rows(self) -> list[Row]:
-        result: list[Row] = self._call("rows")
+    def rows(self, tree: str | None = None) -> list[Row]:
+        result: list[Row] = self._call("rows", tree)
         return result
 
     def list(self) -> list[SessionMetadata]:

@@ -32,10 +32,14 @@ INDEX = ".index.json"
 _VERSION = 2  # (1: the metadata file's identity alone)
 
 
-def read_index(root: Path, fresh: Callable[[str], SessionMetadata | None]) -> tuple[list[Row], dict[str, str]]:
+def read_index(
+    root: Path, fresh: Callable[[str], SessionMetadata | None], *, tree: str | None = None
+) -> tuple[list[Row], dict[str, str]]:
     """Every readable session under ``root``, as rows, and the damaged ones with what is wrong with them.
     ``fresh(id)`` reads a session whose cached entry cannot be trusted (its file changed or is missing, or
-    it says ``pending``/``running``: its process may have died); None: not a session yet (being made)."""
+    it says ``pending``/``running``: its process may have died); None: not a session yet (being made).
+    ``tree``: only the sessions of the run whose root session that is (a session's ``rootSessionId`` never
+    changes, so a cached entry of another run is kept as it is, its files not even looked at)."""
     cached = _load(root / INDEX)
     entries: dict[str, list[Any]] = {}
     damaged: dict[str, str] = {}
@@ -48,10 +52,14 @@ def read_index(root: Path, fresh: Callable[[str], SessionMetadata | None]) -> tu
         damaged[link.name] = str(linked(Path(link.path)))
     names = [e.name for e in found if e.is_dir(follow_symlinks=False)]
     changed = False
+    kept: dict[str, list[Any]] = {}  # cached entries of other runs (``tree``): saved again, not returned
     for name in names:
+        entry = cached.get(name)
+        if tree is not None and entry is not None and entry[1].get("rootSessionId") not in (tree, "", None):
+            kept[name] = entry
+            continue
         path = f"{base}/{name}/"
         key = _identity(path)
-        entry = cached.get(name)
         if (
             entry is not None
             and key is not None
@@ -69,9 +77,12 @@ def read_index(root: Path, fresh: Callable[[str], SessionMetadata | None]) -> tu
         if meta is not None:
             entries[name] = [_identity(path) or key, meta.to_json()]
             changed = True
-    if changed or len(entries) != len(cached):
-        _save(root / INDEX, entries)
-    return [data for _, data in entries.values()], damaged
+    if changed or len(entries) + len(kept) != len(cached):
+        _save(root / INDEX, {**kept, **entries})
+    rows = [data for _, data in entries.values()]
+    if tree is not None:  # (read afresh, maybe of another run: a new session, or a changed file)
+        rows = [row for row in rows if row.get("rootSessionId") in (tree, "", None)]
+    return rows, damaged
 
 
 def _identity(folder: str) -> list[int] | None:

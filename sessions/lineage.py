@@ -47,7 +47,8 @@ class SessionNode:
 def session_tree(store: SessionStore, session_id: str) -> SessionNode:
     """``session_id`` and every session below it, oldest child first (one scan of the store)."""
     root = store.metadata(session_id)
-    rows = [root.to_json(), *(r for r in store.rows() if r.get("sessionId") != session_id)]
+    run = store.rows(tree=root.root_session_id or root.session_id)  # (the sessions of its run: not the store's)
+    rows = [root.to_json(), *(r for r in run if r.get("sessionId") != session_id)]
     by_parent: dict[str, list[Row]] = {}
     for row in rows:
         if parent := row.get("parentSessionId"):

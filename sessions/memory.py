@@ -95,8 +95,8 @@ class MemorySessionStore:
         events = self._get(session_id).events
         return events[cursor:], len(events)
 
-    def rows(self) -> list[Row]:
-        return [m.to_json() for m in self.list()]
+    def rows(self, tree: str | None = None) -> list[Row]:
+        return [m.to_json() for m in self.list() if tree is None or m.root_session_id in (tree, "")]
 
     def list(self) -> list[SessionMetadata]:
         found = [copy_metadata(s.meta) for s in self._sessions.values()]

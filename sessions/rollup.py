@@ -104,7 +104,7 @@ def close_open_children(store: SessionStore, session_id: str) -> list[ChildFinis
         meta = store.metadata(child)  # a dead run's child is repaired on the way: interrupted
         if not meta.finished:  # never started (it spent nothing), or running in this process after all
             continue
-        rollup = rollup or Rollup.of_rows(store.rows())
+        rollup = rollup or Rollup.of_rows(store.rows(tree=meta.root_session_id or meta.session_id))
         start = starts[child]
         ends.append(
             ChildFinished(

@@ -132,8 +132,9 @@ class SessionStore(Protocol):
         """The events after ``cursor`` (0: from the start) and the cursor to pass next time."""
         ...
 
-    def rows(self) -> list[Row]:
-        """``list()`` as ``metadata.json`` holds it (camelCase), unvalidated: fast for many sessions."""
+    def rows(self, tree: str | None = None) -> list[Row]:
+        """``list()`` as ``metadata.json`` holds it (camelCase), unvalidated: fast for many sessions. ``tree``: only
+        the sessions whose ``rootSessionId`` is that (a run's, at any depth), whatever else the store holds."""
         ...
 
     def list(self) -> list[SessionMetadata]:
@@ -340,13 +341,13 @@ class FileSessionStore:
                 os.close(fd)
         return True
 
-    def rows(self) -> list[Row]:
-        """All readable sessions as their ``metadata.json`` holds them, newest first: from the index,
-        checked against every session's file (fast for many sessions; validate only what you show)."""
-        return self.listing()[0]
+    def rows(self, tree: str | None = None) -> list[Row]:
+        """All readable sessions (``tree``: of that run) as their ``metadata.json`` holds them, newest first: from
+        the index, checked against each session's files (fast for many sessions; validate only what you show)."""
+        return self.listing(tree)[0]
 
-    def listing(self) -> tuple[list[Row], dict[str, str]]:
-        """``rows()``, and the sessions that cannot be read, with why (their metadata is missing or damaged,
+    def listing(self, tree: str | None = None) -> tuple[list[Row], dict[str, str]]:
+        """``rows(tree)``, and the sessions that cannot be read, with why (their metadata is missing or damaged,
         or a dead run's log is)."""
         if not self.root.is_dir():
             return [], {}
@@ -364,7 +365,7 @@ class FileSessionStore:
             check_log(meta, folder / "events.jsonl")
             return meta
 
-        found, damaged = read_index(self.root, fresh)
+        found, damaged = read_index(self.root, fresh, tree=tree)
         rows = sorted(found, key=lambda m: (m.get("updatedAt", ""), m.get("sessionId", "")), reverse=True)
         return rows, damaged
 
