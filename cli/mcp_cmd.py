@@ -136,6 +136,11 @@ def _add(args: McpOptions, workspace: Path, streams: Streams) -> int:
 
 
 def _remove(args: McpOptions, workspace: Path, streams: Streams) -> int:
+    if not re.fullmatch(r"[A-Za-z0-9_-]+", args.name):  # (``a.env`` is server a's [env] table, not a server)
+        raise UsageError(
+            f"invalid server name {args.name!r}: a server's name is a bare TOML key (letters, digits, '_' and '-'); "
+            "edit the file by hand for another"
+        )
     path = _config_file(args.project, workspace)
     if not edit_table(path, f"mcp.servers.{args.name}", None, within=_within(args.project, workspace)):
         raise UsageError(f"there is no [mcp.servers.{args.name}] in {path}")

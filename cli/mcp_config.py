@@ -449,13 +449,16 @@ def edit_table(path: Path, table: str, body: str | None, *, new: bool = False, w
         raise UsageError(f"{path} has [{table}] already: remove it first (zero mcp remove {key[-1]}), or another name")
     if body is None and _lookup(before, key) is None:
         return False
-    lines = text.splitlines()
+    lines = text.splitlines(keepends=True)  # (each as it ends: a Windows file keeps its line ends)
+    newline = "\r\n" if lines and lines[0].endswith("\r\n") else "\n"
+    if lines and not lines[-1].endswith("\n"):
+        lines[-1] += newline
     ours = [
         (i, end) for i, end in _blocks(lines) if (name := _header(lines[i])) is not None and name[: len(key)] == key
     ]
-    if ours:  # (the blank lines after the last of them stay: what follows keeps its distance)
+    if ours:  # the blank lines and comments after the last of them stay: they lead into what follows
         last, end = ours[-1]
-        while end > last + 1 and not lines[end - 1].strip():
+        while end > last + 1 and (not lines[end - 1].strip() or lines[end - 1].lstrip().startswith("#")):
             end -= 1
         ours[-1] = (last, end)
     dropped = {n for i, end in ours for n in range(i, end)}
@@ -463,8 +466,13 @@ def edit_table(path: Path, table: str, body: str | None, *, new: bool = False, w
     head = [line for n, line in enumerate(lines[:at]) if n not in dropped]
     tail = [line for n, line in enumerate(lines[at:], at) if n not in dropped]
     replacement = [] if body is None else [f"[{table}]", *body.splitlines()]
-    gap = [""] if replacement and not ours and head and head[-1].strip() else []
-    result = "\n".join([*head, *gap, *replacement, *tail]).strip("\n") + "\n"
+    gap = [newline] if replacement and not ours and head and head[-1].strip() else []
+    if not replacement and (not head or not head[-1].strip()):  # (no blank line doubled, none left on top)
+        while tail and not tail[0].strip():
+            tail.pop(0)
+    while not replacement and not tail and head and not head[-1].strip():  # (nor left at the end)
+        head.pop()
+    result = "".join([*head, *gap, *(line + newline for line in replacement), *tail])
     _write_checked(
         path, table, target, result, _with(before, key, None if body is None else _parsed(f"[{table}]\n{body}\n", path))
     )

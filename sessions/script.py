@@ -32,6 +32,7 @@ from zero.agent import (
     UsageUpdated,
     compact_history,
 )
+from zero.agent.output_schema import typed_prompt
 from zero.agent.prompts import CONTINUED
 from zero.agent.providers.scripted import (
     Script,
@@ -73,6 +74,9 @@ RETRIED = {
 }
 """A recorded retry's error code, and the kind of scripted error that fails the call again (so a retries budget
 replays too)."""
+
+_CONTINUED = CONTINUED | {typed_prompt(c) for c in CONTINUED}
+"""A resume's prompt, going on with the task a stopped run left (a typed member's with its note)."""
 
 NO_TURN = "no scripted turn matches"
 """How the scripted provider's error for a call its script does not have begins."""
@@ -148,7 +152,7 @@ def _turns(events: Sequence[Event], path: str, places: Sequence[str]) -> tuple[l
             ]
 
     for event in events:
-        if isinstance(event, MessageAdded) and event.role == "user" and event.content in CONTINUED:
+        if isinstance(event, MessageAdded) and event.role == "user" and event.content in _CONTINUED:
             continue  # a team's (or a node's) resume goes on with the task: a replay runs the two as one run
         if isinstance(event, MessageAdded):
             if event.role == "assistant":

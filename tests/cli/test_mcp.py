@@ -192,6 +192,33 @@ def test_mcp_trust_changes_one_line_of_the_server_table_and_nothing_else(workspa
     assert config.read_text() == '[mcp.servers.b]\ncommand = "b"\ntrust = true\n'
 
 
+def test_mcp_add_and_remove_leave_every_other_line_as_it_was(workspace: Path) -> None:
+    """Remove took the comment above the next table with it, and add and remove wrote a Windows file back with
+    Unix line ends and dropped its leading blank lines; remove of ``a.env`` deleted server a's [env] table."""
+    config = Path(os.environ["XDG_CONFIG_HOME"]) / "zero" / "config.toml"
+    config.parent.mkdir(parents=True)
+    rest = '# Local llama: free (see OPS-12)\n[prices."llama3.1"]\ninput = 0.0\noutput = 0.0\n'
+    config.write_text('[mcp.servers.docs]\ncommand = "docs-server"\n\n' + rest)
+    assert zero("mcp", "remove", "docs").returncode == 0
+    assert config.read_text() == rest
+    windows = (
+        '\r\nmodel = "gpt-4.1"\r\n\r\n[mcp.servers.a]\r\ncommand = "a"\r\n\r\n[mcp.servers.b]\r\ncommand = "b"\r\n'
+    )
+    config.write_bytes(windows.encode())
+    assert zero("mcp", "remove", "a").returncode == 0
+    assert config.read_bytes() == b'\r\nmodel = "gpt-4.1"\r\n\r\n[mcp.servers.b]\r\ncommand = "b"\r\n'
+    assert zero("mcp", "add", "c", "--", "c-server").returncode == 0
+    added = b'\r\n[mcp.servers.c]\r\ncommand = "c-server"\r\n'
+    assert config.read_bytes() == b'\r\nmodel = "gpt-4.1"\r\n\r\n[mcp.servers.b]\r\ncommand = "b"\r\n' + added
+    assert zero("mcp", "remove", "b").returncode == 0 and zero("mcp", "remove", "c").returncode == 0
+    assert config.read_bytes() == b'\r\nmodel = "gpt-4.1"\r\n'
+    nested = '[mcp.servers.a]\ncommand = "a"\n\n[mcp.servers.a.env]\nTOKEN = "$A_TOKEN"\n'
+    config.write_text(nested)
+    refused = zero("mcp", "remove", "a.env")
+    assert refused.returncode == 2 and "invalid server name 'a.env'" in refused.stderr
+    assert config.read_text() == nested
+
+
 def test_a_server_that_exits_at_start_is_reported_by_its_exit_code_then_its_stderr(workspace: Path) -> None:
     config = Path(os.environ["XDG_CONFIG_HOME"]) / "zero" / "config.toml"
     config.parent.mkdir(parents=True)

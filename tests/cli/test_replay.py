@@ -343,6 +343,23 @@ error = { kind = "auth" }
     assert replayed.returncode == 0, replayed.stdout
     report = json.loads(replayed.stdout)
     assert (report["status"], report["modelCalls"], report["divergences"]) == ("completed", 4, [])
+    # a typed member's resume prompt carries its note on submit_result after it
+    typed = write_script(
+        tmp_path / "typed.toml",
+        DUO.replace('prompt = "List the folder."', 'prompt = "List the folder."\noutput_schema = "json"'),
+    )
+    done = zero("swarm", "run", str(typed), *scripted(tmp_path / "1.toml", workspace), "--output-format", "json")
+    assert done.returncode == 3, done.stderr
+    recorded = json.loads(done.stdout)["sessionId"]
+    submit = write_script(
+        tmp_path / "3.toml",
+        "[[turns]]\nmatch = { system = 'You are \"b\"' }\n"
+        'tool_calls = [{ name = "submit_result", arguments = { result = [1] } }]\n',
+    )
+    assert zero("swarm", "resume", recorded, *scripted(submit, workspace)).returncode == 0
+    replayed = zero("replay", recorded, "--output-format", "json")
+    assert replayed.returncode == 0, replayed.stdout
+    assert json.loads(replayed.stdout)["divergences"] == []
 
 
 def test_a_team_whose_schema_is_a_file_replays_anywhere(workspace: Path, tmp_path: Path) -> None:
