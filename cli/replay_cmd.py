@@ -204,15 +204,35 @@ def _replay(
             later = ResumeOptions(session_id=replay_id, prompt=prompt, cwd=what.cwd, run=run, debug=what.debug)
             result = _run(later, streams)
             if int(result.get("exitCode", 0)) == 130:
-                return 130
+                return _interrupted(recording, replay_id, workspace, fmt, streams.stdout)
             stopped = stopped or _error(result)
     if int(result.get("exitCode", 0)) == 130:
-        return 130
+        return _interrupted(recording, replay_id, workspace, fmt, streams.stdout)
     store = session_store()
     found = divergences(script, recorded_sessions(store, replay_id))
     status = store.metadata(replay_id).status
     _report(found, recording, replay_id, status, workspace, stopped, script, fmt, streams.stdout)
     return 1 if found else 0
+
+
+def _interrupted(recording: ScriptRecording, replay_id: str, workspace: str, fmt: str, out: TextIO) -> int:
+    """Say that the replay was stopped (Ctrl-C, SIGTERM) before it was compared: its session, nothing to judge."""
+    if fmt == "json":
+        report = {
+            "type": "replay",
+            "recorded": recording.session_id,
+            "sessionId": replay_id,
+            "status": "interrupted",
+            "workspace": workspace,
+            "exitCode": 130,
+        }
+        out.write(json.dumps(report, ensure_ascii=False) + "\n")
+    else:
+        out.write(
+            f"the replay of {printable(recording.session_id)} as {replay_id} was interrupted in "
+            f"{printable(workspace)}: not compared with the recording\n"
+        )
+    return 130
 
 
 def _error(result: dict[str, Any]) -> str:

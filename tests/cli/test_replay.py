@@ -6,13 +6,16 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 import stat
+import subprocess
+import time
 import tomllib
 from pathlib import Path
 
 import pytest
 import tomli_w
-from support.cli import scripted, write_script, zero
+from support.cli import ZERO, scripted, write_script, zero
 from support.secrets import TOKENS
 
 from zero.agent import Message, MessageAdded, RunStarted, ToolCall, ToolCallStarted
@@ -825,3 +828,35 @@ def test_a_call_nested_deeper_than_a_log_holds_is_refused_before_it_runs(workspa
         "zero: error: the script's tool calls nest too deeply to run or record (Maximum serialization depth "
         "exceeded)\n",
     )
+
+
+def test_a_replay_stopped_by_a_signal_says_so_and_names_its_session(workspace: Path, tmp_path: Path) -> None:
+    """A replay stopped by SIGTERM (or Ctrl-C) exited 130 and printed nothing, its JSON report included."""
+    wait = "touch started; while [ ! -e go ]; do sleep 0.02; done"
+    script = write_script(
+        tmp_path / "s.toml",
+        f'[[turns]]\nmatch = {{ turn = 1 }}\ntool_calls = [{{ name = "bash", arguments = {{ command = "{wait}" }} }}]\n'
+        '[[turns]]\nmatch = { turn = 2 }\ntext = "done"\n',
+    )
+    (workspace / "go").touch()
+    done = zero("exec", "Wait", *scripted(script, workspace), "--permission-mode", "unsafe", "--output-format", "json")
+    assert done.returncode == 0, done.stderr
+    recorded = json.loads(done.stdout)["sessionId"]
+    (workspace / "go").unlink()
+    (workspace / "started").unlink()
+    replay = subprocess.Popen(
+        [ZERO, "replay", recorded, "--permission-mode", "unsafe", "--output-format", "json"],
+        cwd=workspace,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 30
+    while not (workspace / "started").exists() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    replay.send_signal(signal.SIGTERM)
+    out, err = replay.communicate(timeout=30)
+    assert replay.returncode == 130, err
+    report = json.loads(out)
+    assert (report["recorded"], report["status"], report["exitCode"]) == (recorded, "interrupted", 130)
+    assert sessions().metadata(report["sessionId"]).replay_of == recorded
