@@ -78,6 +78,9 @@ replays too)."""
 _CONTINUED = CONTINUED | {typed_prompt(c) for c in CONTINUED}
 """A resume's prompt, going on with the task a stopped run left (a typed member's with its note)."""
 
+FAILED = {**RETRIED, "auth_error": "auth", "bad_request": "bad_request", "context_too_long": "context_too_long"}
+"""The error code a run ended on, and the kind of scripted error that ends it the same way in its replay."""
+
 NO_TURN = "no scripted turn matches"
 """How the scripted provider's error for a call its script does not have begins."""
 
@@ -143,6 +146,7 @@ def _turns(events: Sequence[Event], path: str, places: Sequence[str]) -> tuple[l
     results: dict[str, ScriptResult] = {}
     unspent: ScriptUsage | None = None
     error = ""
+    ended: ScriptTurn | None = None  # the call a run ended on, failing: a turn unless a resume went on past it
 
     def close() -> None:  # the last turn's results, in call order; a call with none ended with the run
         if turns:
@@ -153,7 +157,13 @@ def _turns(events: Sequence[Event], path: str, places: Sequence[str]) -> tuple[l
 
     for event in events:
         if isinstance(event, MessageAdded) and event.role == "user" and event.content in _CONTINUED:
+            ended = None  # (the call it failed on is made again by the resume, as the replay's next call)
             continue  # a team's (or a node's) resume goes on with the task: a replay runs the two as one run
+        if isinstance(event, MessageAdded) and ended is not None:  # a run on a new prompt: the failure stays
+            close()
+            results = {}
+            turns.append(ended)
+            ended = None
         if isinstance(event, MessageAdded):
             if event.role == "assistant":
                 close()
@@ -190,9 +200,14 @@ def _turns(events: Sequence[Event], path: str, places: Sequence[str]) -> tuple[l
             messages[:] = compact_history(messages, event.summary)
         elif isinstance(event, ErrorRaised):
             error = event.message
+            if event.code in FAILED:  # a model call failed and ended the run: its replay fails it the same way
+                failure = ScriptError(kind=FAILED[event.code], message=event.message, retry_after=0)
+                ended = ScriptTurn(match=_match(messages, places), error=failure, session=path)
         elif isinstance(event, RunStarted):
             error = ""
     close()
+    if ended is not None:
+        turns.append(ended)
     if all(t.match.prompt == t.match.user for t in turns):  # one run: its prompt is its first user message
         for turn in turns:
             turn.match.prompt = None

@@ -860,3 +860,22 @@ def test_a_replay_stopped_by_a_signal_says_so_and_names_its_session(workspace: P
     report = json.loads(out)
     assert (report["recorded"], report["status"], report["exitCode"]) == (recorded, "interrupted", 130)
     assert sessions().metadata(report["sessionId"]).replay_of == recorded
+
+
+def test_a_run_that_ended_on_a_servers_error_replays_failing_the_same_way(workspace: Path, tmp_path: Path) -> None:
+    """Only a retried call's failures were in the script: the call a run ended on (a refused key, a prompt too
+    long) was not, so its replay reported "model call 2 is not in the recording" and exit 1, for a run that went
+    as recorded (REPLAY.md: a failed run replays without divergence when it fails the same way)."""
+    script = write_script(
+        tmp_path / "s.toml",
+        '[[turns]]\nmatch = { turn = 1 }\ntool_calls = [{ name = "read_file", arguments = { path = "README.md" } }]\n'
+        '[[turns]]\nmatch = { turn = 2 }\nerror = { kind = "context_too_long", message = "the prompt is too long" }\n',
+    )
+    done = zero("exec", "Read it", *scripted(script, workspace), "--output-format", "json")
+    assert done.returncode != 0
+    recorded = json.loads(done.stdout)["sessionId"]
+    replayed = zero("replay", recorded, "--output-format", "json")
+    assert replayed.returncode == 0, replayed.stdout
+    report = json.loads(replayed.stdout)
+    assert (report["status"], report["divergences"], report["modelCalls"]) == ("failed", [], 1)
+    assert "the prompt is too long" in report["error"]
