@@ -115,7 +115,9 @@ def _walk(
 ) -> Iterator[RecordedSession]:
     meta = node.meta
     events = [e.event for e in store.events(meta.session_id)]
-    session = RecordedSession(path=path, label=label, session_id=meta.session_id, cwd=meta.cwd, status=meta.status)
+    ran = [e.cwd for e in events if isinstance(e, RunStarted) and e.cwd]  # (a worktree, for a member in one)
+    cwd = ran[-1] if ran else meta.cwd
+    session = RecordedSession(path=path, label=label, session_id=meta.session_id, cwd=cwd, status=meta.status)
     session.turns, session.error = _turns(events, path, (meta.cwd, *places))
     yield session
     started: dict[str, ChildStarted] = {}
@@ -374,6 +376,7 @@ def divergences(recording: Script, replay: Sequence[RecordedSession]) -> list[Di
     for turn in answered(recording.turns):
         calls.setdefault(turn.session, []).append(turn)
     replayed = {s.path: s for s in replay}
+    tops = (recorded[""].cwd if "" in recorded else "", replayed[""].cwd if "" in replayed else "")
     found: list[Divergence] = []
     for path, was in recorded.items():
         now = replayed.get(path)
@@ -390,7 +393,7 @@ def divergences(recording: Script, replay: Sequence[RecordedSession]) -> list[Di
                     )
                 )
             continue
-        found += _compare(was, calls[path], now)
+        found += _compare(was, calls[path], now, tops)
     for path, now in replayed.items():
         if path not in recorded:
             found.append(
@@ -405,7 +408,10 @@ def divergences(recording: Script, replay: Sequence[RecordedSession]) -> list[Di
     return found
 
 
-def _compare(was: ScriptSession, then: list[ScriptTurn], now: RecordedSession) -> list[Divergence]:
+def _compare(
+    was: ScriptSession, then: list[ScriptTurn], now: RecordedSession, tops: tuple[str, str]
+) -> list[Divergence]:
+    """``tops``: the workspaces of the recording and of the replay (a member's own folder may be a worktree)."""
     found: list[Divergence] = []
 
     def say(kind: Any, call: int, message: str, tool: str = "", diff: str = "") -> None:
@@ -419,7 +425,7 @@ def _compare(was: ScriptSession, then: list[ScriptTurn], now: RecordedSession) -
             say("answer", index, f"{now.label}: model call {index} was answered with another turn than recorded")
         for before, after in zip(old.results, new.results, strict=False):
             number += 1
-            a, b = _normal(before.output, was.cwd), _normal(after.output, now.cwd)
+            a, b = _normal(before.output, was.cwd, tops[0]), _normal(after.output, now.cwd, tops[1])
             if before.status == "missing":
                 say(
                     "result",
@@ -459,10 +465,10 @@ def answered(turns: Sequence[ScriptTurn]) -> list[ScriptTurn]:
     return [t for t in turns if t.error is None]
 
 
-def _normal(text: str, cwd: str) -> str:
-    """A tool result as it compares: the session's workspace, the ids of sessions (new in every run) and a
-    child's time replaced by placeholders."""
-    if cwd:
+def _normal(text: str, *cwds: str) -> str:
+    """A tool result as it compares: the session's folders (its worktree, the run's workspace), the ids of
+    sessions (new in every run) and a child's time replaced by placeholders."""
+    for cwd in sorted({c for c in cwds if c}, key=len, reverse=True):  # (a folder inside another first)
         text = text.replace(cwd, "<workspace>")
     return _TIME.sub(r"\1: <time>", SESSION_ID.sub("<session>", text))
 

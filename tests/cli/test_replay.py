@@ -879,3 +879,27 @@ def test_a_run_that_ended_on_a_servers_error_replays_failing_the_same_way(worksp
     report = json.loads(replayed.stdout)
     assert (report["status"], report["divergences"], report["modelCalls"]) == ("failed", [], 1)
     assert "the prompt is too long" in report["error"]
+
+
+def test_a_member_in_a_worktree_replays_with_its_own_folder_in_its_results(workspace: Path, tmp_path: Path) -> None:
+    """A writer member works in a worktree of its own, a new folder each run: a result that named it (``pwd``, a
+    test runner's ``rootdir:``) differed in every replay of an unchanged checkout."""
+    for argv in (["init", "-q"], ["add", "."], ["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "i"]):
+        subprocess.run(["git", *argv], cwd=workspace, check=True)
+    team = write_script(
+        tmp_path / "team.toml",
+        'name = "writers"\n[defaults]\nmodel = "gpt-4.1-mini"\n'
+        '[[members]]\nname = "w"\nspecialist = "worker"\nprompt = "Say where you are."\n',
+    )
+    script = write_script(
+        tmp_path / "s.toml",
+        "[[turns]]\nmatch = { system = 'You are \"w\"', turn = 1 }\n"
+        'tool_calls = [{ name = "bash", arguments = { command = "pwd" } }]\n'
+        '[[turns]]\nmatch = { system = \'You are "w"\', turn = 2 }\ntext = "here"\n',
+    )
+    done = zero("swarm", "run", str(team), *scripted(script, workspace), "--output-format", "json")
+    assert done.returncode == 0, done.stderr
+    recorded = json.loads(done.stdout)["sessionId"]
+    replayed = zero("replay", recorded, "--output-format", "json")
+    assert replayed.returncode == 0, replayed.stdout
+    assert json.loads(replayed.stdout)["divergences"] == []
