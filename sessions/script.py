@@ -127,8 +127,11 @@ def _walk(
     steps: dict[str, int] = {}
     for child in node.children:
         start = started.get(child.meta.session_id)
-        if start is not None and start.member:
-            yield from _walk(store, child, start.member, start.member, (*places, meta.cwd))
+        member = start.member if start is not None else ""
+        if start is None and child.meta.session_kind == "member":  # (one that never started has no child_start)
+            member = child.meta.member_name
+        if member:
+            yield from _walk(store, child, member, member, (*places, meta.cwd))
             continue
         step = start.tool_call_id if start is not None and start.tool_call_id else child.meta.session_id
         steps[step] = steps.get(step, 0) + 1
@@ -310,6 +313,12 @@ def export_script(store: SessionStore, session_id: str) -> Script:
     sessions = recorded_sessions(store, session_id)
     events = [e.event for e in store.events(session_id)]
     team = next((e for e in events if isinstance(e, TeamStarted)), None)
+    reused = [s.label for s in sessions if s.path and "/" not in s.path and store.metadata(s.session_id).reused_from]
+    if reused:  # (their outputs came from other runs, whose calls are not in this one: a replay runs every member)
+        raise UsageError(
+            f"{session_id} took the output of {', '.join(sorted(reused))} from earlier runs (swarm run --reuse), so it "
+            "cannot be replayed: replay the runs that made them, or run the team again without --reuse and replay that"
+        )
     prompts: list[str] = []
     starting = False
     for event in events:  # an agent's prompts: the first user message of each of its runs

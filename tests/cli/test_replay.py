@@ -903,3 +903,33 @@ def test_a_member_in_a_worktree_replays_with_its_own_folder_in_its_results(works
     replayed = zero("replay", recorded, "--output-format", "json")
     assert replayed.returncode == 0, replayed.stdout
     assert json.loads(replayed.stdout)["divergences"] == []
+
+
+def test_a_member_that_never_started_replays_in_its_place_and_a_reused_run_is_refused(
+    workspace: Path, tmp_path: Path
+) -> None:
+    """A member left pending (its dependency stopped at max_turns) was taken for a Task child and named by its
+    recorded session id, which no replay has: a run that went as recorded diverged. A run that took members'
+    outputs from earlier runs (--reuse) replayed as though they had made no call, and diverged everywhere."""
+    team = write_script(
+        tmp_path / "team.toml",
+        'name = "chain"\n[defaults]\nmodel = "gpt-4.1-mini"\n'
+        '[[members]]\nname = "a"\nspecialist = "explorer"\nprompt = "Read the README."\nmax_turns = 1\n'
+        '[[members]]\nname = "b"\nspecialist = "explorer"\ndepends_on = ["a"]\nprompt = "Sum up {{ a.output }}"\n',
+    )
+    script = write_script(
+        tmp_path / "s.toml",
+        "[[turns]]\nmatch = { system = 'You are \"a\"' }\n"
+        'tool_calls = [{ name = "read_file", arguments = { path = "README.md" } }]\n',
+    )
+    done = zero("swarm", "run", str(team), *scripted(script, workspace), "--output-format", "json")
+    recorded = json.loads(done.stdout)["sessionId"]
+    replayed = zero("replay", recorded, "--output-format", "json")
+    assert replayed.returncode == 0, replayed.stdout
+    assert json.loads(replayed.stdout)["divergences"] == []
+    both = write_script(tmp_path / "both.toml", "[[turns]]\ntext = 'done'\ntimes = 0\n")
+    first = zero("swarm", "run", str(team), *scripted(both, workspace), "--output-format", "json")
+    again = zero("swarm", "run", str(team), *scripted(both, workspace), "--reuse", "last", "--output-format", "json")
+    assert first.returncode == 0 and again.returncode == 0, again.stderr
+    refused = zero("replay", json.loads(again.stdout)["sessionId"])
+    assert refused.returncode == 2 and "took the output of a, b from earlier runs" in refused.stderr
