@@ -61,7 +61,7 @@ def read_team(store: SessionStore, team_id: str) -> RecordedTeam:
             status=member_meta.status,
             output=end.output if end is not None else "",
             usage=tree.rollup.subtree(member.session_id),
-            turns=end.turns if end is not None else 0,
+            turns=member_meta.usage.calls,  # (its model calls in every run, as the tree counts them)
             has_history=any(e.kind == "run_start" for e in events),
             inputs=member.inputs,
         )

@@ -526,7 +526,9 @@ class TeamRunner:
             state.status = "failed" if state.reason else self.tree.why(self.node)
         else:
             result = outcome.result
-            state.status, state.output, state.turns = result.status, result.output, result.turns
+            record = self.resume.members.get(state.plan.name) if self.resume else None
+            earlier = record.turns if record is not None else 0  # (its calls in earlier runs: it goes on from them)
+            state.status, state.output, state.turns = result.status, result.output, earlier + result.turns
             state.reason, state.usage, state.error_code = result.error or "", outcome.usage, result.error_code
         if state.status == "budget_exhausted" and member_ledger.trip is not None and not state.reason:
             state.reason = str(member_ledger.trip)

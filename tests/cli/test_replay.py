@@ -341,7 +341,10 @@ error = { kind = "auth" }
     then = write_script(
         tmp_path / "2.toml", '[[turns]]\nmatch = { system = \'You are "b"\' }\ntext = "B: two entries."\n'
     )
-    assert zero("swarm", "resume", recorded, *scripted(then, workspace)).returncode == 0
+    resumed = zero("swarm", "resume", recorded, *scripted(then, workspace), "--output-format", "json")
+    assert resumed.returncode == 0, resumed.stderr
+    turns = {m["name"]: m["turns"] for m in json.loads(resumed.stdout)["members"]}
+    assert turns == {"a": 2, "b": 2}  # each one's calls in every run, as sessions tree counts them (b's were 1)
     replayed = zero("replay", recorded, "--output-format", "json")
     assert replayed.returncode == 0, replayed.stdout
     report = json.loads(replayed.stdout)
