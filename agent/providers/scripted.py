@@ -191,7 +191,7 @@ def load_script(path: Path) -> Script:
 
 
 def turn_number(messages: Sequence[Message]) -> int:
-    """Which model call this is within the current run: 1 + assistant messages since the last user one."""
+    """Which model call this is since the latest user message (a prompt, or a note): 1 + assistant messages since."""
     count = 0
     for m in reversed(messages):
         if m.role == "user":
