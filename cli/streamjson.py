@@ -295,6 +295,8 @@ def read_input(lines: Iterable[str], source: str = "stdin") -> str:
         content = event.get("content")
         if not isinstance(content, str):
             raise UsageError(f"{where}: content must be a string")
+        if not content.strip():  # (as a blank prompt argument is refused: there is nothing to ask)
+            raise UsageError(f"{where}: content is {'blank' if content else 'empty'}: give the prompt's text")
         parts.append(content)
     if not parts:
         raise UsageError(f"{source}: no message or prompt events")

@@ -175,6 +175,8 @@ def test_input_events_are_combined_and_unknown_fields_rejected(workspace: Path, 
         ('{"schemaVersion": 2, "type": "shout", "content": "x"}', "unknown event type 'shout'"),
         ('{"schemaVersion": 2, "type": "message", "role": "assistant", "content": "x"}', "must have role 'user'"),
         ("not json", "not valid JSON"),
+        ('{"schemaVersion": 2, "type": "prompt", "content": ""}', "content is empty"),  # (an internal error)
+        ('{"schemaVersion": 2, "type": "message", "role": "user", "content": " \\n "}', "content is blank"),
     ]:
         with pytest.raises(UsageError, match=message):
             read_input([bad])
