@@ -238,7 +238,8 @@ def read_schema(value: object, base: Path) -> dict[str, Any]:
 def field_problem(schema: dict[str, Any], path: Sequence[str]) -> str | None:
     """Why a result valid by ``schema`` can have nothing at ``path`` (keys, or indexes of an array), where the
     schema says so: a key its object declares no property for (unless it allows others by name:
-    ``additionalProperties`` or ``patternProperties``), an index into what is no array, a key into a scalar.
+    ``additionalProperties`` that is not ``false``, or ``patternProperties``), an index into what is no array, a key
+    into a scalar.
     None where the result may have it (``$ref``, combinators and the like are not followed)."""
     from zero.errors import did_you_mean
 
@@ -256,7 +257,10 @@ def field_problem(schema: dict[str, Any], path: Sequence[str]) -> str | None:
             schema = items
             continue
         properties = schema.get("properties")
-        if not isinstance(properties, dict) or set(schema) & {"additionalProperties", "patternProperties", "$ref"}:
+        others = schema.get("additionalProperties", False) is not False or bool(
+            set(schema) & {"patternProperties", "$ref"}
+        )
+        if not isinstance(properties, dict) or others:  # (``additionalProperties = false`` allows none: checked)
             return None
         if key not in properties:
             return f"its output_schema declares no property {key!r}{where}{did_you_mean(key, properties)}"

@@ -138,6 +138,9 @@ def test_a_placeholder_into_a_field_the_schema_cannot_have_is_refused_before_any
         f"{tmp_path / 'team.toml'}:16: member 'reviewer': prompt uses {{{{ mapper.output.modlues }}}}, but mapper's "
         "result cannot have it: its output_schema declares no property 'modlues' (did you mean \"modules\"?)"
     ]
+    closed = TYPED.replace("required = [", "additionalProperties = false\nrequired = [")  # (it was let through)
+    error = plan_of(workspace, tmp_path, closed.replace("{{ mapper.output.modules.0 }}", "{{ mapper.output.files }}"))
+    assert error.problems[0].message.endswith("its output_schema declares no property 'files'")
     error = plan_of(
         workspace, tmp_path, TYPED.replace("{{ mapper.output.modules.0 }}", "{{ mapper.output.modules.x }}")
     )
