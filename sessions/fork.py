@@ -19,6 +19,8 @@ def fork_session(
     None), linked to its origin (``forkedFrom``), ``pending`` and held by nobody; its metadata and the
     history to continue with."""
     meta = store.metadata(origin)
+    if meta.session_kind == "team":  # (its members hold the conversations)
+        raise UsageError(f"{origin} is a team run, which has no conversation of its own: fork one of its members")
     events = store.events(origin)
     if at_sequence is not None and not any(e.sequence == at_sequence for e in events):
         last = events[-1].sequence if events else 0
@@ -51,6 +53,7 @@ def fork_session(
         }
     )
     store.create(fork)
-    store.append(new_id, [e for e in kept if e.kind in ("message", "tool_call", "tool_result")])
+    # (its compaction too: the history it continues with is the summary, as the origin's was)
+    store.append(new_id, [e for e in kept if e.kind in ("message", "tool_call", "tool_result", "compaction")])
     store.release(new_id)  # made, not run: whoever runs it takes it (another process may)
     return store.metadata(new_id), history

@@ -10,7 +10,9 @@ import pytest
 from support.mounts import fill, tmpfs
 
 from zero.agent import (
+    Compacted,
     Event,
+    MessageAdded,
     ScriptedProvider,
     ScriptMatch,
     ScriptToolCall,
@@ -23,7 +25,9 @@ from zero.sessions import (
     AgentSession,
     FileSessionStore,
     MemorySessionStore,
+    SessionMetadata,
     SessionStore,
+    fork_session,
     messages_from_events,
     subtree_usage,
 )
@@ -176,3 +180,31 @@ async def test_a_session_whose_writes_stopped_makes_no_more_model_calls(workspac
         assert result.error is not None and result.error.startswith("cannot write the session: disk full (")
         provider = ctx.provider
         assert isinstance(provider, ScriptedProvider) and provider.calls == []
+
+
+def test_a_fork_of_a_compacted_session_keeps_its_summary_and_a_team_is_not_forked() -> None:
+    """The fork copied messages and tools but not the compaction: what it said it held (the summary) and what
+    it wrote (the whole old conversation, which a resume sent again) disagreed. Forking a team said "no
+    conversation up to event None"."""
+    store = MemorySessionStore()
+    sid = "zero_20261206000000_00000000000a"
+    store.create(SessionMetadata(session_id=sid, root_session_id=sid))
+    long = "word " * 3000
+    store.append(
+        sid,
+        [
+            MessageAdded(session_id=sid, role="system", content="sys"),
+            MessageAdded(session_id=sid, role="user", content="read big"),
+            MessageAdded(session_id=sid, role="assistant", content=long),
+            Compacted(session_id=sid, summary="It read a big file.", replaced=2),
+            MessageAdded(session_id=sid, role="user", content="go on"),
+        ],
+    )
+    meta, history = fork_session(store, sid)
+    forked = messages_from_events(e.event for e in store.events(meta.session_id))
+    assert [m.content for m in forked] == [m.content for m in history]
+    assert long not in [m.content for m in forked] and "go on" in forked[-1].content
+    team = "team_20261206000000_00000000000b"
+    store.create(SessionMetadata(session_id=team, session_kind="team", root_session_id=team))
+    with pytest.raises(UsageError, match="is a team run, which has no conversation of its own: fork one of its"):
+        fork_session(store, team)
