@@ -38,7 +38,7 @@ __all__ = [
 
 NO_PROVIDER = (
     "No model provider is configured. Set OPENAI_API_KEY or ANTHROPIC_API_KEY in the environment "
-    "(or pick one with --provider / ZERO_PROVIDER / `provider = ...` in ~/.config/zero/config.toml); "
+    "(or pick one with --provider / ZERO_PROVIDER / `provider = ...` in {config}); "
     "for a local OpenAI-compatible server such as Ollama, vLLM or LM Studio pass "
     "--base-url http://localhost:11434/v1 --model NAME; to run offline on a script of model turns, "
     "use --provider scripted --script FILE."
@@ -348,7 +348,7 @@ def resolve_settings(
         elif env.get("ANTHROPIC_API_KEY"):
             name = "anthropic"
         else:
-            raise ConfigError(NO_PROVIDER)
+            raise ConfigError(NO_PROVIDER.format(config=user_config_dir() / "config.toml"))
     info = PROVIDER_INFO.get(name)
     if info is None:
         raise ConfigError(

@@ -9,6 +9,7 @@ transcripts, nested where they ran. ``markdown`` gives the same as a Markdown do
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import assert_never
@@ -201,8 +202,9 @@ class Transcript:
             more = f"… ({len(lines)} lines, {len(output):,} characters; --full shows it all)"
         changed = f" · changed {', '.join(e.changed_files)}" if e.changed_files else ""
         head = f"{at}← {e.status}{changed}"
-        if self.markdown:
-            return [head, "", "```", printable(text), *([more] if more else []), "```", ""]
+        if self.markdown:  # (fenced by more backticks than any run in it: a ``` of its own ends nothing)
+            fence = "`" * max(3, 1 + max((len(run) for run in re.findall(r"`+", text)), default=0))
+            return [head, "", fence, printable(text), *([more] if more else []), fence, ""]
         return [head, *(f"    {printable(line)}" for line in text.splitlines()), *([f"    {more}"] if more else [])]
 
     def _trim(self, text: str, limit: int) -> str:

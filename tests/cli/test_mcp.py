@@ -786,8 +786,10 @@ def test_an_unconfigured_zero_still_serves_and_each_run_answers_with_the_configu
     assert all("title" not in t.input_schema and t.output_schema is None for t in got["tools"])
     assert tools["run_team"].title == "Run a team"
     assert tools["run_team"].description.startswith("Run a team file (a path in the workspace) under its shared")
+    mine = Path(os.environ["XDG_CONFIG_HOME"]) / "zero" / "config.toml"  # (named where it is: it was ~/.config's)
     for answer, tool in ((got["explorer"], "explorer"), (got["team"], "run_team")):
-        assert answer.is_error and answer.content[0].text == f"Error executing tool {tool}: {NO_PROVIDER}"
+        said = NO_PROVIDER.format(config=mine)
+        assert answer.is_error and answer.content[0].text == f"Error executing tool {tool}: {said}"
     # reading sessions needs no provider
     assert got["sessions"].content[0].text.endswith("no session zero_20200101000000_000000000000 in this workspace")
     assert store().list() == []

@@ -480,3 +480,20 @@ def test_a_single_agents_run_counts_itself_in_the_tree_and_the_watch(workspace: 
     sid = store().list()[0].session_id
     for argv in (["sessions", "tree", sid], ["swarm", "watch", sid]):
         assert zero(*argv).stdout.splitlines()[-1] == "1 completed", argv
+
+
+def test_a_markdown_export_fences_a_tool_output_that_holds_a_fence_of_its_own(workspace: Path, tmp_path: Path) -> None:
+    """A tool's output holding ``` closed its fence early: what followed rendered as the export's own Markdown."""
+    (workspace / "notes.md").write_text("```\n# Injected heading\n```\n")
+    script = write_script(
+        tmp_path / "s.toml",
+        '[[turns]]\nmatch = { turn = 1 }\ntool_calls = [{ name = "read_file", arguments = { path = "notes.md" } }]\n'
+        '[[turns]]\nmatch = { turn = 2 }\ntext = "read"\n',
+    )
+    done = zero("exec", "Read the notes", *scripted(script, workspace), "--output-format", "json")
+    exported = zero("sessions", "export", json.loads(done.stdout)["sessionId"], "--format", "md")
+    assert exported.returncode == 0, exported.stderr
+    lines = exported.stdout.splitlines()
+    opened = lines.index("````")  # longer than any run of backticks in it
+    assert lines[opened + 1 : opened + 4] == ["     1\t```", "     2\t# Injected heading", "     3\t```"]
+    assert lines[opened + 4] == "````"
