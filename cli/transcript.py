@@ -64,6 +64,7 @@ class Transcript:
     full: bool = False
     markdown: bool = False
     _rollups: dict[str, Rollup] = field(default_factory=dict, init=False, repr=False)  # by run
+    _shown: set[str] = field(default_factory=set, init=False, repr=False)  # children printed so far
 
     def _with_children(self, session_id: str) -> Usage:
         """What the session and every session below it spent (the fold every view totals with)."""
@@ -86,6 +87,10 @@ class Transcript:
             for line in self._event(event, stored.sequence):
                 yield pad + line
             if self.children and isinstance(event, ChildStarted):
+                if event.child_session_id in self._shown:  # (a member resumed by the team's next run: once)
+                    yield pad + "    (its transcript is above: it covers every run of it)"
+                    continue
+                self._shown.add(event.child_session_id)
                 yield from self.lines(event.child_session_id, depth + 1)
 
     # -- pieces ---------------------------------------------------------------------

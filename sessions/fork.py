@@ -5,7 +5,7 @@ from __future__ import annotations
 from zero.agent import Message
 from zero.errors import SessionError, UsageError
 from zero.sessions.ids import new_session_id
-from zero.sessions.models import SessionMetadata
+from zero.sessions.models import SessionMetadata, now_iso
 from zero.sessions.replay import messages_from_events
 from zero.sessions.store import SessionStore
 
@@ -35,6 +35,7 @@ def fork_session(
     if not history:
         raise SessionError(f"session {origin} has no conversation up to event {at_sequence} to fork")
     new_id = session_id or new_session_id("fork")
+    made = now_iso()
     fork = meta.model_copy(
         update={
             "session_id": new_id,
@@ -44,6 +45,8 @@ def fork_session(
             "root_session_id": new_id,
             "depth": 0,
             "status": "pending",
+            "created_at": made,  # (now: not its origin's time)
+            "updated_at": made,
             "usage": type(meta.usage).nothing(priced=not meta.usage.partly_unpriced),  # the origin's model
             "children_usage": type(meta.usage)(),
             "event_count": 0,

@@ -330,6 +330,9 @@ def test_a_killed_team_resumes_where_it_stopped(workspace: Path, tmp_path: Path)
     assert result["budget"]["used"]["tokens"] == total > spent  # the ledger holds both runs
     team_log = [e.event for e in store().events(listed["team"]["sessionId"])]
     assert [e.resumed for e in team_log if e.kind == "team_start"] == [0, 1]  # the resume is on record
+    shown = zero("sessions", "show", listed["team"]["sessionId"], "--children").stdout
+    assert shown.count(f"session {listed['a']['sessionId']} ") == 1  # (each member's transcript once: it was twice)
+    assert "(its transcript is above: it covers every run of it)" in shown
 
 
 def test_a_member_resumed_alone_spends_what_its_team_has_left(workspace: Path, tmp_path: Path) -> None:

@@ -188,7 +188,7 @@ def test_a_fork_of_a_compacted_session_keeps_its_summary_and_a_team_is_not_forke
     conversation up to event None"."""
     store = MemorySessionStore()
     sid = "zero_20261206000000_00000000000a"
-    store.create(SessionMetadata(session_id=sid, root_session_id=sid))
+    store.create(SessionMetadata(session_id=sid, root_session_id=sid, created_at="2020-01-01T00:00:00.000Z"))
     long = "word " * 3000
     store.append(
         sid,
@@ -201,6 +201,7 @@ def test_a_fork_of_a_compacted_session_keeps_its_summary_and_a_team_is_not_forke
         ],
     )
     meta, history = fork_session(store, sid)
+    assert meta.created_at > "2026"  # made now, not when its origin was
     forked = messages_from_events(e.event for e in store.events(meta.session_id))
     assert [m.content for m in forked] == [m.content for m in history]
     assert long not in [m.content for m in forked] and "go on" in forked[-1].content
