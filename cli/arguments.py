@@ -321,7 +321,9 @@ def _sessions(sessions: argparse.ArgumentParser) -> None:
         action="store_true",
         help="the whole run under ID as a script of the scripted provider, which zero replay runs again offline",
     )
-    ss_export.add_argument("-o", "--out", metavar="FILE", help="write it to FILE (.json: as JSON), not to stdout")
+    ss_export.add_argument(
+        "-o", "--out", metavar="FILE", help="with --as-script: write the script to FILE (.json: as JSON), not to stdout"
+    )
     ss_export.add_argument("--force", action="store_true", help="overwrite FILE if it exists")
     ss_rm = ss.add_parser("rm", help="remove a session and its subtree (asks first in a terminal)")
     ss_rm.add_argument("session_id", metavar="ID")
