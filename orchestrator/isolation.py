@@ -427,17 +427,18 @@ async def member_worktree(team_id: str, member: str) -> tuple[Workspace, Callabl
                 finished = await anyio.to_thread.run_sync(worktrees.finish, member, session.session_id, status)
                 await anyio.to_thread.run_sync(worktrees.stow, member)
                 await anyio.to_thread.run_sync(worktrees.sweep)
+                kept = await anyio.to_thread.run_sync(worktrees.changed, member)
             stat = finished.stat
-            session.emit(
+            session.emit(  # (a run that changed nothing, after its work landed or with none: nothing to land)
                 LandChanged(
                     session_id=session.session_id,
                     member=member,
-                    state="committed",
+                    state="committed" if kept else "nothing_to_land",
                     branch=tree.branch,
                     files=stat.files,
                     added=stat.added,
                     removed=stat.removed,
-                    detail=f"zero swarm land {team_id} lands it",
+                    detail=f"zero swarm land {team_id} lands it" if kept else "",
                 )
             )
 

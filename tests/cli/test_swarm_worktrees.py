@@ -505,6 +505,15 @@ def test_a_member_resumed_alone_works_in_its_worktree_and_leaves_its_work_on_its
     assert f"zero/{root}/capped +2 −0 in 2 files · not landed yet" in shown
     assert zero("swarm", "land", team_id).returncode == 0
     assert git(repo, "show", f"zero/{root}/land:more.txt") == "2"
+    # resumed again, it changes nothing: nothing to land (it said committed, and every view "not landed yet")
+    idle = tmp_path / "idle.json"
+    idle.write_text(json.dumps({"turns": [{"match": {"system": who, "prompt": "anything left?"}, "text": "no"}]}))
+    again = zero(
+        "sessions", "resume", member_id, "anything left?", *scripted(idle, repo), "--output-format", "stream-json"
+    )
+    assert again.returncode == 0, again.stderr
+    assert [e["state"] for e in lines(again.stdout) if e["type"] == "land"] == ["nothing_to_land"]
+    assert "not landed yet" not in zero("sessions", "tree", team_id).stdout
 
 
 def test_a_signal_during_the_landing_check_stops_it_at_once_and_leaves_the_branch_as_it_was(tmp_path: Path) -> None:
