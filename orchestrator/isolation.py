@@ -415,7 +415,8 @@ async def member_worktree(team_id: str, member: str) -> tuple[Workspace, Callabl
         return None
     if member not in worktrees.members:
         return None
-    tree = await anyio.to_thread.run_sync(worktrees.open, member)
+    # (a member whose work landed goes on from where it landed, not from the run's snapshot without it)
+    tree = await anyio.to_thread.run_sync(lambda: worktrees.open(member, worktrees.resumed_base(member)))
 
     @asynccontextmanager
     async def committed(session: AgentSession) -> AsyncIterator[Sequence[Tool]]:

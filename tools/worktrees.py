@@ -191,6 +191,14 @@ class Worktrees:
             reopened=reopened,
         )
 
+    def resumed_base(self, member: str) -> str | None:
+        """What a member resumed alone goes on from when its own branch is gone: the integration branch, if its
+        work landed there (its branch was deleted then); None: its branch as it is, or the snapshot."""
+        repo = self.snapshot.repo
+        if not self.landed(member) or _resolve(repo, f"refs/heads/{self.branch_of(member)}") is not None:
+            return None
+        return self.land_branch if _resolve(repo, f"refs/heads/{self.land_branch}") is not None else None
+
     def branch(self, member: str, base: str | None = None) -> str:
         """Make ``member``'s branch from ``base`` (a commit or branch; by default the snapshot), without a
         worktree here, unless it is there (a resumed member goes on from it); the commit it is at. For a

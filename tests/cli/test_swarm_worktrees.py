@@ -507,12 +507,20 @@ def test_a_member_resumed_alone_works_in_its_worktree_and_leaves_its_work_on_its
     assert git(repo, "show", f"zero/{root}/land:more.txt") == "2"
     # resumed again, it changes nothing: nothing to land (it said committed, and every view "not landed yet")
     idle = tmp_path / "idle.json"
-    idle.write_text(json.dumps({"turns": [{"match": {"system": who, "prompt": "anything left?"}, "text": "no"}]}))
+    reads = {
+        "match": {"system": who, "prompt": "anything left?", "turn": 1},
+        "tool_calls": [call("read_file", path="more.txt")],
+    }
+    idle.write_text(
+        json.dumps({"turns": [reads, {"match": {"system": who, "prompt": "anything left?"}, "text": "no"}]})
+    )
     again = zero(
         "sessions", "resume", member_id, "anything left?", *scripted(idle, repo), "--output-format", "stream-json"
     )
     assert again.returncode == 0, again.stderr
     assert [e["state"] for e in lines(again.stdout) if e["type"] == "land"] == ["nothing_to_land"]
+    read = next(e for e in lines(again.stdout) if e["type"] == "tool_result")  # its landed work, where it left it
+    assert read["status"] == "ok" and "2" in read["output"]  # (it went on from the snapshot, without it)
     assert "not landed yet" not in zero("sessions", "tree", team_id).stdout
 
 
