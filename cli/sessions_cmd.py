@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TextIO
 
-from zero.agent import STATUSES, format_cost, format_tokens
+from zero.agent import STATUSES, RunStarted, format_cost, format_tokens
 from zero.cli._console import Console
 from zero.cli.common import Streams, confirm, print_error, session_store, workspace_from
 from zero.cli.options import SessionsOptions
@@ -53,7 +53,7 @@ def run_sessions(args: SessionsOptions, streams: Streams) -> int:
         if action == "lineage":
             return _lineage(store, session_id, args.json, out)
         if action == "fork":
-            return _fork(store, session_id, args, out)
+            return _fork(store, session_id, args, streams)
         if action == "export":
             return _export(store, session_id, args, out)
         return _remove(store, session_id, args, streams)
@@ -228,8 +228,15 @@ def _lineage(store: SessionStore, session_id: str, as_json: bool, out: TextIO) -
 # -- fork, export, rm, prune ------------------------------------------------------------
 
 
-def _fork(store: SessionStore, session_id: str, args: SessionsOptions, out: TextIO) -> int:
+def _fork(store: SessionStore, session_id: str, args: SessionsOptions, streams: Streams) -> int:
     meta, history = fork_session(store, session_id, at_sequence=args.at)
+    out = streams.stdout
+    worked = {e.event.cwd for e in store.events(session_id) if isinstance(e.event, RunStarted)} - {meta.cwd}
+    if worked:  # a member in its team's worktree: the fork is a session of its own, in the workspace itself
+        streams.stderr.write(
+            f"warning: {session_id} worked in a worktree of its team's run ({printable(sorted(worked)[-1])}); the "
+            f"fork works in {printable(meta.cwd)} itself, not in a worktree: its edits land there directly\n"
+        )
     if args.json:
         out.write(json.dumps(meta.to_json(), indent=2) + "\n")
     else:

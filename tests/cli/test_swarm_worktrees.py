@@ -522,6 +522,9 @@ def test_a_member_resumed_alone_works_in_its_worktree_and_leaves_its_work_on_its
     read = next(e for e in lines(again.stdout) if e["type"] == "tool_result")  # its landed work, where it left it
     assert read["status"] == "ok" and "2" in read["output"]  # (it went on from the snapshot, without it)
     assert "not landed yet" not in zero("sessions", "tree", team_id).stdout
+    forked = zero("sessions", "fork", member_id)  # (its fork works in the checkout itself: said, not silent)
+    assert forked.returncode == 0 and "worked in a worktree of its team's run" in forked.stderr
+    assert f"the fork works in {repo} itself, not in a worktree" in forked.stderr
 
 
 def test_a_signal_during_the_landing_check_stops_it_at_once_and_leaves_the_branch_as_it_was(tmp_path: Path) -> None:
