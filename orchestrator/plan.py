@@ -173,6 +173,8 @@ def build_plan(
     for i, name in enumerate(names):
         position.setdefault(name, i)
     for i, m in enumerate(team.members):
+        for dep in sorted({d for d in m.depends_on if m.depends_on.count(d) > 1}):
+            problem(i, "depends_on", f"depends_on names {dep!r} more than once: name each member it depends on once")
         for dep in m.depends_on:
             if dep not in seen:
                 problem(i, "depends_on", f"depends on unknown member {dep!r}{did_you_mean(dep, names)}")

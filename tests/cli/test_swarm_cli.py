@@ -275,6 +275,7 @@ depends_on = ["a"]
 name = "c"
 specialist = "explorer"
 prompt = "z"
+depends_on = ["a", "a"]
 """,
     )
     with LLMServer() as server:
@@ -282,13 +283,15 @@ prompt = "z"
         run = zero("swarm", "run", str(team), "--base-url", server.url)
         assert server.requests == []
     assert done.returncode == 2 and run.returncode == 2
-    assert "is not a valid team file (4 problems)" in done.stderr
+    assert "is not a valid team file (5 problems)" in done.stderr
+    said = f"{team}:19: member 'c': depends_on names 'a' more than once: name each member it depends on once"
+    assert said in done.stderr, done.stderr  # (it was let through)
     assert f"{team}:4: unknown key 'scheduler.max_concurency' (did you mean \"max_concurrency\"?)" in done.stderr
     assert f"{team}:12: member 'b': unknown specialist 'reviewer' (did you mean \"code-review\"?)" in done.stderr
     assert f"{team}:6: member 'a': dependency cycle: a -> b -> a" in done.stderr
     assert f"{team}:8: member 'a': prompt uses {{{{ c.output }}}} but 'c' is not in its depends_on" in done.stderr
     data = json.loads(zero("swarm", "validate", str(team), "--json").stdout)
-    assert data["valid"] is False and len(data["problems"]) == 4
+    assert data["valid"] is False and len(data["problems"]) == 5
 
 
 @pytest.mark.parametrize(
