@@ -449,8 +449,7 @@ def edit_table(path: Path, table: str, body: str | None, *, new: bool = False, w
         raise UsageError(f"{path} has [{table}] already: remove it first (zero mcp remove {key[-1]}), or another name")
     if body is None and _lookup(before, key) is None:
         return False
-    lines = text.splitlines(keepends=True)  # (each as it ends: a Windows file keeps its line ends)
-    newline = "\r\n" if lines and lines[0].endswith("\r\n") else "\n"
+    lines, newline = _lines(text)
     if lines and not lines[-1].endswith("\n"):
         lines[-1] += newline
     ours = [
@@ -491,7 +490,7 @@ def set_flag(path: Path, table: str, name: str) -> None:
         raise UsageError(f"{path} has no [{table}] table to set {name} in")
     if found.get(name) is True:
         return
-    lines = text.splitlines(keepends=True)  # (each line as it ends: only one changes)
+    lines, newline = _lines(text)
     block = next(((i, end) for i, end in _blocks(lines) if _header(lines[i]) == key), None)
     if block is None:  # inline in its parent table
         raise _not_rewritten(path, table)
@@ -503,10 +502,9 @@ def set_flag(path: Path, table: str, name: str) -> None:
         lines[at] = setting.sub(r"\1true\3", line) + lines[at][len(line) :]
     else:
         last = max(n for n in range(start, end) if lines[n].strip() and not lines[n].lstrip().startswith("#"))
-        ending = "\r\n" if lines[last].endswith("\r\n") else "\n"
         if not lines[last].endswith("\n"):  # the file's last line, without its newline
-            lines[last] += ending
-        lines.insert(last + 1, f"{name} = true{ending}")
+            lines[last] += newline
+        lines.insert(last + 1, f"{name} = true{newline}")
     expected = copy.deepcopy(before)
     node = _lookup(expected, key)
     assert isinstance(node, dict)
@@ -532,6 +530,12 @@ def _not_rewritten(path: Path, table: str) -> UsageError:
         f"{path}: [{table}] is written in a way zero mcp does not rewrite (inline in its parent table, or keys of "
         "it elsewhere in the file): edit the file by hand"
     )
+
+
+def _lines(text: str) -> tuple[list[str], str]:
+    """A file's lines, each as it ends (a Windows file keeps its line ends), and the end its lines have."""
+    lines = text.splitlines(keepends=True)
+    return lines, "\r\n" if lines and lines[0].endswith("\r\n") else "\n"
 
 
 def _blocks(lines: list[str]) -> list[tuple[int, int]]:

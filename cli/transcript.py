@@ -66,13 +66,12 @@ class Transcript:
     _rollups: dict[str, Rollup] = field(default_factory=dict, init=False, repr=False)  # by run
     _shown: set[str] = field(default_factory=set, init=False, repr=False)  # children printed so far
 
-    def _with_children(self, session_id: str) -> Usage:
+    def _with_children(self, meta: SessionMetadata) -> Usage:
         """What the session and every session below it spent (the fold every view totals with)."""
-        meta = self.store.metadata(session_id)
         run = meta.root_session_id or meta.session_id
         if run not in self._rollups:
             self._rollups[run] = Rollup.of_rows([meta.to_json(), *self.store.rows(tree=run)])
-        return self._rollups[run].subtree(session_id)
+        return self._rollups[run].subtree(meta.session_id)
 
     def lines(self, session_id: str, depth: int = 0) -> Iterator[str]:
         meta = self.store.metadata(session_id)
@@ -106,8 +105,7 @@ class Transcript:
             f"parent: {meta.parent_session_id}" if meta.parent_session_id else "",
             f"forked from: {meta.forked_from} at event {meta.forked_at_sequence}" if meta.forked_from else "",
             f"created {meta.created_at} · updated {meta.updated_at}",
-            f"usage: own {_usage(meta.usage.to_usage())} · "
-            f"with children {_usage(self._with_children(meta.session_id))}",
+            f"usage: own {_usage(meta.usage.to_usage())} · with children {_usage(self._with_children(meta))}",
         ]
         if self.markdown:
             return ["", f"{'#' * min(depth + 2, 6)} {title}", "", *(f"- {f}" for f in facts if f), ""]

@@ -55,7 +55,7 @@ def read_index(
     kept: dict[str, list[Any]] = {}  # cached entries of other runs (``tree``): saved again, not returned
     for name in names:
         entry = cached.get(name)
-        if tree is not None and entry is not None and entry[1].get("rootSessionId") not in (tree, "", None):
+        if tree is not None and entry is not None and not _in_tree(entry[1], tree):
             kept[name] = entry
             continue
         path = f"{base}/{name}/"
@@ -81,8 +81,13 @@ def read_index(
         _save(root / INDEX, {**kept, **entries})
     rows = [data for _, data in entries.values()]
     if tree is not None:  # (read afresh, maybe of another run: a new session, or a changed file)
-        rows = [row for row in rows if row.get("rootSessionId") in (tree, "", None)]
+        rows = [row for row in rows if _in_tree(row, tree)]
     return rows, damaged
+
+
+def _in_tree(row: Row, tree: str) -> bool:
+    """Whether a row is of the run whose root session is ``tree`` (one that names no root may be)."""
+    return row.get("rootSessionId") in (tree, "", None)
 
 
 def _identity(folder: str) -> list[int] | None:
